@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CapturesConfig(AppConfig):
+    name = "captures"
+    verbose_name = "Request captures"

@@ -1,0 +1,46 @@
+"""What the proxy records for one captured request. Plain data: built on the request path
+without touching the ORM, handed to ``captures.sink.submit`` which persists it off the path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    provider: str
+    channel: str
+    upstream_protocol: str
+    logical_model: str
+    upstream_model: str
+    started_at: float  # unix time
+    internal_request: Any = None  # the URP request after the request chains, as JSON-able data
+    upstream_request: Any = None  # the exact upstream body (dict)
+    upstream_status: int | None = None
+    upstream_response: Any = None  # body (dict/str) for non-stream
+    upstream_frames: list[str] = field(default_factory=list)  # raw SSE frames for stream
+    response_after_chains: Any = None  # URP response (non-stream) or list of events, JSON-able
+    executed_chain: list[dict[str, Any]] = field(default_factory=list)  # scope, transform, phase, rule_id
+    error: str | None = None
+    ttfb_ms: float | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(slots=True)
+class CaptureRecord:
+    request_id: str
+    created_at: float  # unix time
+    api_key_id: int | None
+    api_key_name: str
+    client_protocol: str
+    stream: bool
+    logical_model: str
+    client_request: Any = None  # body as received (dict, or raw text if it was not JSON)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    client_status: int | None = None
+    client_response: Any = None  # body sent to the client (non-stream)
+    client_frames: list[str] = field(default_factory=list)  # SSE frames sent to the client
+    usage_seen: bool = False
+    error: str | None = None
+    duration_ms: float | None = None

@@ -1,0 +1,26 @@
+"""ASGI entry point: ``/v1/*`` goes to the proxy app (no Django request handling on the hot
+path); everything else (admin, REST API, capture viewer) is ordinary Django."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+from gateway.proxy.app import ProxyApp  # noqa: E402
+
+django_app = get_asgi_application()
+proxy_app = ProxyApp()
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/v1"):
+        await proxy_app(scope, receive, send)
+    elif scope["type"] == "lifespan":
+        await proxy_app.lifespan(scope, receive, send)
+    else:
+        await django_app(scope, receive, send)

@@ -1,0 +1,41 @@
+"""Gateway-wide settings: one row."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class GlobalSettings(models.Model):
+    capture_enabled = models.BooleanField(
+        default=True, help_text="Master switch: when off, no request is captured whatever the key says.")
+    capture_retention_days = models.PositiveIntegerField(default=7)
+    capture_max_total_mb = models.PositiveIntegerField(
+        default=1024, help_text="Size budget for all captures; the oldest are deleted past it.")
+    strip_cross_protocol_nested = models.BooleanField(
+        default=True, help_text="Drop nested unknown fields when the upstream speaks another protocol.")
+    request_timeout_seconds = models.FloatField(default=300.0)
+    connect_timeout_seconds = models.FloatField(default=10.0)
+    upstream_idle_timeout_seconds = models.FloatField(default=120.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "global settings"
+        verbose_name_plural = "global settings"
+
+    def __str__(self) -> str:
+        return "Global settings"
+
+    def save(self, *args, **kwargs):
+        self.pk = 1
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def load(cls) -> GlobalSettings:
+        obj, _ = cls.objects.get_or_create(pk=1)
+        return obj
+
+
+class ConfigVersion(models.Model):
+    """A counter bumped on every configuration change, for workers without Redis."""
+
+    version = models.BigIntegerField(default=0)

@@ -1,0 +1,24 @@
+"""Shared shapes for codecs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class EncodeContext:
+    """What an encoder needs to know beyond the URP object.
+
+    ``model``: the model name to write (the upstream model for requests, the client's logical
+    model for responses). ``source_protocol``: the protocol the object was decoded from; when it
+    differs from the encoder's protocol the hop is cross-family. ``strip_nested``: drop nested
+    passthrough (node extras, control nodes) on cross-family hops. ``include_usage``: Chat
+    stream clients that asked for a usage chunk. ``options``: protocol-specific knobs.
+    """
+
+    model: str
+    source_protocol: str | None = None
+    strip_nested: bool = True
+    include_usage: bool = True
+    options: dict[str, Any] = field(default_factory=dict)

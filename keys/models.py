@@ -1,0 +1,80 @@
+"""Client API keys: stored as a keyed hash with a short visible prefix."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from gateway import crypto
+
+CAPTURE_CHOICES = [("off", "Off"), ("all", "All requests"), ("abnormal", "Only abnormal requests")]
+PREFIX_LEN = 12
+
+
+def generate_secret() -> str:
+    return "sk-gw-" + secrets.token_urlsafe(32)
+
+
+def validate_globs(value) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(g, str) and g for g in value):
+        raise ValidationError("Must be a list of non-empty glob strings.")
+
+
+def validate_redirects(value) -> None:
+    if value in (None, ""):
+        return
+    if not isinstance(value, list) or len(value) > 32:
+        raise ValidationError("Must be a list of at most 32 {pattern, replace} rules.")
+    for i, rule in enumerate(value):
+        if not isinstance(rule, dict) or not rule.get("pattern") or not rule.get("replace"):
+            raise ValidationError(f"Rule {i}: needs non-empty 'pattern' and 'replace'.")
+        if len(rule["pattern"]) > 256:
+            raise ValidationError(f"Rule {i}: pattern longer than 256 characters.")
+        try:
+            re.compile(f"^(?:{rule['pattern']})$")
+        except re.error as exc:
+            raise ValidationError(f"Rule {i}: invalid regular expression: {exc}.") from exc
+
+
+class ApiKey(models.Model):
+    name = models.CharField(max_length=100)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys",
+                              null=True, blank=True)
+    prefix = models.CharField(max_length=PREFIX_LEN, editable=False, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    enabled = models.BooleanField(default=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    allowed_models = models.JSONField(
+        null=True, blank=True, validators=[validate_globs],
+        help_text='Globs of logical models this key may use (* any run, ? one character); empty allows all.')
+    model_redirects = models.JSONField(
+        null=True, blank=True, validators=[validate_redirects],
+        help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.')
+    capture_mode = models.CharField(max_length=10, choices=CAPTURE_CHOICES, default="off")
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def set_secret(self, secret: str | None = None) -> str:
+        """Store a new secret (generated unless given) and return it: it is shown only once."""
+        secret = secret or generate_secret()
+        self.prefix = secret[:PREFIX_LEN]
+        self.key_hash = crypto.hash_api_key(secret)
+        return secret
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()

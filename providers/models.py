@@ -1,0 +1,146 @@
+"""Upstream topology: providers, their channels, and the models each channel serves."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from gateway import crypto
+
+PROTOCOL_CHOICES = [
+    ("chat_completion", "OpenAI Chat Completions"),
+    ("responses", "OpenAI Responses"),
+    ("messages", "Anthropic Messages"),
+    ("gemini", "Google Gemini"),
+]
+
+TRISTATE_CHOICES = [("inherit", "Inherit global setting"), ("true", "Always"), ("false", "Never")]
+
+FORBIDDEN_HEADERS = frozenset({
+    "authorization", "x-api-key", "x-goog-api-key", "host", "content-length", "content-type",
+    "transfer-encoding", "connection", "keep-alive", "upgrade", "expect", "te", "trailer",
+    "proxy-authorization", "proxy-connection",
+})
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
+
+
+def validate_base_url(value: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError("Base URL must be an absolute http(s) URL with a host.")
+
+
+def validate_extra_headers(value) -> None:
+    if value in (None, ""):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError("Extra headers must be an object of header name to value.")
+    if len(value) > 16:
+        raise ValidationError("At most 16 extra headers.")
+    seen: set[str] = set()
+    for name, val in value.items():
+        lower = str(name).lower()
+        if not _TOKEN.match(str(name)):
+            raise ValidationError(f"Invalid header name: {name!r}.")
+        if lower in FORBIDDEN_HEADERS:
+            raise ValidationError(f"Header {name!r} is hop-by-hop or carries authentication; it cannot be set here.")
+        if lower in seen:
+            raise ValidationError(f"Header {name!r} appears twice.")
+        seen.add(lower)
+        if not isinstance(val, str) or "\r" in val or "\n" in val or len(val) > 4096:
+            raise ValidationError(f"Header {name!r}: value must be a string of at most 4096 characters without line breaks.")
+
+
+class Provider(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(default=0, help_text="Lower is tried first.")
+    max_retries = models.IntegerField(
+        default=-1, validators=[MinValueValidator(-1)],
+        help_text="Attempts across all of this provider's channels are max_retries + 1; -1 means unlimited.")
+    channel_max_retries = models.PositiveIntegerField(
+        default=0, help_text="Retries on the same channel for retryable errors (connect, timeout, 408, 429, 5xx).")
+    channel_retry_interval_ms = models.PositiveIntegerField(default=0)
+    request_timeout_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.1)],
+        help_text="Overrides the global request timeout when set.")
+    circuit_breaker_enabled = models.BooleanField(default=True)
+    strip_cross_protocol_nested = models.CharField(
+        max_length=8, choices=TRISTATE_CHOICES, default="inherit",
+        help_text="Drop nested unknown fields on cross-protocol hops.")
+    extra_fields_whitelist = models.JSONField(
+        null=True, blank=True,
+        help_text='Top-level unknown fields let through in addition to the built-in list; ["*"] lets all through.')
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["priority", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        wl = self.extra_fields_whitelist
+        if wl is not None and (not isinstance(wl, list) or not all(isinstance(x, str) and x for x in wl)):
+            raise ValidationError({"extra_fields_whitelist": "Must be a list of non-empty field names."})
+
+
+class Channel(models.Model):
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="channels")
+    name = models.CharField(max_length=100)
+    protocol = models.CharField(max_length=20, choices=PROTOCOL_CHOICES)
+    base_url = models.CharField(max_length=500, validators=[validate_base_url])
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    weight = models.PositiveIntegerField(default=1, help_text="0 excludes the channel from routing.")
+    enabled = models.BooleanField(default=True)
+    extra_headers = models.JSONField(null=True, blank=True, validators=[validate_extra_headers])
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "name"]
+        constraints = [models.UniqueConstraint(fields=["provider", "name"], name="channel_unique_name_per_provider")]
+
+    def __str__(self) -> str:
+        return f"{self.provider.name}/{self.name}" if self.provider_id else self.name
+
+    def set_api_key(self, plaintext: str) -> None:
+        self.api_key_encrypted = crypto.encrypt(plaintext)
+
+    def get_api_key(self) -> str:
+        return crypto.decrypt(self.api_key_encrypted)
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+
+class ChannelModel(models.Model):
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="models")
+    model = models.CharField(max_length=200, db_index=True, help_text="The logical model clients ask for.")
+    upstream_model = models.CharField(
+        max_length=200, blank=True, default="", help_text="The model name sent upstream; empty sends the logical name.")
+    multiplier = models.DecimalField(
+        max_digits=18, decimal_places=9, default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0.000000001"))])
+
+    class Meta:
+        ordering = ["model"]
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "model"], name="channelmodel_unique_per_channel"),
+            models.CheckConstraint(condition=models.Q(multiplier__gt=0), name="channelmodel_multiplier_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.model if not self.upstream_model else f"{self.model} -> {self.upstream_model}"
+
+    def clean(self) -> None:
+        self.model = (self.model or "").strip()
+        if not self.model:
+            raise ValidationError({"model": "Model name must not be empty."})

@@ -1,0 +1,1 @@
+"""Shared fixtures. Helpers for servers live in tests/servers.py."""

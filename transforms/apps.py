@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TransformsConfig(AppConfig):
+    name = "transforms"
+    verbose_name = "Transforms"

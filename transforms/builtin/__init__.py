@@ -1,0 +1,1 @@
+"""Built-in transforms, one module each; adding a module registers it."""

@@ -1,0 +1,52 @@
+"""Transform rules: ordered chains in three scopes (provider, global, API key)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import CheckConstraint, JSONField, Q
+
+from keys.models import ApiKey
+from providers.models import Provider
+
+SCOPE_CHOICES = [("provider", "Provider"), ("global", "Global"), ("api_key", "API key")]
+PHASE_CHOICES = [("request", "Request"), ("response", "Response")]
+MODELS_HELP = ("Optional list of globs matched against the client's logical model (never the redirected "
+               "upstream model): * any run, ? one character, case-sensitive, whole name. Empty: every model.")
+
+
+class TransformRule(models.Model):
+    scope = models.CharField(max_length=10, choices=SCOPE_CHOICES)
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules")
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules")
+    position = models.PositiveIntegerField(default=0, db_index=True)
+    transform = models.CharField(max_length=64)
+    enabled = models.BooleanField(default=True)
+    phase = models.CharField(max_length=10, choices=PHASE_CHOICES, default="request")
+    models = JSONField(null=True, blank=True, help_text=MODELS_HELP)
+    config = JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["scope", "provider_id", "api_key_id", "position", "id"]
+        constraints = [
+            CheckConstraint(
+                name="transformrule_scope_owner",
+                condition=(
+                    Q(scope="provider", provider__isnull=False, api_key__isnull=True)
+                    | Q(scope="global", provider__isnull=True, api_key__isnull=True)
+                    | Q(scope="api_key", provider__isnull=True, api_key__isnull=False)
+                ),
+            ),
+            CheckConstraint(name="transformrule_phase_valid", condition=Q(phase__in=["request", "response"])),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.transform} ({self.phase})"
+
+    def clean(self) -> None:
+        from transforms.validation import validate_rule
+
+        errors = validate_rule(
+            transform=self.transform, scope=self.scope, phase=self.phase, models=self.models, config=self.config)
+        if errors:
+            raise ValidationError(errors)
