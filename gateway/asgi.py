@@ -18,7 +18,7 @@ proxy_app = ProxyApp()
 
 
 async def application(scope, receive, send):
-    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/v1"):
+    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/healthz"):
         await proxy_app(scope, receive, send)
     elif scope["type"] == "lifespan":
         await proxy_app.lifespan(scope, receive, send)

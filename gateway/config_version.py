@@ -8,6 +8,7 @@ runs off the request path (a background thread), never per request.
 from __future__ import annotations
 
 import logging
+import secrets
 
 from django.conf import settings
 from django.db import transaction
@@ -27,12 +28,11 @@ def _client():
 
 
 def _bump_db() -> None:
-    from django.db.models import F
-
+    # A fresh random value rather than +1: a worker only needs "changed", and a table that is
+    # emptied and refilled (tests, restores) can never land back on the value it saw last.
     from gateway.models import ConfigVersion
 
-    if not ConfigVersion.objects.filter(pk=1).update(version=F("version") + 1):
-        ConfigVersion.objects.get_or_create(pk=1, defaults={"version": 1})
+    ConfigVersion.objects.update_or_create(pk=1, defaults={"version": secrets.randbits(62) + 1})
 
 
 def bump() -> None:
