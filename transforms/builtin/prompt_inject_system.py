@@ -1,0 +1,82 @@
+"""prompt_inject_system: add an operator-written segment to the system prompt."""
+
+from __future__ import annotations
+
+from gateway.urp import Request, TextNode
+from gateway.urp.nodes import Node
+from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.builtin.role_helpers import is_control, node_role
+
+
+class PromptInjectSystem(Transform):
+    """Inserts a new system text node; the client's own system nodes are never edited (encoders
+    fold adjacent system nodes into one system prompt, so the new node is an extra segment).
+
+    - ``prepend``: immediately before the first system node, so the injected text leads the
+      system prompt.
+    - ``append``: immediately after the last system node.
+    - No system node at all: at the start of the input for both positions.
+
+    Deliberate differences from the reference implementation, which users would not want:
+    its ``prepend`` inserted *after* the first system node (so prepend and append were the same
+    with a single system segment), and its ``append`` without a system node put a system
+    message after the last user turn, which many Chat upstreams and chat templates reject.
+    Control nodes directly before the insertion point keep introducing the envelope they
+    belonged to (the new node goes before them), and empty ``content`` is refused on save
+    (an empty system segment is rejected by several upstreams).
+    """
+
+    type_id = "prompt_inject_system"
+    category = "prompt"
+    name = {"en": "Prompt: inject system prompt", "zh": "提示词：注入系统提示词"}
+    description = {
+        "en": "Adds a system prompt segment before or after the client's system prompt.",
+        "zh": "在客户端系统提示词之前或之后添加一段系统提示词。",
+    }
+    phases = ("request",)
+    scopes = ALL_SCOPES
+    config_schema = {
+        "type": "object",
+        "properties": {
+            "content": {
+                "type": "string",
+                "format": "multiline",
+                "minLength": 1,
+                "title": "Content",
+                "description": "The system prompt text to inject.",
+            },
+            "position": {
+                "type": "string",
+                "enum": ["prepend", "append"],
+                "title": "Position",
+                "description": "prepend: before the client's system prompt; append: after it.",
+                "default": "append",
+            },
+        },
+        "required": ["content", "position"],
+    }
+
+    def setup(self) -> None:
+        # Saved rules are validated; .get() keeps an unvalidated row from breaking the snapshot.
+        self._content: str = self.config.get("content") or ""
+        self._prepend = self.config.get("position") == "prepend"
+
+    def apply_request(self, req: Request, ctx: TransformContext) -> None:
+        if not self._content:
+            return
+        nodes = req.input
+        system_at = [i for i, node in enumerate(nodes) if node_role(node) == "system"]
+        new = TextNode(role="system", content=self._content)
+        if not system_at:
+            nodes.insert(0, new)
+        elif self._prepend:
+            nodes.insert(_before_controls(nodes, system_at[0]), new)
+        else:
+            nodes.insert(system_at[-1] + 1, new)
+
+
+def _before_controls(nodes: list[Node], index: int) -> int:
+    """Step back over control nodes that introduce the envelope of ``nodes[index]``."""
+    while index > 0 and is_control(nodes[index - 1]):
+        index -= 1
+    return index

@@ -1,0 +1,32 @@
+"""prompt_strip_orphaned_tool_calls: drop tool calls that never got a result (for example after
+client-side truncation); Anthropic rejects a tool_use without a matching tool_result."""
+
+from __future__ import annotations
+
+from gateway.urp import Request, ToolCallNode, ToolResultNode
+from transforms.base import ALL_SCOPES, Transform, TransformContext
+
+
+class PromptStripOrphanedToolCalls(Transform):
+    """Removes every tool call whose ``call_id`` has no tool result anywhere in the input.
+    Tool results are never removed (an orphan result stays); every other node, control nodes
+    included, is untouched."""
+
+    type_id = "prompt_strip_orphaned_tool_calls"
+    category = "prompt"
+    name = {"en": "Prompt: strip orphaned tool calls", "zh": "提示词：移除孤立的工具调用"}
+    description = {
+        "en": "Removes assistant tool calls that have no matching tool result in the conversation.",
+        "zh": "移除对话中没有对应工具结果的助手工具调用。",
+    }
+    phases = ("request",)
+    scopes = ALL_SCOPES
+    config_schema = {"type": "object", "properties": {}}
+
+    def apply_request(self, req: Request, ctx: TransformContext) -> None:
+        answered = {node.call_id for node in req.input if isinstance(node, ToolResultNode)}
+        if any(isinstance(node, ToolCallNode) and node.call_id not in answered for node in req.input):
+            req.input[:] = [
+                node for node in req.input
+                if not (isinstance(node, ToolCallNode) and node.call_id not in answered)
+            ]

@@ -1,0 +1,27 @@
+"""role_developer_to_system: developer-role content becomes system-role content, for upstreams
+that do not know the developer role."""
+
+from __future__ import annotations
+
+from gateway.urp import Request
+from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA, rename_role
+
+
+class RoleDeveloperToSystem(Transform):
+    """Every role-bearing node (text, image, audio, file, provider item) with role developer gets
+    role system. Tool calls, tool results, reasoning and control nodes are untouched."""
+
+    type_id = "role_developer_to_system"
+    category = "role"
+    name = {"en": "Role: developer to system", "zh": "角色：developer 转 system"}
+    description = {
+        "en": "Rewrites developer-role messages as system messages, for upstreams that reject the developer role.",
+        "zh": "将 developer 角色的消息改写为 system 角色，适用于不支持 developer 角色的上游。",
+    }
+    phases = ("request",)
+    scopes = ALL_SCOPES
+    config_schema = NO_CONFIG_SCHEMA
+
+    def apply_request(self, req: Request, ctx: TransformContext) -> None:
+        rename_role(req.input, "developer", "system")

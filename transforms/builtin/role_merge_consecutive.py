@@ -1,0 +1,61 @@
+"""role_merge_consecutive: fold runs of adjacent same-role text into one node, for upstreams
+that reject consecutive messages of the same role or multi-part text."""
+
+from __future__ import annotations
+
+from gateway.urp import Request, TextNode
+from gateway.urp.nodes import Node
+from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA
+
+# Text carrying any of these must keep its own boundaries (they describe exactly that text).
+_UNMERGEABLE_EXTRA = ("signature", "logprobs", "citations", "annotations")
+
+
+def _mergeable(node: Node) -> bool:
+    return type(node) is TextNode and not any(key in node.extra for key in _UNMERGEABLE_EXTRA)
+
+
+class RoleMergeConsecutive(Transform):
+    """Merges directly adjacent text nodes that have the same role and the same ``phase``.
+
+    The later content is appended with no separator: the internal representation does not
+    record message boundaries, and adjacent same-role text is usually the parts of one client
+    message, whose text must not change. The earlier node keeps its id and phase; extras are
+    merged with the earlier node's keys winning. Any other node between two texts (image, tool
+    call or result, reasoning, control node) breaks the run. Text annotated with a signature,
+    logprobs, citations or annotations is never merged with a neighbour.
+    """
+
+    type_id = "role_merge_consecutive"
+    category = "role"
+    name = {"en": "Role: merge consecutive", "zh": "角色：合并连续消息"}
+    description = {
+        "en": "Merges adjacent text of the same role into a single text block.",
+        "zh": "将相邻的同角色文本合并为一个文本块。",
+    }
+    phases = ("request",)
+    scopes = ALL_SCOPES
+    config_schema = NO_CONFIG_SCHEMA
+
+    def apply_request(self, req: Request, ctx: TransformContext) -> None:
+        out: list[Node] = []
+        prev: TextNode | None = None  # the last kept node, when it can absorb a neighbour
+        parts: list[str] = []
+        for node in req.input:
+            if prev is not None and _mergeable(node) and node.role == prev.role and node.phase == prev.phase:
+                parts.append(node.content)
+                for key, value in node.extra.items():
+                    prev.extra.setdefault(key, value)
+                continue
+            if len(parts) > 1:
+                prev.content = "".join(parts)  # type: ignore[union-attr]
+            out.append(node)
+            if _mergeable(node):
+                prev, parts = node, [node.content]  # type: ignore[union-attr]
+            else:
+                prev, parts = None, []
+        if prev is not None and len(parts) > 1:
+            prev.content = "".join(parts)
+        if len(out) != len(req.input):
+            req.input[:] = out
