@@ -1,0 +1,28 @@
+"""``manage.py loadconfig FILE [--prune]``: apply a YAML or JSON configuration file."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from gateway.configfile import ConfigError, load_file
+
+
+class Command(BaseCommand):
+    help = ("Create or update providers, channels, models, API keys, transform chains and settings from a "
+            "YAML or JSON file, in one transaction. Bad files are reported by field path and write nothing.")
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", help="path to a .yaml/.yml or .json file")
+        parser.add_argument("--prune", action="store_true",
+                            help="delete providers, channels, models and API keys the file no longer names")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            report = load_file(options["file"], prune=options["prune"])
+        except ConfigError as exc:
+            for line in exc.errors:
+                self.stderr.write(line)
+            raise CommandError(f"{options['file']}: {len(exc.errors)} error(s); nothing was written") from exc
+        self.stdout.write(f"Loaded {options['file']}: {report.summary()}")
+        for name, secret in report.generated_secrets.items():
+            self.stdout.write(f"API key {name!r} created with secret {secret}  (shown once: store it now)")
