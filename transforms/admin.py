@@ -51,6 +51,12 @@ class GlobalTransformRule(TransformRule):
         verbose_name = "global transform rule"
         verbose_name_plural = "Global transform chain"
 
+    def clean(self) -> None:
+        # Rows of this proxy are global rules: fix the scope before validate_rule sees it
+        # (the admin form runs full_clean() before save_model could set it).
+        self.scope = "global"
+        super().clean()
+
 
 @admin.register(GlobalTransformRule)
 class GlobalTransformRuleAdmin(admin.ModelAdmin):

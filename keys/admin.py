@@ -1,0 +1,71 @@
+"""Admin for client API keys.
+
+The secret is generated on creation and shown exactly once, in the response to the add form
+(not through the messages framework, which would park it in a cookie or the session). Only its
+keyed hash and a short prefix are stored. "Rotate secret" issues a new one the same way.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db import transaction
+from django.template.response import TemplateResponse
+
+from keys.models import ApiKey
+from transforms.admin import ApiKeyRuleInline
+
+_SECRET_ATTR = "_gw_new_api_key_secret"
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("name", "prefix_display", "enabled", "expires_at", "capture_mode", "owner", "created_at",
+                    "last_used_at")
+    list_filter = ("enabled", "capture_mode", ("expires_at", admin.EmptyFieldListFilter))
+    search_fields = ("name", "prefix", "owner__username")
+    list_editable = ("enabled",)
+    readonly_fields = ("prefix_display", "created_at", "last_used_at")
+    inlines = [ApiKeyRuleInline]
+    actions = ["rotate_secret"]
+    fieldsets = (
+        (None, {"fields": ("name", "owner", "enabled", "expires_at", "prefix_display")}),
+        ("Policy", {"fields": ("allowed_models", "model_redirects", "capture_mode")}),
+        ("Activity", {"fields": ("created_at", "last_used_at")}),
+    )
+
+    @admin.display(description="Key", ordering="prefix")
+    def prefix_display(self, obj: ApiKey) -> str:
+        return f"{obj.prefix}…" if obj.prefix else "(generated when saved)"
+
+    def save_model(self, request, obj: ApiKey, form, change: bool) -> None:
+        if not change:
+            setattr(request, _SECRET_ATTR, obj.set_secret())
+        super().save_model(request, obj, form, change)
+
+    def response_add(self, request, obj: ApiKey, post_url_continue=None):
+        secret = getattr(request, _SECRET_ATTR, None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        return self._secret_page(request, [(obj, secret)], "API key created")
+
+    @admin.action(description="Rotate secret (the old one stops working; the new one is shown once)")
+    def rotate_secret(self, request, queryset):
+        issued = []
+        with transaction.atomic():
+            for key in queryset.select_for_update():
+                secret = key.set_secret()
+                key.save(update_fields=["prefix", "key_hash"])
+                issued.append((key, secret))
+        return self._secret_page(request, issued, "New API key secrets")
+
+    def _secret_page(self, request, issued, title: str):
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": self.model._meta,
+            "issued": issued,
+        }
+        response = TemplateResponse(request, "keys/admin/secret_once.html", context)
+        # The page holds a secret: keep it out of every cache.
+        response["Cache-Control"] = "no-store"
+        return response

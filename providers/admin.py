@@ -1,0 +1,139 @@
+"""Admin for the upstream topology: providers (channels and the provider chain inline), channels
+(models inline).
+
+Upstream keys are write-only: a password input that is always empty when the page is shown,
+required when a channel is created, and left empty on edit to keep the stored key. Neither the
+key nor its ciphertext is ever rendered.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.db.models import Count
+from django.urls import reverse
+from django.utils.html import format_html
+
+from providers.models import Channel, ChannelModel, Provider
+from transforms.admin import ProviderRuleInline
+
+KEY_HELP = "Write-only. Required for a new channel; leave empty to keep the stored key."
+
+
+class ChannelForm(forms.ModelForm):
+    api_key = forms.CharField(
+        label="Upstream API key", required=False, strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=KEY_HELP)
+
+    class Meta:
+        model = Channel
+        fields = ("name", "protocol", "base_url", "api_key", "weight", "enabled", "extra_headers")
+
+    def clean(self):
+        cleaned = super().clean()
+        secret = cleaned.get("api_key") or ""
+        if secret:
+            self.instance.set_api_key(secret)
+        elif not self.instance.has_api_key:
+            self.add_error("api_key", "An upstream API key is required for a new channel.")
+        return cleaned
+
+
+class ChannelModelInline(admin.TabularInline):
+    model = ChannelModel
+    extra = 1
+    fields = ("model", "upstream_model", "multiplier")
+
+
+class ChannelInline(admin.TabularInline):
+    model = Channel
+    form = ChannelForm
+    extra = 0
+    fields = ("name", "protocol", "base_url", "api_key", "weight", "enabled", "key_status", "models_link")
+    readonly_fields = ("key_status", "models_link")
+    show_change_link = True
+
+    @admin.display(description="Key")
+    def key_status(self, obj: Channel) -> str:
+        return "stored" if obj.pk and obj.has_api_key else "—"
+
+    @admin.display(description="Models")
+    def models_link(self, obj: Channel) -> str:
+        if not obj.pk:
+            return "save first, then add models"
+        names = ", ".join(m.model for m in obj.models.all()[:5]) or "none"
+        url = reverse("admin:providers_channel_change", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, names)
+
+
+@admin.register(Provider)
+class ProviderAdmin(admin.ModelAdmin):
+    list_display = ("name", "enabled", "priority", "channel_count", "protocols", "rule_count", "updated_at")
+    list_editable = ("enabled", "priority")
+    list_filter = ("enabled", "channels__protocol", "circuit_breaker_enabled")
+    search_fields = ("name", "channels__name", "channels__models__model", "channels__base_url")
+    ordering = ("priority", "name")
+    inlines = [ChannelInline, ProviderRuleInline]
+    fieldsets = (
+        (None, {"fields": ("name", "enabled", "priority")}),
+        ("Retries and timeouts", {"fields": ("max_retries", "channel_max_retries", "channel_retry_interval_ms",
+                                             "request_timeout_seconds", "circuit_breaker_enabled")}),
+        ("Passthrough", {"fields": ("strip_cross_protocol_nested", "extra_fields_whitelist"),
+                         "classes": ("collapse",)}),
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            _channels=Count("channels", distinct=True), _rules=Count("transform_rules", distinct=True),
+        ).prefetch_related("channels")
+
+    @admin.display(description="Channels", ordering="_channels")
+    def channel_count(self, obj: Provider) -> int:
+        return obj._channels
+
+    @admin.display(description="Protocols")
+    def protocols(self, obj: Provider) -> str:
+        return ", ".join(sorted({c.protocol for c in obj.channels.all()})) or "—"
+
+    @admin.display(description="Rules", ordering="_rules")
+    def rule_count(self, obj: Provider) -> int:
+        return obj._rules
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    form = ChannelForm
+    list_display = ("name", "provider", "protocol", "base_url", "weight", "enabled", "key_status", "model_names")
+    list_filter = ("protocol", "enabled", "provider")
+    search_fields = ("name", "provider__name", "base_url", "models__model", "models__upstream_model")
+    list_select_related = ("provider",)
+    ordering = ("provider__priority", "provider__name", "name")
+    inlines = [ChannelModelInline]
+    fields = ("provider", "name", "protocol", "base_url", "api_key", "weight", "enabled", "extra_headers")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("models")
+
+    @admin.display(description="Key")
+    def key_status(self, obj: Channel) -> str:
+        return "stored" if obj.has_api_key else "missing"
+
+    @admin.display(description="Models")
+    def model_names(self, obj: Channel) -> str:
+        return ", ".join(str(m) for m in obj.models.all()) or "—"
+
+
+@admin.register(ChannelModel)
+class ChannelModelAdmin(admin.ModelAdmin):
+    """A flat list of every logical model and where it goes: the quickest answer to 'who serves X'."""
+
+    list_display = ("model", "upstream_model", "multiplier", "channel", "protocol")
+    list_filter = ("channel__protocol", "channel__provider")
+    search_fields = ("model", "upstream_model", "channel__name", "channel__provider__name")
+    list_select_related = ("channel", "channel__provider")
+    autocomplete_fields = ("channel",)
+
+    @admin.display(description="Protocol", ordering="channel__protocol")
+    def protocol(self, obj: ChannelModel) -> str:
+        return obj.channel.get_protocol_display()
