@@ -1,0 +1,34 @@
+"""The OpenAI Chat Completions codec (client and upstream protocol ``chat_completion``).
+
+The work lives in ``chat_decode`` (wire -> URP), ``chat_encode`` (URP -> wire) and
+``chat_stream`` (SSE both ways); this module is the contract surface the proxy and the other
+codecs import (see ``gateway/protocols/__init__.py``).
+"""
+
+from __future__ import annotations
+
+from .chat_common import PROTOCOL
+from .chat_decode import decode_request, decode_response
+from .chat_encode import encode_request, encode_response
+from .chat_stream import StreamDecoder, StreamEncoder, default_error_type
+
+
+def error_body(status: int, code: str, message: str, *, param: str | None = None,
+               error_type: str | None = None) -> dict:
+    """OpenAI error envelope (reference §6.2)."""
+    return {"error": {"message": message, "type": error_type or default_error_type(status), "param": param,
+                      "code": code}}
+
+
+def upstream_path(model: str, stream: bool) -> str:
+    return "/v1/chat/completions"
+
+
+def upstream_headers(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+
+
+__all__ = [
+    "PROTOCOL", "StreamDecoder", "StreamEncoder", "decode_request", "decode_response", "encode_request",
+    "encode_response", "error_body", "upstream_headers", "upstream_path",
+]

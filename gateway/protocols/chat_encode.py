@@ -1,0 +1,506 @@
+"""URP -> Chat Completions wire: upstream request bodies and client (non-stream) responses.
+
+Encoders group the flat node list into messages. On a same-Chat hop the ``_gw_chat_*`` markers
+left by the decoder restore exact message boundaries, content shapes and raw reasoning entries,
+so decode -> encode gives back an equal body.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from gateway.urp import (
+    AudioNode,
+    EnvelopeExtraNode,
+    FileNode,
+    ImageNode,
+    Node,
+    ProviderItemNode,
+    ReasoningNode,
+    RefusalNode,
+    Request,
+    Response,
+    TextNode,
+    ToolCallNode,
+    ToolDef,
+    ToolResultNode,
+    wire_extra,
+)
+
+from .base import EncodeContext
+from .chat_common import (
+    CHOICE_EXTRA,
+    FILE_ID_ORIGIN,
+    INNER_EXTRA,
+    LEGACY_FUNCTION,
+    LEGACY_PREFIX,
+    MAX_TOKENS_FIELD,
+    MESSAGE_AUDIO,
+    MSG_SHAPE,
+    NATIVE_FINISH,
+    PROTOCOL,
+    REASONING_CONFIG,
+    REASONING_DETAIL,
+    REASONING_EFFORT_RAW,
+    REASONING_SURFACE,
+    RESULT_SHAPE,
+    THINKING_CONFIG,
+    data_url,
+    encode_usage,
+    finish_to_wire,
+)
+
+PART_TYPE = "_gw_chat_part_type"
+_AUDIO_FORMATS = {"wav": "wav", "x-wav": "wav", "wave": "wav", "mp3": "mp3", "mpeg": "mp3"}
+
+
+def scrub(obj: Any) -> Any:
+    """A copy of an opaque JSON value without internal keys at any depth."""
+    if isinstance(obj, dict):
+        return {k: scrub(v) for k, v in obj.items() if not (isinstance(k, str) and k.startswith("_gw_"))}
+    if isinstance(obj, list):
+        return [scrub(v) for v in obj]
+    return obj
+
+
+def _fill(target: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Preserved unknown fields fill absent keys only: encoder-owned fields win."""
+    for key, value in extra.items():
+        if key not in target and not key.startswith("_gw_"):
+            target[key] = value
+
+
+def _inner(base: dict[str, Any], node: Node) -> dict[str, Any]:
+    inner = node.extra.get(INNER_EXTRA)
+    if inner:
+        _fill(base, inner)
+    return base
+
+
+# -- parts --------------------------------------------------------------------------------
+
+def encode_part(node: Node, same: bool) -> dict[str, Any] | None:
+    """One content node -> Chat part, or None when Chat cannot express it."""
+    if isinstance(node, TextNode):
+        ptype = node.extra.get(PART_TYPE, "text") if same else "text"
+        part: dict[str, Any] = {"type": ptype, "text": node.content}
+    elif isinstance(node, ImageNode):
+        src = node.source
+        if src.kind == "url" and src.url:
+            inner: dict[str, Any] = {"url": src.url}
+        elif src.kind == "base64" and src.data:
+            inner = {"url": data_url(src.media_type or "image/png", src.data)}
+        else:
+            return None  # file ids cannot be sent as Chat images
+        if src.detail is not None:
+            inner["detail"] = src.detail
+        part = {"type": "image_url", "image_url": _inner(inner, node)}
+    elif isinstance(node, AudioNode):
+        src = node.source
+        if src.kind != "base64" or not src.data:
+            return None
+        sub = (src.media_type or "").rpartition("/")[2]
+        fmt = _AUDIO_FORMATS.get(sub) or (sub if same and sub else None)
+        if fmt is None:
+            return None
+        part = {"type": "input_audio", "input_audio": _inner({"data": src.data, "format": fmt}, node)}
+    elif isinstance(node, FileNode):
+        src = node.source
+        if src.kind == "file_id" and src.file_id and node.extra.get(FILE_ID_ORIGIN) == "openai":
+            inner = {"file_id": src.file_id}
+        elif src.kind == "base64" and src.data:
+            inner = {"file_data": data_url(src.media_type, src.data) if src.media_type else src.data}
+        else:
+            return None  # URL / text files: no Chat shape, never synthesised into text
+        if src.filename is not None:
+            inner["filename"] = src.filename
+        part = {"type": "file", "file": _inner(inner, node)}
+    elif isinstance(node, ProviderItemNode):
+        if node.origin_protocol != PROTOCOL or node.item_type == MESSAGE_AUDIO:
+            return None
+        return scrub(node.body)
+    else:
+        return None
+    _fill(part, node.extra)
+    return part
+
+
+def _plain_text(part: dict[str, Any]) -> bool:
+    return len(part) == 2 and part.get("type") == "text"
+
+
+def _content(parts: list[dict[str, Any]], shape: str | None) -> Any:
+    """Chat content value: a bare string for one extra-free text part, else the part array."""
+    if not parts:
+        if shape == "array":
+            return []
+        if shape == "string":
+            return ""
+        return None
+    if shape != "array" and len(parts) == 1 and _plain_text(parts[0]):
+        return parts[0]["text"]
+    return parts
+
+
+# -- reasoning ----------------------------------------------------------------------------
+
+def reasoning_entries(node: ReasoningNode, start: int) -> list[dict[str, Any]]:
+    """Synthesised OpenRouter entries for a node without a raw Chat entry: text, summary and
+    the encrypted payload each get their own entry (never merged)."""
+    out: list[dict[str, Any]] = []
+    common: dict[str, Any] = {}
+    if node.id:
+        common["id"] = node.id
+    if node.source:
+        common["format"] = node.source
+    if node.content:
+        out.append({"type": "reasoning.text", "text": node.content, **common})
+    if node.summary:
+        out.append({"type": "reasoning.summary", "summary": node.summary, **common})
+    if node.encrypted not in (None, ""):
+        out.append({"type": "reasoning.encrypted", "data": node.encrypted, **common})
+    for i, entry in enumerate(out):
+        entry["index"] = start + i
+    return out
+
+
+class _Message:
+    """An assistant/user/system/developer message being assembled."""
+
+    __slots__ = ("role", "parts", "shape", "details", "scalars", "refusal", "calls", "function_call", "audio",
+                 "env", "plaintext")
+
+    def __init__(self, role: str, shape: str | None, env: dict[str, Any]) -> None:
+        self.role = role
+        self.parts: list[dict[str, Any]] = []
+        self.shape = shape
+        self.details: list[dict[str, Any]] = []
+        self.scalars: dict[str, str] = {}
+        self.refusal: str | None = None
+        self.calls: list[dict[str, Any]] = []
+        self.function_call: dict[str, Any] | None = None
+        self.audio: Any = None
+        self.env = env
+        self.plaintext: list[str] = []
+
+    def add_reasoning(self, node: ReasoningNode) -> None:
+        raw = node.extra.get(REASONING_DETAIL)
+        if isinstance(raw, dict):
+            self.details.append(scrub(raw))
+            return
+        surface = node.extra.get(REASONING_SURFACE)
+        if surface in ("reasoning", "reasoning_content"):
+            self.scalars[surface] = self.scalars.get(surface, "") + (node.content or "")
+            return
+        self.details.extend(reasoning_entries(node, len(self.details)))
+        text = node.content or node.summary
+        if text:
+            self.plaintext.append(text)
+
+    def build(self, *, response: bool) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": self.role}
+        if response:
+            texts = [p["text"] for p in self.parts if _plain_text(p)]
+            if len(texts) == len(self.parts):
+                msg["content"] = "\n\n".join(texts) if texts else (None if self.shape != "string" else "")
+            else:
+                msg["content"] = self.parts
+        else:
+            content = _content(self.parts, self.shape)
+            if content is not None or self.shape != "absent":
+                if content is None and self.role != "assistant":
+                    content = ""
+                msg["content"] = content
+        if self.refusal is not None:
+            msg["refusal"] = self.refusal
+        msg.update(self.scalars)
+        if response and self.plaintext and "reasoning" not in msg:
+            msg["reasoning"] = "".join(self.plaintext)
+        if self.details:
+            msg["reasoning_details"] = self.details
+        if self.calls:
+            msg["tool_calls"] = self.calls
+        if self.function_call is not None:
+            msg["function_call"] = self.function_call
+        if self.audio is not None:
+            msg["audio"] = self.audio
+        _fill(msg, self.env)
+        return msg
+
+
+def encode_tool_call(node: ToolCallNode, same: bool) -> dict[str, Any]:
+    if node.tool_type == "custom":
+        call: dict[str, Any] = {"id": node.call_id, "type": "custom",
+                                "custom": _inner({"name": node.name, "input": node.arguments}, node)}
+    else:
+        call = {"id": node.call_id, "type": "function",
+                "function": _inner({"name": node.name, "arguments": node.arguments}, node)}
+        if same and node.extra.get("_gw_chat_no_type"):
+            del call["type"]
+    _fill(call, node.extra)
+    return call
+
+
+def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict[str, Any]:
+    parts = [p for p in (encode_part(c, same) for c in node.content) if p is not None]
+    if same and node.extra.get(LEGACY_FUNCTION) and node.call_id.startswith(LEGACY_PREFIX):
+        msg: dict[str, Any] = {"role": "function", "name": node.call_id[len(LEGACY_PREFIX):],
+                               "content": "".join(p.get("text", "") for p in parts)}
+    else:
+        shape = node.extra.get(RESULT_SHAPE) if same else None
+        if shape == "null" and not parts:
+            content: Any = None
+        elif shape != "array" and all(_plain_text(p) for p in parts) and len(parts) <= 1:
+            content = parts[0]["text"] if parts else ""
+        elif shape != "array" and all(_plain_text(p) for p in parts):
+            content = "\n\n".join(p["text"] for p in parts) if not same else parts
+        else:
+            content = parts
+        msg = {"role": "tool", "tool_call_id": node.call_id, "content": content}
+    _fill(msg, env)
+    return msg
+
+
+def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) -> list[dict[str, Any]]:
+    """Group flat nodes into Chat messages: consecutive same-role nodes merge, tool calls attach
+    to the assistant message, every tool result is its own ``tool`` message, envelope extras
+    apply to the next message emitted."""
+    out: list[dict[str, Any]] = []
+    cur: _Message | None = None
+    env: dict[str, Any] = {}
+    for node in nodes:
+        if isinstance(node, EnvelopeExtraNode):
+            if cur is not None:
+                out.append(cur.build(response=response))
+                cur = None
+            if same or not response:  # another family's response envelope fields mean nothing here
+                env.update(node.extra)
+            continue
+        if isinstance(node, ToolResultNode):
+            if cur is not None:
+                out.append(cur.build(response=response))
+                cur = None
+            out.append(_tool_message(node, same, env))
+            env = {}
+            continue
+        if isinstance(node, ReasoningNode | RefusalNode | ToolCallNode):
+            role = "assistant"
+        else:
+            role = getattr(node, "role", "user")
+            if role not in ("system", "developer", "user", "assistant"):
+                role = "user"
+        shape = node.extra.get(MSG_SHAPE) if same else None
+        if cur is None or cur.role != role or shape is not None:
+            if cur is not None:
+                out.append(cur.build(response=response))
+            cur = _Message(role, shape, env)
+            env = {}
+        if isinstance(node, ReasoningNode):
+            if role == "assistant":
+                cur.add_reasoning(node)
+        elif isinstance(node, RefusalNode):
+            cur.refusal = (cur.refusal or "") + node.content
+        elif isinstance(node, ToolCallNode):
+            if same and node.extra.get(LEGACY_FUNCTION):
+                cur.function_call = {"name": node.name, "arguments": node.arguments}
+            else:
+                cur.calls.append(encode_tool_call(node, same))
+        elif isinstance(node, ProviderItemNode) and node.item_type == MESSAGE_AUDIO:
+            if node.origin_protocol == PROTOCOL:
+                cur.audio = scrub(node.body)
+        else:
+            part = encode_part(node, same)
+            if part is not None:
+                cur.parts.append(part)
+    if cur is not None:
+        out.append(cur.build(response=response))
+    return out
+
+
+# -- tools --------------------------------------------------------------------------------
+
+def encode_tool(tool: ToolDef) -> dict[str, Any] | None:
+    if tool.kind == "function":
+        fn: dict[str, Any] = {"name": tool.name}
+        if tool.description is not None:
+            fn["description"] = tool.description
+        if tool.parameters is not None:
+            fn["parameters"] = tool.parameters
+        if tool.strict is not None:
+            fn["strict"] = tool.strict
+        _fill(fn, tool.inner_extra)
+        out: dict[str, Any] = {"type": "function", "function": fn}
+    elif tool.kind == "custom":
+        cu: dict[str, Any] = {"name": tool.name}
+        if tool.description is not None:
+            cu["description"] = tool.description
+        if tool.format is not None:
+            cu["format"] = tool.format
+        _fill(cu, tool.inner_extra)
+        out = {"type": "custom", "custom": cu}
+    elif tool.origin_protocol == PROTOCOL:
+        out = {"type": tool.kind}
+    else:
+        return None  # namespaces and other families' native tools have no Chat shape
+    _fill(out, tool.extra)
+    return out
+
+
+def encode_response_format(rf) -> dict[str, Any]:
+    if rf.type != "json_schema":
+        out: dict[str, Any] = {"type": rf.type}
+        _fill(out, rf.extra)
+        return out
+    js: dict[str, Any] = {"name": rf.name or "response"}
+    if rf.description is not None:
+        js["description"] = rf.description
+    if rf.schema is not None:
+        js["schema"] = rf.schema
+    if rf.strict is not None:
+        js["strict"] = rf.strict
+    _fill(js, rf.extra)
+    return {"type": "json_schema", "json_schema": js}
+
+
+# -- request ------------------------------------------------------------------------------
+
+def _effort_of(value: Any) -> str | None:
+    from .chat_decode import normalise_effort
+
+    return normalise_effort(value)
+
+
+def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool) -> None:
+    """reasoning_effort / OpenRouter ``reasoning`` / DeepSeek ``thinking`` (reference RC4, DC5c).
+
+    Effort ``none`` is omitted cross-protocol (many Chat upstreams reject it); a same-Chat hop
+    replays the client's exact string."""
+    r = req.reasoning
+    if r is None:
+        return
+    effort = r.effort
+    raw_effort = r.extra.get(REASONING_EFFORT_RAW) if same else None
+    cfg = r.extra.get(REASONING_CONFIG)
+    deepseek = "deepseek" in model.lower()
+    if isinstance(cfg, dict):
+        obj = dict(cfg)
+        if effort is not None and _effort_of(obj.get("effort")) != effort and not (
+                effort == "none" and obj.get("enabled") is False):
+            obj["effort"] = effort
+            obj.pop("max_tokens", None)
+        body["reasoning"] = obj
+        if raw_effort is not None and _effort_of(raw_effort) == effort:
+            body["reasoning_effort"] = raw_effort
+    elif raw_effort is not None and _effort_of(raw_effort) == effort:
+        body["reasoning_effort"] = raw_effort
+    elif effort is not None and effort != "none":
+        body["reasoning_effort"] = "xhigh" if effort == "max" and not deepseek else effort
+    thinking = r.extra.get(THINKING_CONFIG)
+    if isinstance(thinking, dict):
+        body["thinking"] = thinking
+    elif deepseek and effort is not None:
+        if effort == "none":
+            body["thinking"] = {"type": "disabled"}
+            body.pop("reasoning_effort", None)
+        else:
+            body["thinking"] = {"type": "enabled"}
+            body["reasoning_effort"] = "max" if effort in ("xhigh", "max") else "high"
+
+
+def encode_request(req: Request, ctx: EncodeContext) -> dict:
+    """Request -> upstream Chat Completions body. ``stream=true`` forces
+    ``stream_options.include_usage=true`` (usage must always be billable); ``stream_options`` is
+    dropped on non-stream requests because OpenAI rejects it there."""
+    same = ctx.source_protocol in (None, PROTOCOL)
+    model = ctx.model
+    body: dict[str, Any] = {"model": model, "messages": encode_messages(req.input, same)}
+    if req.stream is not None:
+        body["stream"] = req.stream
+    if req.temperature is not None:
+        body["temperature"] = req.temperature
+    if req.top_p is not None:
+        body["top_p"] = req.top_p
+    if req.max_output_tokens is not None:
+        use_max_tokens = (same and req.extra.get(MAX_TOKENS_FIELD) == "max_tokens") or "deepseek" in model.lower()
+        body["max_tokens" if use_max_tokens else "max_completion_tokens"] = req.max_output_tokens
+    _encode_reasoning(req, body, model, same)
+    if req.tools is not None:
+        tools = [t for t in (encode_tool(t) for t in req.tools) if t is not None]
+        if tools or same:
+            body["tools"] = tools
+    if req.tool_choice is not None and "tools" in body:
+        body["tool_choice"] = req.tool_choice if isinstance(req.tool_choice, str) else scrub(req.tool_choice)
+    if req.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = req.parallel_tool_calls
+    if req.stop is not None:
+        body["stop"] = req.stop
+    if req.verbosity is not None:
+        body["verbosity"] = req.verbosity
+    if req.response_format is not None:
+        body["response_format"] = encode_response_format(req.response_format)
+    if req.user is not None:
+        body["user"] = req.user
+    _fill(body, req.extra)
+    if req.stream:
+        so = body.get("stream_options")
+        so = dict(so) if isinstance(so, dict) else {}
+        so["include_usage"] = True
+        body["stream_options"] = so
+    else:
+        body.pop("stream_options", None)
+    return body
+
+
+# -- response -----------------------------------------------------------------------------
+
+def chat_id(resp_id: str | None) -> str:
+    if resp_id and resp_id.startswith("chatcmpl"):
+        return resp_id
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def encode_response(resp: Response, ctx: EncodeContext) -> dict:
+    """Response -> client ``chat.completion`` object with the client's logical model.
+    Upstream-only extras (choice fields, system_fingerprint...) are replayed on a same-Chat hop."""
+    same = ctx.source_protocol in (None, PROTOCOL)
+    nodes = [n for n in resp.output if not isinstance(n, ToolResultNode)]
+    messages = encode_messages(nodes, same, response=True)
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    # a response has one assistant message: merge whatever the grouping produced
+    for m in messages:
+        if m.get("role") != "assistant":
+            continue
+        if message.get("content") is None or m.get("content") is None:
+            message.update({k: v for k, v in m.items() if k != "content" or v is not None})
+        else:
+            for k, v in m.items():
+                if k == "content" and isinstance(v, str) and isinstance(message["content"], str):
+                    message["content"] = message["content"] + "\n\n" + v
+                elif k in ("tool_calls", "reasoning_details") and k in message:
+                    message[k] = message[k] + v
+                else:
+                    message.setdefault(k, v)
+    calls = message.get("tool_calls") or []
+    legacy = "function_call" in message
+    finish = finish_to_wire(resp.finish_reason, resp.extra.get(NATIVE_FINISH),
+                            has_tool_calls=bool(calls) or legacy, legacy=legacy and not calls)
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+    if same and isinstance(resp.extra.get(CHOICE_EXTRA), dict):
+        _fill(choice, resp.extra[CHOICE_EXTRA])
+    body: dict[str, Any] = {
+        "id": resp.id if same and resp.id else chat_id(resp.id),
+        "object": "chat.completion",
+        "created": resp.created if resp.created is not None else int(time.time()),
+        "model": ctx.model,
+        "choices": [choice],
+    }
+    if resp.usage is not None:
+        body["usage"] = encode_usage(resp.usage, same_protocol=same)
+    if same:
+        _fill(body, resp.extra)
+    return body
+
+
+__all__ = ["encode_request", "encode_response", "encode_messages", "encode_tool", "encode_usage", "wire_extra"]
