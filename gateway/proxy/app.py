@@ -1,21 +1,166 @@
-"""Placeholder until the proxy lands: answers 501 in OpenAI's error shape."""
+"""The ASGI proxy app serving ``/v1/*`` and ``/healthz``.
+
+Plain ASGI, no Django request handling: per request it authenticates against the in-process
+snapshot, decodes, routes and streams (see ``generate``). No ORM query and no
+``sync_to_async`` per request; the snapshot is built and reloaded in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
 
 import orjson
+from django.conf import settings
+
+from keys.auth import authenticate, extract_secret
+
+from .breaker import BreakerBoard, RedisMirror
+from .errors import ClientError
+from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .generate import Runtime, serve
+from .routing import model_allowed
+from .snapshot import Snapshot, SnapshotHolder
+from .upstream import UpstreamClient
+
+log = logging.getLogger("gateway.proxy")
+
+GENERATION_PATHS = {
+    "/v1/chat/completions": "chat_completion",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+}
+FIRST_SNAPSHOT_WAIT = 30.0
 
 
 class ProxyApp:
-    async def __call__(self, scope, receive, send):
-        body = orjson.dumps({"error": {"message": "proxy not implemented yet", "type": "server_error",
-                                       "param": None, "code": "not_implemented"}})
-        await send({"type": "http.response.start", "status": 501,
-                    "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+    """One per worker. ``holder`` owns the configuration snapshot, ``breaker`` the circuit
+    state, ``client`` the shared upstream connection pool."""
 
-    async def lifespan(self, scope, receive, send):
+    def __init__(self) -> None:
+        self.holder = SnapshotHolder()
+        self.breaker = BreakerBoard()
+        self.client = UpstreamClient()
+        self.mirror: RedisMirror | None = None
+        gw = settings.GATEWAY
+        self.max_body = int(gw["MAX_BODY_BYTES"])
+        self.runtime = Runtime(breaker=self.breaker, client=self.client,
+                               keepalive_seconds=float(gw["KEEPALIVE_SECONDS"]))
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def startup(self) -> None:
+        await self.client.start()
+        self.holder.start()
+        if settings.REDIS_URL and self.mirror is None:
+            try:
+                self.mirror = RedisMirror(self.breaker, settings.REDIS_URL)
+                self.mirror.start()
+            except Exception:
+                log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
+        await self._wait_snapshot()
+
+    async def shutdown(self) -> None:
+        if self.mirror is not None:
+            await self.mirror.stop()
+            self.mirror = None
+        await self.client.close()
+        await asyncio.get_running_loop().run_in_executor(None, self.holder.stop)
+
+    async def lifespan(self, scope, receive, send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    log.exception("proxy startup failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
+                try:
+                    await self.shutdown()
+                finally:
+                    await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def _wait_snapshot(self) -> Snapshot | None:
+        """The current snapshot; on the very first request without lifespan, start the poller
+        and wait for its first build (only then does a request touch a thread)."""
+        snap = self.holder.current
+        if snap is not None:
+            return snap
+        self.holder.start()
+        await asyncio.get_running_loop().run_in_executor(None, self.holder.ready.wait, FIRST_SNAPSHOT_WAIT)
+        return self.holder.current
+
+    # -- requests ------------------------------------------------------------------------------------
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        t0 = time.perf_counter()
+        path = scope["path"]
+        headers = read_headers(scope)
+        protocol = GENERATION_PATHS.get(path)
+        ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
+        try:
+            snapshot = self.holder.current or await self._wait_snapshot()
+            if snapshot is None:
+                raise ClientError(503, "gateway_starting", "the gateway configuration is not loaded yet",
+                                  error_type="server_error")
+            if path == "/healthz":
+                await ex.send_json(200, {"status": "ok", "config_version": snapshot.version,
+                                         "redis_version": snapshot.redis_version})
+                return
+            if protocol is None:
+                await self._other(scope, ex, snapshot, headers, path)
+                return
+            if scope["method"] != "POST":
+                raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
+            key = authenticate(extract_secret(headers), snapshot.keys_by_hash, time.time())
+            if key is None:
+                raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
+            self.holder.touch(key.id)
+            raw_body = await read_body(receive, self.max_body, headers)
+        except ClientGone:
+            return
+        except ClientError as err:
+            await ex.send_error(err)
+            return
+        if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
+            # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
+            await self._serve_watched(ex, snapshot, key, raw_body, receive)
+        else:
+            await serve(self.runtime, ex, snapshot, key, raw_body)
+
+    async def _serve_watched(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
+        loop = asyncio.get_running_loop()
+        work = loop.create_task(serve(self.runtime, ex, snapshot, key, raw_body))
+        watch = loop.create_task(wait_disconnect(receive))
+        try:
+            await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not work.done():
+                work.cancel()  # the client left: closes the upstream response and its connection
+                log.info("client disconnected; upstream request %s cancelled", ex.request_id)
+            watch.cancel()
+            try:
+                await work
+            except asyncio.CancelledError:
+                pass
+
+    async def _other(self, scope, ex: Exchange, snapshot: Snapshot, headers, path: str) -> None:
+        if path != "/v1/models":
+            raise ClientError(404, "not_found", f"no such endpoint: {path}", error_type="not_found_error")
+        if scope["method"] != "GET":
+            raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
+        key = authenticate(extract_secret(headers), snapshot.keys_by_hash, time.time())
+        if key is None:
+            raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "gateway"}
+                for name in snapshot.model_names if model_allowed(key, name)]
+        await ex.send_bytes(200, orjson.dumps({"object": "list", "data": data}))

@@ -1,0 +1,109 @@
+"""One upstream attempt: the per-attempt request (fresh clone, upstream model, preparation,
+request chains, encoding) and the classification of a failed attempt."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.protocols import codec
+from gateway.protocols.base import EncodeContext
+from gateway.urp import Request, clone
+from transforms.base import TransformContext
+from transforms.engine import CompiledRule, ExecutedRule, needs_whole_response, run_request, select
+
+from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
+from .upstream import join_url
+
+try:  # written by the Chat-codec engineer; contract in the task description
+    from gateway.protocols.prepare import prepare_for_upstream
+except ImportError:  # pragma: no cover - only while that module has not landed
+    prepare_for_upstream = None
+
+
+class AttemptFailed(Exception):
+    """An upstream attempt failed before anything reached the client.
+
+    ``retryable``: connect errors, timeouts, 408, 429, 5xx (same channel may be retried, and the
+    breaker counts it). Otherwise the router moves straight to the next channel."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
+                 error_type: str | None = None, retryable: bool = False, rate_limited: bool = False,
+                 detail: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.error_type = error_type
+        self.retryable = retryable
+        self.rate_limited = rate_limited
+        self.detail = detail  # server-side log text (may name the URL), never sent to the client
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+@dataclass(slots=True)
+class Attempt:
+    provider: ProviderSnap
+    channel: ChannelSnap
+    upstream_model: str
+    request: Request
+    tctx: TransformContext
+    response_rules: list[CompiledRule]
+    executed: list[ExecutedRule]
+    upstream_stream: bool
+    body: dict[str, Any]
+    raw: bytes
+    url: str
+    headers: dict[str, str]
+    codec: Any
+    total_timeout: float
+    connect_timeout: float
+    idle_timeout: float
+    started_at: float = field(default_factory=time.time)
+
+
+def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
+                  channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
+                  client_stream: bool) -> Attempt:
+    """Everything up to the bytes sent upstream. Raises TransformRejected/TransformFailed from
+    rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
+    areq = clone(req)
+    areq.model = upstream_model
+    upstream_protocol = channel.protocol
+    strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
+    if prepare_for_upstream is not None:
+        prepare_for_upstream(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
+                             strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
+    chains = [provider.chain, snapshot.global_chain, key.chain]
+    tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
+                            upstream_protocol=upstream_protocol, upstream_model=upstream_model,
+                            provider=provider.name, api_key_id=key.id, stream=client_stream)
+    executed = run_request(select(chains, "request", logical_model), areq, tctx)
+    response_rules = select(chains, "response", logical_model)
+    upstream_stream = bool(areq.stream)
+    if upstream_stream and client_stream and response_rules and needs_whole_response(response_rules, tctx):
+        upstream_stream = False
+    areq.stream = upstream_stream
+    ucodec = codec(upstream_protocol)
+    model = areq.model or upstream_model  # a request rule may have rewritten it
+    tctx.upstream_model = model
+    body = ucodec.encode_request(areq, EncodeContext(model=model, source_protocol=client_protocol,
+                                                     strip_nested=strip))
+    headers = {"content-type": "application/json", "accept": "text/event-stream" if upstream_stream
+               else "application/json"}
+    headers.update(channel.extra_headers)
+    headers.update(ucodec.upstream_headers(channel.api_key))
+    settings = snapshot.settings
+    return Attempt(
+        provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,
+        response_rules=response_rules, executed=executed, upstream_stream=upstream_stream, body=body,
+        raw=orjson.dumps(body), url=join_url(channel.base_url, ucodec.upstream_path(model, upstream_stream)),
+        headers=headers, codec=ucodec,
+        total_timeout=provider.request_timeout or settings.request_timeout,
+        connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout)

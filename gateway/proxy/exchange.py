@@ -1,0 +1,177 @@
+"""Per-request state and response writing for the proxy: status line and headers (request id,
+gateway overhead), JSON answers, and an SSE writer that several tasks (the stream itself and
+its keep-alive) can share."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from .errors import ClientError, error_bytes
+
+JSON_CT = b"application/json"
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+_WANTED = {b"authorization": "authorization", b"x-api-key": "x-api-key", b"x-request-id": "x-request-id",
+           b"content-length": "content-length"}
+
+
+class ClientGone(Exception):
+    """The client disconnected while we were reading its body."""
+
+
+def read_headers(scope) -> dict[str, str]:
+    """Only the request headers the proxy looks at (names are lower-case in ASGI). The client's
+    other headers are never forwarded upstream."""
+    out: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        key = _WANTED.get(name)
+        if key is not None:
+            out[key] = value.decode("latin-1")
+    return out
+
+
+def request_id_from(headers: dict[str, str]) -> str:
+    """The client's ``x-request-id`` when it is a sane token, else a fresh one."""
+    rid = headers.get("x-request-id", "").strip()
+    if 0 < len(rid) <= 128 and rid.isprintable() and " " not in rid:
+        return rid
+    return uuid.uuid4().hex
+
+
+async def read_body(receive, limit: int, headers: dict[str, str]) -> bytes:
+    """The whole request body, refusing (413) as soon as it is known to exceed ``limit``."""
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ClientError(413, "request_too_large", f"request body exceeds {limit} bytes")
+    msg = await receive()
+    if msg["type"] == "http.disconnect":
+        raise ClientGone
+    body = msg.get("body", b"")
+    if not msg.get("more_body"):
+        if len(body) > limit:
+            raise ClientError(413, "request_too_large", f"request body exceeds {limit} bytes")
+        return body
+    chunks = [body]
+    size = len(body)
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ClientError(413, "request_too_large", f"request body exceeds {limit} bytes")
+        chunks.append(chunk)
+        if not msg.get("more_body"):
+            return b"".join(chunks)
+
+
+class Exchange:
+    """One client request/response. ``upstream_wait`` accumulates the seconds spent waiting on
+    upstreams, so ``overhead_ms`` is the gateway's own time."""
+
+    __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
+                 "finished", "status", "lock", "last_write", "encoder", "capture", "frames")
+
+    def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
+        self.send = send
+        self.protocol = protocol
+        self.request_id = request_id
+        self.t0 = t0
+        self.upstream_wait = 0.0
+        self.headers_sent = False
+        self.data_sent = False  # protocol data (not a keep-alive) reached the client
+        self.finished = False
+        self.status = 0
+        self.lock: asyncio.Lock | None = None
+        self.last_write = 0.0
+        self.encoder: Any = None
+        self.capture: Any = None
+        self.frames: list[str] | None = None  # client frames, when captured
+
+    def overhead_ms(self) -> float:
+        return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)
+
+    def _headers(self, content_type: bytes | None, sse: bool = False) -> list[tuple[bytes, bytes]]:
+        rid = self.request_id.encode()
+        headers = list(SSE_HEADERS) if sse else [(b"content-type", content_type or JSON_CT)]
+        headers.append((b"x-request-id", rid))
+        if self.protocol == "messages":
+            headers.append((b"request-id", rid))
+        headers.append((b"x-gateway-overhead-ms", b"%.3f" % self.overhead_ms()))
+        return headers
+
+    async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT) -> None:
+        self.status = status
+        self.headers_sent = True
+        await self.send({"type": "http.response.start", "status": status, "headers": self._headers(content_type)})
+        await self.send({"type": "http.response.body", "body": body})
+        self.finished = True
+
+    async def send_json(self, status: int, body: Any) -> None:
+        await self.send_bytes(status, orjson.dumps(body))
+
+    async def send_error(self, err: ClientError) -> None:
+        await self.send_bytes(err.status, error_bytes(self.protocol, err, self.request_id))
+
+    # -- SSE ------------------------------------------------------------------------------------
+    def start_stream(self) -> None:
+        self.lock = asyncio.Lock()
+        self.last_write = asyncio.get_running_loop().time()
+
+    async def _commit(self) -> None:
+        if not self.headers_sent:
+            self.headers_sent = True
+            self.status = 200
+            await self.send({"type": "http.response.start", "status": 200, "headers": self._headers(None, sse=True)})
+
+    async def write(self, data: bytes, *, is_data: bool = True) -> None:
+        """Send SSE bytes, committing the 200 SSE response first if needed."""
+        if self.finished:
+            return
+        async with self.lock:
+            await self._commit()
+            if is_data:
+                self.data_sent = True
+            if data:
+                if self.frames is not None:
+                    self.frames.append(data.decode("utf-8", "replace"))
+                await self.send({"type": "http.response.body", "body": data, "more_body": True})
+            self.last_write = asyncio.get_running_loop().time()
+
+    async def keepalive(self) -> None:
+        if self.finished or self.encoder is None:
+            return
+        await self.write(self.encoder.keepalive(), is_data=False)
+
+    async def end_stream(self) -> None:
+        if self.finished:
+            return
+        async with self.lock:
+            await self._commit()
+            self.finished = True
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def keepalive_loop(ex: Exchange, interval: float) -> None:
+    """Sends the encoder's keep-alive after ``interval`` seconds without a write. A keep-alive
+    commits the 200 SSE response but does not count as data: failover stays possible."""
+    loop = asyncio.get_running_loop()
+    while not ex.finished:
+        delay = ex.last_write + interval - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+            continue
+        await ex.keepalive()
+
+
+async def wait_disconnect(receive) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return
