@@ -285,9 +285,17 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
             out.append(_tool_message(node, same, env))
             env = {}
             continue
+        part = None
         if isinstance(node, ReasoningNode | RefusalNode | ToolCallNode):
             role = "assistant"
+        elif isinstance(node, ProviderItemNode) and node.item_type == MESSAGE_AUDIO:
+            if node.origin_protocol != PROTOCOL:
+                continue
+            role = "assistant"
         else:
+            part = encode_part(node, same)
+            if part is None:
+                continue  # nothing Chat can express: it must not open a message either
             role = getattr(node, "role", "user")
             if role not in ("system", "developer", "user", "assistant"):
                 role = "user"
@@ -297,9 +305,10 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
                 out.append(cur.build(response=response))
             cur = _Message(role, shape, env)
             env = {}
-        if isinstance(node, ReasoningNode):
-            if role == "assistant":
-                cur.add_reasoning(node)
+        if part is not None:
+            cur.parts.append(part)
+        elif isinstance(node, ReasoningNode):
+            cur.add_reasoning(node)
         elif isinstance(node, RefusalNode):
             cur.refusal = (cur.refusal or "") + node.content
         elif isinstance(node, ToolCallNode):
@@ -307,13 +316,8 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
                 cur.function_call = {"name": node.name, "arguments": node.arguments}
             else:
                 cur.calls.append(encode_tool_call(node, same))
-        elif isinstance(node, ProviderItemNode) and node.item_type == MESSAGE_AUDIO:
-            if node.origin_protocol == PROTOCOL:
-                cur.audio = scrub(node.body)
-        else:
-            part = encode_part(node, same)
-            if part is not None:
-                cur.parts.append(part)
+        elif isinstance(node, ProviderItemNode):
+            cur.audio = scrub(node.body)
     if cur is not None:
         out.append(cur.build(response=response))
     return out
