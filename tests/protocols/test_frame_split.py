@@ -1,0 +1,196 @@
+"""FrameSplitter: oversized delta frames become several frames whose strings concatenate back."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from gateway.protocols.frame_split import FrameSplitter, split_string
+from gateway.protocols.sse import SSEParser
+
+TEXT = "Hello \"world\"\n" * 30 + "é✓😀\\tail"
+
+
+def frame(obj: dict, event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def parse(stream: bytes) -> list[tuple[str | None, str]]:
+    return list(SSEParser().feed(stream))
+
+
+def data_lines(stream: bytes) -> list[bytes]:
+    return [line for line in stream.split(b"\n") if line.startswith(b"data:")]
+
+
+def assert_lines_fit(stream: bytes, limit: int) -> None:
+    for line in data_lines(stream):
+        assert len(line) <= limit, line
+
+
+def chat_chunk(delta: dict, finish=None, **extra) -> dict:
+    return {"id": "chatcmpl_1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+
+# -- Chat Completions --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("limit", [180, 200, 400])
+def test_chat_content_is_split_under_the_limit(limit):
+    splitter = FrameSplitter("chat_completion", limit)
+    out = splitter.process(frame(chat_chunk({"role": "assistant", "content": TEXT})))
+    assert_lines_fit(out, limit)
+    chunks = [orjson.loads(d) for _, d in parse(out)]
+    assert len(chunks) > 1
+    assert "".join(c["choices"][0]["delta"]["content"] for c in chunks) == TEXT
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert all("role" not in c["choices"][0]["delta"] for c in chunks[1:])
+    assert all(c["id"] == "chatcmpl_1" and c["choices"][0]["finish_reason"] is None for c in chunks)
+
+
+def test_chat_chunks_are_the_largest_prefix_that_fits():
+    limit = 300
+    out = FrameSplitter("chat_completion", limit).process(frame(chat_chunk({"content": "x" * 1000})))
+    lines = data_lines(out)
+    assert all(len(line) == limit for line in lines[:-1])
+    assert len(lines[-1]) <= limit
+
+
+def test_chat_escapes_count_and_are_never_cut():
+    limit = 171  # odd: a two-byte escape cannot always fill the line exactly
+    text = '"\n\\' * 200
+    out = FrameSplitter("chat_completion", limit).process(frame(chat_chunk({"content": text})))
+    assert_lines_fit(out, limit)
+    assert "".join(orjson.loads(d)["choices"][0]["delta"]["content"] for _, d in parse(out)) == text
+
+
+def test_chat_tool_arguments_keep_id_and_name_on_the_first_chunk_only():
+    args = orjson.dumps({"input": TEXT}).decode()
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "apply_patch", "arguments": args}}
+    out = FrameSplitter("chat_completion", 160).process(frame(chat_chunk({"tool_calls": [call]})))
+    chunks = [orjson.loads(d)["choices"][0]["delta"]["tool_calls"][0] for _, d in parse(out)]
+    assert "".join(c["function"]["arguments"] for c in chunks) == args
+    assert chunks[0]["id"] == "call_1" and chunks[0]["function"]["name"] == "apply_patch"
+    assert all(set(c) == {"index", "function"} and set(c["function"]) == {"arguments"} for c in chunks[1:])
+
+
+def test_chat_reasoning_details_and_finish_and_usage_on_the_last_chunk():
+    detail = {"type": "reasoning.text", "text": TEXT, "format": "unknown", "index": 0, "signature": "sig"}
+    chunk = chat_chunk({"reasoning_details": [detail]}, finish="stop", usage={"prompt_tokens": 1})
+    out = FrameSplitter("chat_completion", 300).process(frame(chunk))
+    assert_lines_fit(out, 300)
+    chunks = [orjson.loads(d) for _, d in parse(out)]
+    entries = [c["choices"][0]["delta"]["reasoning_details"][0] for c in chunks]
+    assert "".join(e["text"] for e in entries) == TEXT
+    assert all(e["type"] == "reasoning.text" for e in entries)
+    assert entries[0]["signature"] == "sig" and all("signature" not in e for e in entries[1:])
+    assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "stop"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    assert "usage" in chunks[-1] and all("usage" not in c for c in chunks[:-1])
+
+
+def test_small_frames_done_and_comments_pass_through_unchanged():
+    splitter = FrameSplitter("chat_completion", 120)
+    stream = b":heartbeat\n\n" + frame(chat_chunk({"content": "hi"})) + b"data: [DONE]\n\n"
+    assert splitter.process(stream) == stream
+    big = frame(chat_chunk({"role": "assistant", "content": "x" * 500, "refusal": "y" * 500}))
+    assert splitter.process(big) == big  # two string-bearing deltas: not split
+
+
+def test_a_character_that_cannot_fit_goes_out_alone():
+    chunk = chat_chunk({"content": "ab"})
+    empty = len(b"data: " + orjson.dumps(chat_chunk({"content": ""})))
+    out = FrameSplitter("chat_completion", empty).process(frame(chunk))
+    assert [orjson.loads(d)["choices"][0]["delta"]["content"] for _, d in parse(out)] == ["a", "b"]
+
+
+def test_wrapper_larger_than_the_limit_is_emitted_unsplit():
+    original = frame(chat_chunk({"content": "x" * 300}))
+    assert FrameSplitter("chat_completion", 50).process(original) == original
+
+
+def test_split_string_is_exact_on_multibyte_characters():
+    text = "é😀a" * 50
+    chunks = split_string(text, lambda k: 10, 20)
+    assert "".join(chunks) == text
+    assert all(len(orjson.dumps(c)) - 2 + 10 <= 20 for c in chunks)
+
+
+def test_real_chat_encoder_output_is_split():
+    chat = pytest.importorskip("gateway.protocols.chat_completions")
+    from gateway.protocols.base import EncodeContext
+    from gateway.urp import TextNode
+    from gateway.urp import events as ev
+
+    encoder = chat.StreamEncoder(EncodeContext(model="m"))
+    splitter = FrameSplitter("chat_completion", 300)
+    text = TEXT * 3
+    wire = b"".join(splitter.process(encoder.encode(e)) for e in [
+        ev.ResponseStart(id="r", model="up"),
+        ev.NodeStart(index=0, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=0, kind=ev.TEXT, delta=text),
+        ev.NodeDone(index=0, node=TextNode(role="assistant", content=text)),
+        ev.ResponseDone(output=[TextNode(role="assistant", content=text)], finish_reason="stop"),
+    ])
+    assert len(data_lines(wire)) > 5
+    assert_lines_fit(wire, 300)
+    content = "".join(
+        orjson.loads(d)["choices"][0]["delta"].get("content") or ""
+        for _, d in parse(wire) if d != "[DONE]" and orjson.loads(d).get("choices")
+    )
+    assert content == text
+
+
+# -- Responses ---------------------------------------------------------------------------------
+
+def test_responses_delta_split_renumbers_every_later_event():
+    splitter = FrameSplitter("responses", 180)
+    events = [
+        ({"type": "response.created", "sequence_number": 1, "response": {"id": "r"}}, "response.created"),
+        ({"type": "response.output_text.delta", "sequence_number": 2, "item_id": "msg_1", "output_index": 0,
+          "content_index": 0, "delta": TEXT, "logprobs": []}, "response.output_text.delta"),
+        ({"type": "response.output_text.done", "sequence_number": 3, "item_id": "msg_1", "output_index": 0,
+          "content_index": 0, "text": "short"}, "response.output_text.done"),
+    ]
+    out = b"".join(splitter.process(frame(obj, name)) for obj, name in events) + splitter.process(b"data: [DONE]\n\n")
+    parsed = [(name, orjson.loads(d)) for name, d in parse(out) if d != "[DONE]"]
+    assert [p["sequence_number"] for _, p in parsed] == list(range(1, len(parsed) + 1))
+    deltas = [p for name, p in parsed if name == "response.output_text.delta"]
+    assert len(deltas) > 2 and "".join(p["delta"] for p in deltas) == TEXT
+    assert all(name == p["type"] for name, p in parsed)
+    assert_lines_fit(b"\n".join(line for line in data_lines(out) if b".delta" in line), 180)
+    assert parsed[-1][0] == "response.output_text.done"
+
+
+def test_responses_sequence_digits_growth_still_fits():
+    splitter = FrameSplitter("responses", 150)
+    obj = {"type": "response.function_call_arguments.delta", "sequence_number": 7, "item_id": "fc",
+           "output_index": 0, "delta": "y" * 4000}
+    out = splitter.process(frame(obj, obj["type"]))
+    parsed = [orjson.loads(d) for _, d in parse(out)]
+    assert parsed[-1]["sequence_number"] >= 100
+    assert_lines_fit(out, 150)
+    assert "".join(p["delta"] for p in parsed) == "y" * 4000
+
+
+# -- Messages ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", [("text_delta", "text"), ("thinking_delta", "thinking"),
+                                  ("input_json_delta", "partial_json"), ("signature_delta", "signature")])
+def test_messages_content_block_delta_split(kind):
+    dtype, field = kind
+    obj = {"type": "content_block_delta", "index": 2, "delta": {"type": dtype, field: TEXT}}
+    out = FrameSplitter("messages", 140).process(frame(obj, "content_block_delta"))
+    parsed = parse(out)
+    assert len(parsed) > 1 and all(name == "content_block_delta" for name, _ in parsed)
+    payloads = [orjson.loads(d) for _, d in parsed]
+    assert "".join(p["delta"][field] for p in payloads) == TEXT
+    assert all(p["index"] == 2 and p["delta"]["type"] == dtype for p in payloads)
+    assert_lines_fit(out, 140)
+
+
+def test_messages_other_events_pass_through():
+    obj = {"type": "message_start", "message": {"id": "m", "content": [], "x": "z" * 500}}
+    original = frame(obj, "message_start")
+    assert FrameSplitter("messages", 100).process(original) == original

@@ -1,0 +1,75 @@
+"""stream_split_sse_frames: the rule itself is inert; the runtime picks the first matching rule."""
+
+from __future__ import annotations
+
+import orjson
+
+from gateway.protocols.frame_split import DEFAULT_MAX_FRAME_LENGTH, FrameSplitter, effective_max_frame_length
+from gateway.urp import TextNode
+from gateway.urp.events import NodeDelta, NodeStart
+from transforms.base import TransformContext
+from transforms.builtin.stream_split_sse_frames import StreamSplitSseFrames
+from transforms.engine import CompiledRule, StreamChain, select
+from transforms.registry import registry
+from transforms.validation import validate_rule
+
+MODEL = "gpt-4o"
+
+
+def rule(scope: str, limit: int | None, models=None, rule_id: int = 1) -> CompiledRule:
+    config = {} if limit is None else {"max_frame_length": limit}
+    return CompiledRule(rule_id, scope, "response", models, StreamSplitSseFrames(config))
+
+
+def test_registered_with_schema_and_scopes():
+    cls = registry()["stream_split_sse_frames"]
+    assert cls.phases == ("response",)
+    assert "api_key" in cls.scopes
+    assert cls.config_schema["properties"]["max_frame_length"]["default"] == DEFAULT_MAX_FRAME_LENGTH
+
+
+def test_config_validation():
+    ok = validate_rule(transform="stream_split_sse_frames", scope="api_key", phase="response", models=None,
+                       config={"max_frame_length": 120})
+    assert ok == {}
+    bad = validate_rule(transform="stream_split_sse_frames", scope="provider", phase="response", models=None,
+                        config={"max_frame_length": 0})
+    assert "config" in bad
+    wrong_phase = validate_rule(transform="stream_split_sse_frames", scope="provider", phase="request",
+                                models=None, config={})
+    assert "phase" in wrong_phase
+
+
+def test_apply_step_changes_nothing():
+    chain = StreamChain([rule("provider", 10)], TransformContext(logical_model=MODEL, client_protocol="chat_completion"))
+    events = [NodeStart(index=0, node=TextNode(role="assistant")), NodeDelta(index=0, kind="text", delta="x" * 100)]
+    assert [out for e in events for out in chain.process(e)] == events
+
+
+def test_first_matching_rule_wins_in_scope_order():
+    chains = [
+        (rule("provider", 500, ("claude-*",), 1),),  # does not match the logical model
+        (rule("global", 300, None, 2), rule("global", 100, None, 3)),
+        (rule("api_key", 200, None, 4),),
+    ]
+    selected = select(chains, "response", MODEL)
+    assert effective_max_frame_length(selected) == 300
+    # unfiltered rules with the logical model given give the same answer
+    assert effective_max_frame_length([r for c in chains for r in c], MODEL) == 300
+    assert effective_max_frame_length([r for c in chains for r in c], "claude-x") == 500
+
+
+def test_default_and_absent():
+    assert effective_max_frame_length([rule("api_key", None)]) == DEFAULT_MAX_FRAME_LENGTH
+    assert effective_max_frame_length([]) is None
+
+
+def test_reference_example_chat_text_split():
+    limit = effective_max_frame_length([rule("provider", 240)])
+    text = "0123456789" * 100
+    chunk = {"id": "chatcmpl_1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    out = FrameSplitter("chat_completion", limit).process(b"data: " + orjson.dumps(chunk) + b"\n\n")
+    lines = [line for line in out.split(b"\n") if line.startswith(b"data: ")]
+    assert len(lines) > 1 and all(len(line) <= 240 for line in lines)
+    assert "".join(orjson.loads(line[6:])["choices"][0]["delta"]["content"] for line in lines) == text
