@@ -1,1 +1,70 @@
 """Shared fixtures. Helpers for servers live in tests/servers.py."""
+
+# --- end-to-end servers (tests/servers.py) -----------------------------------------------------------
+
+import pytest  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Expose each phase's report on the item (``item.rep_call``) so fixtures can see failures."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(scope="session")
+def mock_upstream():
+    """The bundled mock upstream on a free port for the whole session."""
+    from tests.servers import MockUpstreamServer
+
+    server = MockUpstreamServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway_server(django_db_setup, django_db_blocker, mock_upstream):
+    """Our production ASGI server on the test database, for the whole session (no Redis).
+
+    The body limit is lowered to 1 MiB so the 413 test does not need a 50 MiB body."""
+    from tests.servers import GatewayServer
+
+    with django_db_blocker.unblock():
+        server = GatewayServer({"GATEWAY_MAX_BODY_BYTES": str(1024 * 1024)}).start()
+    yield server
+    server.stop()
+
+
+def _print_log_on_failure(request, server, since: int) -> None:
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(f"\n----- gateway log ({server.log_path}) -----\n{server.log_tail(since)}")
+
+
+@pytest.fixture
+def gateway(gateway_server, mock_upstream, transactional_db, request):
+    """Per test: committed rows visible to the server, a clean mock, and the server log printed on failure."""
+    mock_upstream.reset()
+    since = gateway_server.log_size()
+    yield gateway_server
+    _print_log_on_failure(request, gateway_server, since)
+
+
+@pytest.fixture
+def gateway_factory(transactional_db, django_db_blocker, request):
+    """Start extra gateway servers with custom environment (``gateway_factory({"GATEWAY_...": "1"})``);
+    each is stopped at the end of the test and its log printed if the test failed."""
+    from tests.servers import GatewayServer
+
+    started: list[GatewayServer] = []
+
+    def start(env: dict[str, str] | None = None) -> GatewayServer:
+        server = GatewayServer(env, name="gateway-extra").start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        _print_log_on_failure(request, server, 0)
+        server.stop()
