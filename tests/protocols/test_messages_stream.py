@@ -1,0 +1,351 @@
+"""Messages streaming: upstream SSE decoding, client SSE encoding, and the lifecycle grammar."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from gateway.protocols import messages
+from gateway.protocols.base import EncodeContext
+from gateway.protocols.sse import SSEParser
+from gateway.urp import (
+    NodeDelta,
+    NodeDone,
+    NodeStart,
+    ProviderControl,
+    ReasoningNode,
+    ResponseDone,
+    ResponseStart,
+    StreamError,
+    TextNode,
+    ToolCallNode,
+    Usage,
+)
+from gateway.urp import events as ev
+from tests.protocols.check_messages_stream import check_messages_stream
+
+
+def sse(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(
+        b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events
+    )
+
+
+def upstream_events(*, stop: bool = True) -> list[dict[str, Any]]:
+    """A realistic Anthropic stream: thinking + signature, text, two tool_use blocks."""
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {
+            "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100,
+                      "output_tokens": 1}}},
+        {"type": "ping"},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me "}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "think."}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig123"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Checking "}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "both."}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2,
+         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"city\": "}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "\"Paris\"}"}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "content_block_start", "index": 3,
+         "content_block": {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {}}},
+        {"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{\"tz\": \"UTC\"}"}},
+        {"type": "content_block_stop", "index": 3},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": 42}},
+    ]
+    if stop:
+        events.append({"type": "message_stop"})
+    return events
+
+
+def decode_all(raw: bytes) -> list:
+    decoder = messages.StreamDecoder()
+    parser = SSEParser()
+    out: list = []
+    for name, data in list(parser.feed(raw)) + list(parser.close()):
+        out.extend(decoder.feed(name, data))
+    out.extend(decoder.close())
+    return out
+
+
+def encode_all(events: list, *, source: str | None = "messages", model: str = "claude-logical") -> bytes:
+    enc = messages.StreamEncoder(EncodeContext(model=model, source_protocol=source))
+    return b"".join(enc.encode(e) for e in events) + enc.close()
+
+
+def same_family_stream() -> bytes:
+    """Upstream Anthropic SSE -> decoder -> encoder: what a Messages client receives."""
+    return encode_all(decode_all(sse(upstream_events())))
+
+
+def cross_family_events() -> list:
+    """Events shaped like a Chat upstream decoder's: nodes interleave and all NodeDones come at
+    the end. Reasoning arrives as plaintext content."""
+    tool_a = ToolCallNode(call_id="call_a", name="get_weather")
+    tool_b = ToolCallNode(call_id="call_b", name="get_time")
+    return [
+        ResponseStart(id="chatcmpl-1", model="gpt-x"),
+        NodeStart(index=0, node=ReasoningNode(content="")),
+        NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="Plan: "),
+        NodeStart(index=1, node=TextNode(role="assistant")),
+        NodeDelta(index=1, kind=ev.TEXT, delta="Hel"),
+        NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="call tools."),
+        NodeStart(index=2, node=tool_a),
+        NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"city\":"),
+        NodeDelta(index=1, kind=ev.TEXT, delta="lo"),
+        NodeStart(index=3, node=tool_b),
+        NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{\"tz\":\"UTC\"}"),
+        NodeDelta(index=2, kind=ev.ARGUMENTS, delta="\"Paris\"}"),
+        NodeDone(index=0, node=ReasoningNode(content="Plan: call tools.")),
+        NodeDone(index=1, node=TextNode(role="assistant", content="Hello")),
+        NodeDone(index=2, node=ToolCallNode(call_id="call_a", name="get_weather", arguments="{\"city\":\"Paris\"}")),
+        NodeDone(index=3, node=ToolCallNode(call_id="call_b", name="get_time", arguments="{\"tz\":\"UTC\"}")),
+        ResponseDone(
+            output=[ReasoningNode(content="Plan: call tools."), TextNode(role="assistant", content="Hello"),
+                    ToolCallNode(call_id="call_a", name="get_weather", arguments="{\"city\":\"Paris\"}"),
+                    ToolCallNode(call_id="call_b", name="get_time", arguments="{\"tz\":\"UTC\"}")],
+            finish_reason="tool_calls",
+            usage=Usage(input_tokens=50, output_tokens=20, cache_read_tokens=30),
+        ),
+    ]
+
+
+def blocks_of(events: list[tuple[str, dict]]) -> list[dict[str, Any]]:
+    """Rebuild the content blocks from a checked stream."""
+    blocks: list[dict[str, Any]] = []
+    for name, p in events:
+        if name == "content_block_start":
+            blocks.append(dict(p["content_block"]))
+            if blocks[-1]["type"] == "tool_use":
+                blocks[-1]["_json"] = ""
+        elif name == "content_block_delta":
+            b, d = blocks[p["index"]], p["delta"]
+            if d["type"] == "text_delta":
+                b["text"] += d["text"]
+            elif d["type"] == "thinking_delta":
+                b["thinking"] += d["thinking"]
+            elif d["type"] == "signature_delta":
+                b["signature"] += d["signature"]
+            elif d["type"] == "input_json_delta":
+                b["_json"] += d["partial_json"]
+    for b in blocks:
+        if "_json" in b:
+            b["input"] = orjson.loads(b.pop("_json"))
+    return blocks
+
+
+# -- decoder -----------------------------------------------------------------------------------
+
+def test_decoder_maps_blocks_usage_and_stop_reason():
+    events = decode_all(sse(upstream_events()))
+    assert isinstance(events[0], ResponseStart) and events[0].id == "msg_01"
+    assert isinstance(events[1], ProviderControl) and events[1].event_name == "ping"
+    starts = [e for e in events if isinstance(e, NodeStart)]
+    dones = [e for e in events if isinstance(e, NodeDone)]
+    assert [e.index for e in starts] == [0, 1, 2, 3] == [e.index for e in dones]
+    summary = [e for e in events if isinstance(e, NodeDelta) and e.kind == ev.REASONING_SUMMARY]
+    assert [e.delta for e in summary] == ["Let me ", "think."]
+    assert all(e.extra.get("_gw_summary_from_messages_thinking") for e in summary)
+    done = events[-1]
+    assert isinstance(done, ResponseDone)
+    assert sum(isinstance(e, ResponseDone | StreamError) for e in events) == 1
+    thinking, text, call1, call2 = done.output
+    assert thinking.summary == "Let me think." and thinking.encrypted == "sig123"
+    assert text.content == "Checking both."
+    assert (call1.call_id, call1.name, orjson.loads(call1.arguments)) == ("toolu_1", "get_weather", {"city": "Paris"})
+    assert orjson.loads(call2.arguments) == {"tz": "UTC"}
+    assert done.finish_reason == "tool_calls"
+    assert done.extra["_gw_messages_stop_reason"] == "tool_use"
+    # internal input tokens include cache reads and writes; output is the cumulative final count
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (115, 42)
+    assert (done.usage.cache_read_tokens, done.usage.cache_creation_tokens) == (100, 5)
+
+
+def test_decoder_stop_reason_in_message_delta_is_terminal_without_message_stop():
+    decoder = messages.StreamDecoder()
+    parser = SSEParser()
+    out = []
+    for name, data in parser.feed(sse(upstream_events(stop=False))):
+        out.extend(decoder.feed(name, data))
+    assert decoder.finished and isinstance(out[-1], ResponseDone)
+    assert decoder.close() == []
+
+
+def test_decoder_eof_without_terminal_is_an_error():
+    events = upstream_events()[:9]
+    out = decode_all(sse(events))
+    assert isinstance(out[-1], StreamError) and out[-1].code == "upstream_stream_incomplete"
+    assert not any(isinstance(e, ResponseDone) for e in out)
+
+
+def test_decoder_error_event_and_invalid_json():
+    out = decode_all(sse(upstream_events()[:3] + [
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]))
+    assert isinstance(out[-1], StreamError)
+    assert (out[-1].code, out[-1].message) == ("overloaded_error", "Overloaded")
+    bad = messages.StreamDecoder()
+    res = bad.feed("message_start", "{not json")
+    assert isinstance(res[0], StreamError) and bad.finished
+
+
+def test_decoder_usage_null_keeps_previous_value():
+    events = upstream_events()
+    events[-2]["usage"] = {"output_tokens": 42, "input_tokens": None, "cache_read_input_tokens": None}
+    done = decode_all(sse(events))[-1]
+    assert done.usage.input_tokens == 115 and done.usage.cache_read_tokens == 100
+
+
+def test_decoder_unknown_block_becomes_provider_item_with_assembled_input():
+    events = [
+        upstream_events()[0],
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\":"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"x\"}"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
+    ]
+    done = decode_all(sse(events))[-1]
+    item = done.output[0]
+    assert item.type == "provider_item" and item.item_type == "server_tool_use"
+    assert item.body["input"] == {"query": "x"}
+
+
+# -- encoder -----------------------------------------------------------------------------------
+
+def test_same_family_stream_passes_lifecycle_and_keeps_content():
+    events = check_messages_stream(same_family_stream())
+    assert ("ping", {"type": "ping"}) not in events  # upstream pings are not forwarded
+    blocks = blocks_of(events)
+    assert blocks == [
+        {"type": "thinking", "thinking": "Let me think.", "signature": "sig123"},
+        {"type": "text", "text": "Checking both."},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {"tz": "UTC"}},
+    ]
+    start = events[0][1]["message"]
+    assert start["model"] == "claude-logical"
+    assert start["usage"]["input_tokens"] == 10 and start["usage"]["cache_read_input_tokens"] == 100
+    delta = [p for n, p in events if n == "message_delta"][0]
+    assert delta["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
+    assert delta["usage"] == {"input_tokens": 10, "output_tokens": 42, "cache_creation_input_tokens": 5,
+                              "cache_read_input_tokens": 100}
+
+
+def test_cross_family_interleaved_nodes_are_serialised_one_block_at_a_time():
+    events = check_messages_stream(encode_all(cross_family_events(), source="chat_completion"))
+    blocks = blocks_of(events)
+    assert blocks == [
+        {"type": "thinking", "thinking": "Plan: call tools.", "signature": ""},
+        {"type": "text", "text": "Hello"},
+        {"type": "tool_use", "id": "call_a", "name": "get_weather", "input": {"city": "Paris"}},
+        {"type": "tool_use", "id": "call_b", "name": "get_time", "input": {"tz": "UTC"}},
+    ]
+    delta = [p for n, p in events if n == "message_delta"][0]
+    assert delta["delta"]["stop_reason"] == "tool_use"
+    # Anthropic wire input_tokens exclude the cache reads
+    assert delta["usage"]["input_tokens"] == 20 and delta["usage"]["cache_read_input_tokens"] == 30
+
+
+def test_empty_and_custom_nodes_leave_no_block_or_index_gap():
+    custom = ToolCallNode(call_id="c1", name="apply_patch", tool_type="custom")
+    out = [TextNode(role="assistant", content=""), custom, TextNode(role="assistant", content="ok")]
+    evs = [
+        ResponseStart(id="r", model="m"),
+        NodeStart(index=0, node=TextNode(role="assistant")),
+        NodeDone(index=0, node=out[0]),
+        NodeStart(index=1, node=custom),
+        NodeDelta(index=1, kind=ev.ARGUMENTS, delta="*** patch"),
+        NodeDone(index=1, node=custom),
+        NodeStart(index=2, node=TextNode(role="assistant")),
+        NodeDelta(index=2, kind=ev.TEXT, delta="ok"),
+        NodeDone(index=2, node=out[2]),
+        ResponseDone(output=out, finish_reason="stop"),
+    ]
+    events = check_messages_stream(encode_all(evs, source="responses"))
+    assert blocks_of(events) == [{"type": "text", "text": "ok"}]
+    assert [p for n, p in events if n == "message_delta"][0]["delta"]["stop_reason"] == "end_turn"
+
+
+def test_terminal_only_nodes_and_unfinished_nodes_come_from_response_done_output():
+    full = [TextNode(role="assistant", content="partial and more"), ToolCallNode(call_id="t", name="f", arguments="{}")]
+    evs = [
+        NodeStart(index=0, node=TextNode(role="assistant")),
+        NodeDelta(index=0, kind=ev.TEXT, delta="partial"),
+        ResponseDone(output=full, finish_reason="tool_calls"),
+    ]
+    events = check_messages_stream(encode_all(evs, source="chat_completion"))
+    assert blocks_of(events) == [
+        {"type": "text", "text": "partial and more"},
+        {"type": "tool_use", "id": "t", "name": "f", "input": {}},
+    ]
+
+
+def test_omitted_thinking_and_redacted_thinking():
+    evs = [
+        NodeStart(index=0, node=ReasoningNode()),
+        NodeDelta(index=0, kind=ev.REASONING_ENCRYPTED, delta="sigX"),
+        NodeDone(index=0, node=ReasoningNode(summary="", encrypted="sigX")),
+        NodeStart(index=1, node=ReasoningNode(extra={"_gw_reasoning_kind": "redacted_thinking"})),
+        NodeDone(index=1, node=ReasoningNode(encrypted="opaque", extra={"_gw_reasoning_kind": "redacted_thinking"})),
+        ResponseDone(output=[], finish_reason="stop"),
+    ]
+    events = check_messages_stream(encode_all(evs))
+    assert blocks_of(events) == [
+        {"type": "thinking", "thinking": "", "signature": "sigX"},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ]
+
+
+def test_mid_stream_error_sends_message_start_then_error():
+    enc = messages.StreamEncoder(EncodeContext(model="m", source_protocol="messages"))
+    raw = enc.encode(StreamError(message="boom", code="overloaded_error", status=529)) + enc.close()
+    events = check_messages_stream(raw, allow_error=True)
+    assert [n for n, _ in events] == ["message_start", "error"]
+    assert events[1][1]["error"] == {"type": "overloaded_error", "message": "boom"}
+
+
+def test_pre_stream_error_keepalive_and_incomplete_close():
+    enc = messages.StreamEncoder(EncodeContext(model="m"))
+    ping = enc.keepalive()
+    raw = ping + enc.error(502, "upstream_error", "All upstream attempts failed")
+    events = check_messages_stream(raw, allow_error=True)
+    assert [n for n, _ in events] == ["ping", "error"]
+    assert enc.close() == b""
+
+    enc = messages.StreamEncoder(EncodeContext(model="m"))
+    partial = enc.encode(NodeStart(index=0, node=TextNode(role="assistant")))
+    partial += enc.encode(NodeDelta(index=0, kind=ev.TEXT, delta="hi"))
+    raw = partial + enc.close()
+    events = check_messages_stream(raw, allow_error=True)
+    assert events[-1][1]["error"]["type"] == "upstream_stream_incomplete"
+    assert enc.close() == b""
+
+
+@pytest.mark.parametrize("cut", [3, 9, 14])
+def test_checker_rejects_truncated_streams(cut):
+    raw = same_family_stream()
+    frames = raw.split(b"\n\n")
+    with pytest.raises(AssertionError):
+        check_messages_stream(b"\n\n".join(frames[:cut]) + b"\n\n")
+
+
+def test_checker_rejects_interleaved_blocks():
+    bad = sse([
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "x",
+                                              "content": [], "usage": {"input_tokens": 0, "output_tokens": 0}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+    ])
+    with pytest.raises(AssertionError, match="while block 0 is open"):
+        check_messages_stream(bad)
