@@ -1,9 +1,21 @@
-"""REST API routes (Django REST framework, staff only). Each app adds its own routes here."""
+"""REST API routes (Django REST framework, staff only: session or token auth). Owned by the
+foundation; others may append a route with a minimal edit."""
 
-from django.urls import path
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
 
-from transforms.api import RegistryView
+from gateway.api import SettingsView
+from keys.api import ApiKeyViewSet
+from providers.api import ProviderViewSet
+from transforms.api import RegistryView, TransformRuleViewSet
+
+router = DefaultRouter()
+router.register("providers", ProviderViewSet, basename="provider")
+router.register("api-keys", ApiKeyViewSet, basename="apikey")
+router.register("transforms/rules", TransformRuleViewSet, basename="transformrule")
 
 urlpatterns = [
     path("transforms/registry", RegistryView.as_view(), name="transform-registry"),
+    path("settings/", SettingsView.as_view(), name="settings"),
+    path("", include(router.urls)),
 ]
