@@ -95,10 +95,13 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     tctx.upstream_model = model
     body = ucodec.encode_request(areq, EncodeContext(model=model, source_protocol=client_protocol,
                                                      strip_nested=strip))
+    # Lower-cased names so a codec's "Content-Type" replaces ours instead of doubling it.
     headers = {"content-type": "application/json", "accept": "text/event-stream" if upstream_stream
                else "application/json"}
-    headers.update(channel.extra_headers)
-    headers.update(ucodec.upstream_headers(channel.api_key))
+    for name, value in channel.extra_headers:
+        headers[name.lower()] = value
+    for name, value in ucodec.upstream_headers(channel.api_key).items():
+        headers[name.lower()] = value
     settings = snapshot.settings
     return Attempt(
         provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,
