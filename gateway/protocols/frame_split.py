@@ -315,3 +315,36 @@ def effective_max_frame_length(rules: list, logical_model: str | None = None) ->
             return value
         return DEFAULT_MAX_FRAME_LENGTH
     return None
+
+
+class SplittingEncoder:
+    """A client StreamEncoder whose output goes through a :class:`FrameSplitter`. Keep-alives
+    pass untouched; any other attribute is the wrapped encoder's."""
+
+    __slots__ = ("inner", "splitter")
+
+    def __init__(self, inner: Any, splitter: FrameSplitter) -> None:
+        self.inner = inner
+        self.splitter = splitter
+
+    def encode(self, event: Any) -> bytes:
+        return self.splitter.process(self.inner.encode(event))
+
+    def keepalive(self) -> bytes:
+        return self.inner.keepalive()
+
+    def error(self, status: int, code: str, message: str) -> bytes:
+        return self.splitter.process(self.inner.error(status, code, message))
+
+    def close(self) -> bytes:
+        return self.splitter.process(self.inner.close())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def with_frame_limit(encoder: Any, protocol: str, response_rules: list) -> Any:
+    """The encoder itself when no ``stream_split_sse_frames`` rule applies (zero cost), else a
+    :class:`SplittingEncoder`. ``response_rules`` are the attempt's selected response rules."""
+    limit = effective_max_frame_length(response_rules)
+    return encoder if limit is None else SplittingEncoder(encoder, FrameSplitter(protocol, limit))

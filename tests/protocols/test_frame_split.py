@@ -194,3 +194,34 @@ def test_messages_other_events_pass_through():
     obj = {"type": "message_start", "message": {"id": "m", "content": [], "x": "z" * 500}}
     original = frame(obj, "message_start")
     assert FrameSplitter("messages", 100).process(original) == original
+
+
+def test_with_frame_limit_wraps_only_when_a_rule_applies():
+    from gateway.protocols.frame_split import SplittingEncoder, with_frame_limit
+    from transforms.builtin.stream_split_sse_frames import StreamSplitSseFrames
+    from transforms.engine import CompiledRule
+
+    class Enc:
+        marker = "inner"
+
+        def encode(self, event):
+            return frame({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": event}},
+                         "content_block_delta")
+
+        def keepalive(self):
+            return b"event: ping\ndata: {\"type\":\"ping\"}\n\n"
+
+        def error(self, status, code, message):
+            return b""
+
+        def close(self):
+            return b""
+
+    plain = Enc()
+    assert with_frame_limit(plain, "messages", []) is plain
+    rule = CompiledRule(1, "api_key", "response", None, StreamSplitSseFrames({"max_frame_length": 120}))
+    wrapped = with_frame_limit(plain, "messages", [rule])
+    assert isinstance(wrapped, SplittingEncoder) and wrapped.marker == "inner"
+    out = wrapped.encode("z" * 500)
+    assert len(parse(out)) > 1 and "".join(orjson.loads(d)["delta"]["text"] for _, d in parse(out)) == "z" * 500
+    assert wrapped.keepalive() == plain.keepalive()
