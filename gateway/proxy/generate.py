@@ -29,6 +29,7 @@ import orjson
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.errors import ProtocolError, UpstreamProtocolError
+from gateway.protocols.frame_split import with_frame_limit
 from gateway.protocols.sse import SSEParser
 from gateway.urp import Request, Response
 from gateway.urp import events as ev
@@ -446,7 +447,8 @@ async def _pump(call: Call, att: Attempt, arec, resp) -> bool:
     decoder = att.codec.StreamDecoder()
     parser = SSEParser()
     chain = StreamChain(att.response_rules, att.tctx)
-    enc = _new_encoder(call, att.channel.protocol)
+    # F1 (stream_split_sse_frames): split oversized client frames when a rule applies.
+    enc = with_frame_limit(_new_encoder(call, att.channel.protocol), call.ex.protocol, att.response_rules)
     held: list[bytes] = []
     committed = False
     upstream_frames = arec.upstream_frames if arec is not None else None
@@ -559,7 +561,8 @@ async def _emit_whole(call: Call, att: Attempt, arec, resp: Response) -> None:
     """A whole response -> response rules -> synthesised events -> the client's stream."""
     executed = run_response(att.response_rules, resp, att.tctx)
     events = response_to_events(resp)
-    enc = _new_encoder(call, att.channel.protocol)
+    # F1 (stream_split_sse_frames): split oversized client frames when a rule applies.
+    enc = with_frame_limit(_new_encoder(call, att.channel.protocol), call.ex.protocol, att.response_rules)
     out = b"".join(enc.encode(event) for event in events) + enc.close()
     if arec is not None:
         from gateway.urp.serialize import to_jsonable
