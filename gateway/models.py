@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -24,6 +25,13 @@ class GlobalSettings(models.Model):
 
     def __str__(self) -> str:
         return "Global settings"
+
+    def clean(self) -> None:
+        errors = {name: "Must be greater than 0." for name in (
+            "request_timeout_seconds", "connect_timeout_seconds", "upstream_idle_timeout_seconds")
+            if getattr(self, name) is not None and getattr(self, name) <= 0}
+        if errors:
+            raise ValidationError(errors)
 
     def save(self, *args, **kwargs):
         self.pk = 1

@@ -20,20 +20,27 @@ from gateway import config_version
 _BOOKKEEPING_FIELDS = frozenset({"last_used_at", "updated_at"})
 
 
-def _bump_after_commit() -> None:
-    config_version.bump()
+_PENDING_ATTR = "_gw_pending_config_bump"
 
 
 def request_bump(using: str = DEFAULT_DB_ALIAS) -> None:
     """Bump once when the current transaction commits (immediately in autocommit mode)."""
     connection = connections[using]
-    if connection.in_atomic_block:
-        # Django keeps pending callbacks here; a rolled-back savepoint discards ours with it.
-        if any(entry[1] is _bump_after_commit for entry in connection.run_on_commit):
-            return
-        transaction.on_commit(_bump_after_commit, using=using)
-    else:
-        _bump_after_commit()
+    if not connection.in_atomic_block:
+        config_version.bump()
+        return
+    # Django keeps pending callbacks in run_on_commit; a rollback discards ours with it, and a
+    # callback that has run clears the marker, so the next transaction registers a fresh one.
+    pending = getattr(connection, _PENDING_ATTR, None)
+    if pending is not None and any(entry[1] is pending for entry in connection.run_on_commit):
+        return
+
+    def bump_after_commit() -> None:
+        setattr(connection, _PENDING_ATTR, None)
+        config_version.bump()
+
+    setattr(connection, _PENDING_ATTR, bump_after_commit)
+    transaction.on_commit(bump_after_commit, using=using)
 
 
 def on_config_saved(sender, instance, update_fields=None, using=DEFAULT_DB_ALIAS, **kwargs) -> None:

@@ -68,6 +68,11 @@ class ApiKey(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
 
+    def clean(self) -> None:
+        self.name = (self.name or "").strip()
+        if not self.name:
+            raise ValidationError({"name": "Name must not be empty."})
+
     def set_secret(self, secret: str | None = None) -> str:
         """Store a new secret (generated unless given) and return it: it is shown only once."""
         secret = secret or generate_secret()

@@ -86,6 +86,9 @@ class Provider(models.Model):
         return self.name
 
     def clean(self) -> None:
+        self.name = (self.name or "").strip()
+        if not self.name:
+            raise ValidationError({"name": "Name must not be empty."})
         wl = self.extra_fields_whitelist
         if wl is not None and (not isinstance(wl, list) or not all(isinstance(x, str) and x for x in wl)):
             raise ValidationError({"extra_fields_whitelist": "Must be a list of non-empty field names."})
@@ -109,6 +112,12 @@ class Channel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider.name}/{self.name}" if self.provider_id else self.name
+
+    def clean(self) -> None:
+        self.name = (self.name or "").strip()
+        self.base_url = (self.base_url or "").strip()
+        if not self.name:
+            raise ValidationError({"name": "Name must not be empty."})
 
     def set_api_key(self, plaintext: str) -> None:
         self.api_key_encrypted = crypto.encrypt(plaintext)
