@@ -1,0 +1,221 @@
+"""One conversational turn through the gateway with an official SDK, per client protocol.
+
+Each client protocol gets a ``Conversation`` that speaks through its SDK (``openai`` for Chat
+Completions and Responses, ``anthropic`` for Messages), stream or not, and reduces what came back
+to a protocol-neutral ``TurnResult`` (text, tool calls with parsed arguments, usage) so the
+matrix can assert the same things for every cell. Streams are consumed through the SDKs' own
+stream helpers or raw event iterators, so a malformed lifecycle fails inside the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import openai
+
+WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+WEATHER_ARGS = {"city": "mock-city"}  # what the mock upstream builds from WEATHER_SCHEMA
+
+
+@dataclass
+class ToolCallSeen:
+    call_id: str
+    name: str
+    arguments: Any  # parsed JSON
+
+
+@dataclass
+class TurnResult:
+    text: str = ""
+    tool_calls: list[ToolCallSeen] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    finish: str = ""
+    model: str = ""
+    raw: Any = None
+
+
+class Conversation:
+    """A conversation in one client protocol; ``ask`` sends a user turn, ``answer_tools`` the results."""
+
+    protocol = ""
+
+    def __init__(self, base_url: str, api_key: str, model: str, *, stream: bool, tools: bool = False) -> None:
+        self.base_url, self.api_key, self.model, self.stream, self.with_tools = base_url, api_key, model, stream, tools
+        self.history: list[Any] = []
+
+    def ask(self, text: str) -> TurnResult:
+        raise NotImplementedError
+
+    def answer_tools(self, results: dict[str, str]) -> TurnResult:
+        raise NotImplementedError
+
+
+# -- OpenAI Chat Completions -------------------------------------------------------------------------
+
+
+class ChatConversation(Conversation):
+    protocol = "chat_completion"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.client = openai.OpenAI(base_url=self.base_url + "/v1", api_key=self.api_key, max_retries=0, timeout=30)
+
+    def _tools(self) -> dict[str, Any]:
+        if not self.with_tools:
+            return {}
+        return {"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+                                                              "parameters": WEATHER_SCHEMA}}]}
+
+    def _send(self) -> TurnResult:
+        if not self.stream:
+            completion = self.client.chat.completions.create(model=self.model, messages=self.history, **self._tools())
+            message = completion.choices[0].message
+            result = TurnResult(text=message.content or "", finish=completion.choices[0].finish_reason,
+                                model=completion.model, raw=completion,
+                                input_tokens=completion.usage.prompt_tokens,
+                                output_tokens=completion.usage.completion_tokens)
+            for call in message.tool_calls or []:
+                result.tool_calls.append(ToolCallSeen(call.id, call.function.name, json.loads(call.function.arguments)))
+        else:
+            chunks = list(self.client.chat.completions.create(
+                model=self.model, messages=self.history, stream=True, stream_options={"include_usage": True},
+                **self._tools()))
+            result = TurnResult(raw=chunks, model=chunks[0].model)
+            calls: dict[int, dict[str, str]] = {}
+            finishes = []
+            for chunk in chunks:
+                if chunk.usage is not None:
+                    result.input_tokens = chunk.usage.prompt_tokens
+                    result.output_tokens = chunk.usage.completion_tokens
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                if choice.finish_reason:
+                    finishes.append(choice.finish_reason)
+                result.text += choice.delta.content or ""
+                for tc in choice.delta.tool_calls or []:
+                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    slot["id"] = tc.id or slot["id"]
+                    if tc.function is not None:
+                        slot["name"] = tc.function.name or slot["name"]
+                        slot["arguments"] += tc.function.arguments or ""
+            assert len(finishes) == 1, f"expected exactly one finish chunk, got {finishes}"
+            result.finish = finishes[0]
+            result.tool_calls = [ToolCallSeen(c["id"], c["name"], json.loads(c["arguments"]))
+                                 for _, c in sorted(calls.items())]
+        assistant: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+        if result.tool_calls:
+            assistant["tool_calls"] = [{"id": c.call_id, "type": "function", "function": {
+                "name": c.name, "arguments": json.dumps(c.arguments)}} for c in result.tool_calls]
+        self.history.append(assistant)
+        return result
+
+    def ask(self, text: str) -> TurnResult:
+        self.history.append({"role": "user", "content": text})
+        return self._send()
+
+    def answer_tools(self, results: dict[str, str]) -> TurnResult:
+        for call_id, output in results.items():
+            self.history.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        return self._send()
+
+
+# -- OpenAI Responses ----------------------------------------------------------------------------------
+
+
+class ResponsesConversation(Conversation):
+    protocol = "responses"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.client = openai.OpenAI(base_url=self.base_url + "/v1", api_key=self.api_key, max_retries=0, timeout=30)
+
+    def _tools(self) -> dict[str, Any]:
+        if not self.with_tools:
+            return {}
+        return {"tools": [{"type": "function", "name": "get_weather", "description": "Weather",
+                           "parameters": WEATHER_SCHEMA}]}
+
+    def _send(self) -> TurnResult:
+        if not self.stream:
+            response = self.client.responses.create(model=self.model, input=self.history, **self._tools())
+        else:
+            with self.client.responses.stream(model=self.model, input=self.history, **self._tools()) as stream:
+                events = list(stream)
+                response = stream.get_final_response()
+            numbers = [e.sequence_number for e in events]
+            assert numbers == sorted(set(numbers)), "sequence_number must strictly increase"
+            assert events[-1].type == "response.completed", events[-1].type
+        result = TurnResult(text=response.output_text, finish=response.status, model=response.model, raw=response,
+                            input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
+        for item in response.output:
+            if item.type == "function_call":
+                result.tool_calls.append(ToolCallSeen(item.call_id, item.name, json.loads(item.arguments)))
+                self.history.append({"type": "function_call", "call_id": item.call_id, "name": item.name,
+                                     "arguments": item.arguments})
+            elif item.type == "message":
+                self.history.append({"role": "assistant", "content": result.text})
+        return result
+
+    def ask(self, text: str) -> TurnResult:
+        self.history.append({"role": "user", "content": text})
+        return self._send()
+
+    def answer_tools(self, results: dict[str, str]) -> TurnResult:
+        for call_id, output in results.items():
+            self.history.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        return self._send()
+
+
+# -- Anthropic Messages --------------------------------------------------------------------------------
+
+
+class MessagesConversation(Conversation):
+    protocol = "messages"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.client = anthropic.Anthropic(base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=30)
+
+    def _tools(self) -> dict[str, Any]:
+        if not self.with_tools:
+            return {}
+        return {"tools": [{"name": "get_weather", "description": "Weather", "input_schema": WEATHER_SCHEMA}]}
+
+    def _send(self) -> TurnResult:
+        if not self.stream:
+            message = self.client.messages.create(model=self.model, max_tokens=1024, messages=self.history,
+                                                  **self._tools())
+        else:
+            with self.client.messages.stream(model=self.model, max_tokens=1024, messages=self.history,
+                                             **self._tools()) as stream:
+                message = stream.get_final_message()
+        result = TurnResult(finish=message.stop_reason or "", model=message.model, raw=message,
+                            input_tokens=message.usage.input_tokens, output_tokens=message.usage.output_tokens)
+        content = []
+        for block in message.content:
+            if block.type == "text":
+                result.text += block.text
+                content.append({"type": "text", "text": block.text})
+            elif block.type == "tool_use":
+                result.tool_calls.append(ToolCallSeen(block.id, block.name, block.input))
+                content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
+        self.history.append({"role": "assistant", "content": content})
+        return result
+
+    def ask(self, text: str) -> TurnResult:
+        self.history.append({"role": "user", "content": text})
+        return self._send()
+
+    def answer_tools(self, results: dict[str, str]) -> TurnResult:
+        self.history.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call_id, "content": output} for call_id, output in results.items()]})
+        return self._send()
+
+
+CONVERSATIONS: dict[str, type[Conversation]] = {
+    "chat_completion": ChatConversation, "responses": ResponsesConversation, "messages": MessagesConversation}
