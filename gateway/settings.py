@@ -144,6 +144,11 @@ GATEWAY = {
     "CONFIG_POLL_SECONDS": float(os.environ.get("GATEWAY_CONFIG_POLL_SECONDS", "0.5")),
     "KEEPALIVE_SECONDS": float(os.environ.get("GATEWAY_KEEPALIVE_SECONDS", "15")),
     "UPSTREAM_IDLE_TIMEOUT": float(os.environ.get("GATEWAY_UPSTREAM_IDLE_TIMEOUT", "120")),
+    # Passive circuit breaker per channel (proxy): failures within the window open it for the cooldown.
+    "BREAKER_FAILURES": int(os.environ.get("GATEWAY_BREAKER_FAILURES", "3")),
+    "BREAKER_WINDOW_SECONDS": float(os.environ.get("GATEWAY_BREAKER_WINDOW_SECONDS", "30")),
+    "BREAKER_COOLDOWN_SECONDS": float(os.environ.get("GATEWAY_BREAKER_COOLDOWN_SECONDS", "60")),
+    "BREAKER_RATE_LIMIT_COOLDOWN_SECONDS": float(os.environ.get("GATEWAY_BREAKER_RATE_LIMIT_COOLDOWN_SECONDS", "15")),
 }
 
 LOGGING = {

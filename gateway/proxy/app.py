@@ -40,10 +40,13 @@ class ProxyApp:
 
     def __init__(self) -> None:
         self.holder = SnapshotHolder()
-        self.breaker = BreakerBoard()
+        gw = settings.GATEWAY
+        self.breaker = BreakerBoard(
+            threshold=int(gw.get("BREAKER_FAILURES", 3)), window=float(gw.get("BREAKER_WINDOW_SECONDS", 30)),
+            cooldown=float(gw.get("BREAKER_COOLDOWN_SECONDS", 60)),
+            rate_limit_cooldown=float(gw.get("BREAKER_RATE_LIMIT_COOLDOWN_SECONDS", 15)))
         self.client = UpstreamClient()
         self.mirror: RedisMirror | None = None
-        gw = settings.GATEWAY
         self.max_body = int(gw["MAX_BODY_BYTES"])
         self.runtime = Runtime(breaker=self.breaker, client=self.client,
                                keepalive_seconds=float(gw["KEEPALIVE_SECONDS"]))
