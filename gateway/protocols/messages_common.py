@@ -348,7 +348,7 @@ def encode_content_block(node: Node, *, extras: bool, same_family: bool,
         return put_extra(block, node.extra) if extras else block
     if isinstance(node, ReasoningNode):
         if signature_for_client:
-            sig = client_signature(node)
+            sig = client_signature(node) or ""  # SDK thinking blocks always carry a signature
         else:
             sig = node.encrypted if isinstance(node.encrypted, str) and node.encrypted else None
             if sig is None and not same_family:
