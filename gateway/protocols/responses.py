@@ -1,0 +1,28 @@
+"""The OpenAI Responses codec (``/v1/responses``; provider type ``responses``).
+
+Implements the codec contract of ``gateway.protocols``. The work is split by direction:
+``responses_items`` (items <-> nodes, shared by input and output), ``responses_request``,
+``responses_response`` (object, usage, status, errors) and ``responses_stream`` (SSE decoder and
+encoder). This module is the public face the proxy imports.
+"""
+
+from __future__ import annotations
+
+from .responses_items import PROTOCOL
+from .responses_request import decode_request, encode_request
+from .responses_response import decode_response, encode_response, error_body
+from .responses_stream import StreamDecoder, StreamEncoder
+
+
+def upstream_path(model: str, stream: bool) -> str:
+    return "/v1/responses"
+
+
+def upstream_headers(api_key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
+
+
+__all__ = [
+    "PROTOCOL", "StreamDecoder", "StreamEncoder", "decode_request", "decode_response", "encode_request",
+    "encode_response", "error_body", "upstream_headers", "upstream_path",
+]

@@ -1,0 +1,962 @@
+"""OpenAI Responses streaming: upstream SSE -> URP events (``StreamDecoder``) and URP events ->
+client SSE (``StreamEncoder``), reference protocols.md §4.4 and §4.6.
+
+Both sides are incremental: the decoder keeps one small slot per upstream output item, the
+encoder one small record per emitted wire item; neither holds the raw stream.
+
+Deliberate choices:
+- An upstream ``response.failed`` becomes a ``StreamError`` (the attempt failed), not a
+  ``ResponseDone`` with an ``other`` finish reason.
+- A ``cancelled`` status is reported to clients as ``response.failed`` with ``status:
+  "cancelled"`` (the public event set has no ``response.cancelled``).
+- Reasoning items get no synthesized ``duration`` (not part of the public item shape).
+- Text nodes are deferred like reasoning nodes: a node that ends empty emits nothing, so
+  clients never see empty assistant messages.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from copy import copy
+from typing import Any
+
+import orjson
+
+from gateway.urp import events as ev
+from gateway.urp.accumulate import Accumulator
+from gateway.urp.nodes import (
+    ImageNode,
+    Node,
+    ProviderItemNode,
+    ReasoningNode,
+    RefusalNode,
+    TextNode,
+    ToolCallNode,
+    wire_extra,
+)
+
+from .base import EncodeContext
+from .errors import ProtocolError
+from .responses_items import M_IS_PART, M_ITEM, M_SUMMARY, PROTOCOL, decode_item, new_id, scrub
+from .responses_response import (
+    X_OBJECT,
+    X_STATUS,
+    decode_output,
+    decode_usage,
+    encode_usage,
+    finish_from_status,
+    response_object,
+    terminal_state,
+)
+
+X_START = "_gw_rsp_start"  # ResponseStart.extra: the upstream start object minus output/usage
+
+_TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.cancelled"})
+_MAX_VALUES = 64
+_JSON = json.JSONDecoder()
+
+
+def _parse_data(data: str) -> list[Any]:
+    """One SSE data field -> its JSON values (some upstreams concatenate several objects)."""
+    try:
+        return [orjson.loads(data)]
+    except orjson.JSONDecodeError:
+        pass
+    out: list[Any] = []
+    i, n = 0, len(data)
+    while i < n:
+        while i < n and data[i].isspace():
+            i += 1
+        if i >= n:
+            break
+        value, i = _JSON.raw_decode(data, i)  # raises ValueError on garbage
+        out.append(value)
+        if len(out) > _MAX_VALUES:
+            raise ValueError("too many JSON values in one SSE data field")
+    return out
+
+
+def _template(obj: Any) -> dict[str, Any] | None:
+    if not isinstance(obj, dict):
+        return None
+    return {k: scrub(v) for k, v in obj.items() if k not in ("output", "usage", "output_text")}
+
+
+# --------------------------------------------------------------------------------------------
+# decoder
+# --------------------------------------------------------------------------------------------
+
+
+class _Slot:
+    """One upstream output item under reconstruction."""
+
+    __slots__ = ("kind", "item", "node", "parts", "done", "encrypted")
+
+    def __init__(self, kind: str, item: dict[str, Any]) -> None:
+        self.kind = kind  # message | reasoning | call | provider
+        self.item = item
+        self.node: int | None = None  # URP index (single-node items)
+        self.parts: dict[int, int] = {}  # content_index -> URP index (message items)
+        self.done = False
+        self.encrypted: Any = None
+
+
+def _kind(item_type: Any) -> str:
+    if item_type == "message":
+        return "message"
+    if item_type == "reasoning":
+        return "reasoning"
+    if item_type in ("function_call", "custom_tool_call"):
+        return "call"
+    return "provider"
+
+
+class StreamDecoder:
+    """Upstream Responses SSE -> canonical events (protocols.md §4.4)."""
+
+    def __init__(self) -> None:
+        self.finished = False
+        self._started = False
+        self._next = 0
+        self._acc = Accumulator()
+        self._open: set[int] = set()
+        self._slots: dict[int, _Slot] = {}
+        self._ids: dict[str, _Slot] = {}
+        self._streamed: set[str] = set()  # kinds seen streaming
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _emit(self, out: list[ev.Event], event: ev.Event) -> None:
+        self._acc.feed(event)
+        out.append(event)
+
+    def _ensure_start(self, out: list[ev.Event], resp: Any = None) -> None:
+        if self._started:
+            return
+        self._started = True
+        resp = resp if isinstance(resp, dict) else {}
+        rid = resp.get("id")
+        created = resp.get("created_at")
+        start = ev.ResponseStart(id=rid if isinstance(rid, str) and rid else new_id("resp_"),
+                                 model=resp.get("model") if isinstance(resp.get("model"), str) else "",
+                                 created=created if isinstance(created, int) else None)
+        if resp:
+            start.extra[X_START] = _template(resp)
+        out.append(start)
+
+    def _start_node(self, out: list[ev.Event], header: Node) -> int:
+        idx = self._next
+        self._next += 1
+        self._open.add(idx)
+        self._emit(out, ev.NodeStart(index=idx, node=header))
+        return idx
+
+    def _delta(self, out: list[ev.Event], idx: int | None, kind: str, delta: Any) -> None:
+        if idx is None or idx not in self._open or not isinstance(delta, str) or not delta:
+            return
+        self._emit(out, ev.NodeDelta(index=idx, kind=kind, delta=delta))
+
+    def _done(self, out: list[ev.Event], idx: int, node: Node | None = None) -> None:
+        if idx not in self._open:
+            return
+        self._open.discard(idx)
+        self._emit(out, ev.NodeDone(index=idx, node=node if node is not None else self._acc.nodes[idx]))
+
+    def _slot(self, payload: dict[str, Any], create_kind: str | None = None) -> _Slot | None:
+        oi = payload.get("output_index")
+        slot = self._slots.get(oi) if isinstance(oi, int) else None
+        if slot is None and isinstance(payload.get("item_id"), str):
+            slot = self._ids.get(payload["item_id"])
+        if slot is None and create_kind is not None and isinstance(oi, int):
+            item = {"type": create_kind}
+            if isinstance(payload.get("item_id"), str):
+                item["id"] = payload["item_id"]
+            slot = self._slots[oi] = _Slot(_kind(create_kind), item)
+        return slot
+
+    def _snapshot(self, out: list[ev.Event], idx: int | None, kind: str, full: Any) -> None:
+        """A ``*.done`` snapshot: emit the missing suffix when it extends what streamed."""
+        if idx is None or idx not in self._open or not isinstance(full, str):
+            return
+        node = self._acc.nodes[idx]
+        have = {ev.TEXT: "content", ev.REFUSAL: "content", ev.ARGUMENTS: "arguments",
+                ev.REASONING_SUMMARY: "summary", ev.REASONING_CONTENT: "content"}[kind]
+        cur = getattr(node, have) or ""
+        if full.startswith(cur) and len(full) > len(cur):
+            self._delta(out, idx, kind, full[len(cur):])
+
+    def _header(self, item: dict[str, Any]) -> Node:
+        """The node header for an ``output_item.added`` item (content left empty)."""
+        t = item.get("type")
+        iid = item.get("id") if isinstance(item.get("id"), str) else None
+        if t == "reasoning":
+            return ReasoningNode(id=iid)
+        if t in ("function_call", "custom_tool_call"):
+            ns = item.get("namespace")
+            return ToolCallNode(id=iid, call_id=str(item.get("call_id") or iid or new_id("call_")),
+                                name=str(item.get("name") or ""), namespace=ns if isinstance(ns, str) else None,
+                                tool_type="custom" if t == "custom_tool_call" else "function")
+        return ProviderItemNode(id=iid, origin_protocol=PROTOCOL, item_type=str(t), body=scrub(item),
+                                role=item.get("role") if isinstance(item.get("role"), str) else "assistant")
+
+    def _part_header(self, slot: _Slot, part: Any) -> Node:
+        item = slot.item
+        role = item.get("role") if isinstance(item.get("role"), str) else "assistant"
+        iid = item.get("id") if isinstance(item.get("id"), str) else None
+        if isinstance(part, dict) and part.get("type") == "refusal":
+            return RefusalNode(id=iid)
+        phase = item.get("phase") if isinstance(item.get("phase"), str) else None
+        return TextNode(id=iid, role=role, phase=phase)
+
+    def _part_index(self, out: list[ev.Event], slot: _Slot, ci: Any, part: Any = None) -> int:
+        ci = ci if isinstance(ci, int) else 0
+        idx = slot.parts.get(ci)
+        if idx is None:
+            idx = slot.parts[ci] = self._start_node(out, self._part_header(slot, part))
+            self._streamed.add("message")
+        return idx
+
+    def _final_nodes(self, item: dict[str, Any]) -> list[Node]:
+        nodes: list[Node] = []
+        try:
+            decode_item(item, "output", "assistant", nodes)
+        except ProtocolError:
+            return []
+        return nodes
+
+    def _finish_item(self, out: list[ev.Event], slot: _Slot, item: dict[str, Any]) -> None:
+        """``output_item.done``: close the slot's nodes with the authoritative done item."""
+        slot.done = True
+        finals = self._final_nodes(item)
+        if slot.kind == "message":
+            parts = [n for n in finals if isinstance(n, TextNode | RefusalNode)]
+            for ci, node in enumerate(parts):
+                node.extra.pop(M_ITEM, None)
+                idx = slot.parts.get(ci)
+                if idx is None:
+                    if not node.content:
+                        continue
+                    idx = slot.parts[ci] = self._start_node(out, self._part_header(slot, {"type": node.type}))
+                    self._delta(out, idx, ev.REFUSAL if isinstance(node, RefusalNode) else ev.TEXT, node.content)
+                elif not node.content:
+                    node.content = getattr(self._acc.nodes[idx], "content", "")
+                self._done(out, idx, node)
+            for idx in slot.parts.values():
+                self._done(out, idx)
+            return
+        if slot.node is None:
+            slot.node = self._start_node(out, self._header(item))
+        idx = slot.node
+        node = finals[0] if finals else None
+        acc = self._acc.nodes[idx]
+        if isinstance(node, ToolCallNode) and isinstance(acc, ToolCallNode):
+            if not node.arguments:
+                node.arguments = acc.arguments
+            self._snapshot(out, idx, ev.ARGUMENTS, node.arguments)
+        elif isinstance(node, ReasoningNode) and isinstance(acc, ReasoningNode):
+            if node.summary is None and acc.summary:
+                node.summary = acc.summary
+                node.extra.pop(M_SUMMARY, None)
+            if node.content is None and acc.content:
+                node.content = acc.content
+            if node.encrypted is None:
+                node.encrypted = slot.encrypted if slot.encrypted is not None else acc.encrypted
+        self._done(out, idx, node)
+
+    # -- feed --------------------------------------------------------------------------------
+
+    def feed(self, event_name: str | None, data: str) -> list[ev.Event]:
+        if self.finished:
+            return []
+        out: list[ev.Event] = []
+        if data.strip() == "[DONE]":
+            self._fail(out, "upstream_stream_incomplete", "upstream stream ended before a terminal event")
+            return out
+        try:
+            values = _parse_data(data)
+        except ValueError:
+            self._fail(out, "invalid_upstream_response", "upstream sent an invalid stream event")
+            return out
+        for payload in values:
+            if self.finished:
+                break
+            if isinstance(payload, dict):
+                self._handle(out, payload.get("type") or event_name, payload)
+        return out
+
+    def _fail(self, out: list[ev.Event], code: str, message: str, *, error_type: str | None = None,
+              extra: dict[str, Any] | None = None) -> None:
+        self.finished = True
+        out.append(ev.StreamError(message=message, code=code, error_type=error_type, extra=extra or {}))
+
+    def _handle(self, out: list[ev.Event], etype: Any, p: dict[str, Any]) -> None:
+        if etype in ("response.created", "response.in_progress", "response.queued"):
+            self._ensure_start(out, p.get("response"))
+            return
+        if etype == "error":
+            err = p.get("error") if isinstance(p.get("error"), dict) else p
+            self._fail(out, str(err.get("code") or "upstream_error"), str(err.get("message") or "upstream error"),
+                       error_type=err.get("type") if isinstance(err.get("type"), str) else None,
+                       extra={"param": err.get("param")} if err.get("param") is not None else None)
+            return
+        self._ensure_start(out)
+        if etype in _TERMINALS:
+            self._terminal(out, etype, p.get("response") if isinstance(p.get("response"), dict) else {})
+            return
+        if etype == "response.output_item.added":
+            item = p.get("item")
+            oi = p.get("output_index")
+            if not isinstance(item, dict) or not isinstance(oi, int):
+                return
+            slot = self._slots[oi] = _Slot(_kind(item.get("type")), item)
+            if isinstance(item.get("id"), str):
+                self._ids[item["id"]] = slot
+            if slot.kind != "message":
+                slot.node = self._start_node(out, self._header(item))
+                self._streamed.add(slot.kind)
+                if slot.kind == "reasoning":
+                    slot.encrypted = item.get("encrypted_content")
+                elif slot.kind == "call":
+                    self._delta(out, slot.node, ev.ARGUMENTS,
+                                item.get("input" if item.get("type") == "custom_tool_call" else "arguments"))
+            return
+        if etype == "response.output_item.done":
+            item = p.get("item")
+            if not isinstance(item, dict):
+                return
+            slot = self._slot(p, None)
+            if slot is None:
+                oi = p.get("output_index")
+                slot = _Slot(_kind(item.get("type")), item)
+                if isinstance(oi, int):
+                    self._slots[oi] = slot
+                if isinstance(item.get("id"), str):
+                    self._ids[item["id"]] = slot
+            if not slot.done:
+                self._finish_item(out, slot, item)
+            return
+        if etype == "response.content_part.added":
+            slot = self._slot(p, "message")
+            part = p.get("part")
+            if slot is not None and slot.kind == "message":
+                idx = self._part_index(out, slot, p.get("content_index"), part)
+                if isinstance(part, dict):
+                    self._delta(out, idx, ev.REFUSAL if part.get("type") == "refusal" else ev.TEXT,
+                                part.get("refusal") if part.get("type") == "refusal" else part.get("text"))
+            return
+        if etype in ("response.output_text.delta", "response.refusal.delta"):
+            slot = self._slot(p, "message")
+            if slot is not None and slot.kind == "message":
+                refusal = etype == "response.refusal.delta"
+                idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
+                self._delta(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("delta"))
+            return
+        if etype in ("response.output_text.done", "response.refusal.done"):
+            slot = self._slot(p)
+            if slot is not None and slot.kind == "message":
+                refusal = etype == "response.refusal.done"
+                idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
+                self._snapshot(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("refusal" if refusal else "text"))
+            return
+        if etype == "response.content_part.done":
+            return  # the part closes with its item (output_item.done carries the authoritative text)
+        if etype in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            slot = self._slot(p, "reasoning")
+            if slot is not None and slot.kind == "reasoning":
+                if slot.node is None:
+                    slot.node = self._start_node(out, self._header(slot.item))
+                    self._streamed.add("reasoning")
+                kind = ev.REASONING_SUMMARY if "summary" in etype else ev.REASONING_CONTENT
+                self._delta(out, slot.node, kind, p.get("delta"))
+            return
+        if etype in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
+            slot = self._slot(p, "custom_tool_call" if "custom" in etype else "function_call")
+            if slot is not None and slot.kind == "call":
+                if slot.node is None:
+                    slot.node = self._start_node(out, self._header(slot.item))
+                    self._streamed.add("call")
+                self._delta(out, slot.node, ev.ARGUMENTS, p.get("delta"))
+            return
+        if etype in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
+            slot = self._slot(p)
+            if slot is not None and slot.kind == "call":
+                self._snapshot(out, slot.node, ev.ARGUMENTS, p.get("input" if "custom" in etype else "arguments"))
+            return
+        if isinstance(etype, str) and (etype.startswith("response.reasoning_summary_")
+                                       or etype.startswith("response.reasoning_text.")):
+            return  # part boundaries and snapshots: the done item is authoritative
+        if isinstance(etype, str):
+            out.append(ev.ProviderControl(protocol=PROTOCOL, event_name=etype, data=scrub(p)))
+
+    def _terminal(self, out: list[ev.Event], etype: str, resp: dict[str, Any]) -> None:
+        status = resp.get("status") or etype.rpartition(".")[2]
+        if etype == "response.failed" or status == "failed":
+            err = resp.get("error") if isinstance(resp.get("error"), dict) else {}
+            for idx in sorted(self._open):
+                self._done(out, idx)
+            self._fail(out, str(err.get("code") or "upstream_error"),
+                       str(err.get("message") or "upstream response failed"),
+                       error_type=err.get("type") if isinstance(err.get("type"), str) else None,
+                       extra={X_OBJECT: _template(resp), X_STATUS: "failed"})
+            return
+        # Completion-only fallback: items the terminal object has but that never streamed.
+        items = resp.get("output")
+        if isinstance(items, list):
+            for item in items:
+                if not isinstance(item, dict):
+                    continue
+                kind = _kind(item.get("type"))
+                iid = item.get("id")
+                if isinstance(iid, str) and iid in self._ids:
+                    slot = self._ids[iid]
+                    if not slot.done:
+                        self._finish_item(out, slot, item)
+                    continue
+                if kind in self._streamed:
+                    continue
+                try:
+                    nodes = decode_output([item])
+                except Exception:
+                    continue
+                for node in nodes:
+                    node.extra.pop(M_ITEM, None)
+                    if isinstance(node, TextNode | RefusalNode) and not node.content:
+                        continue
+                    header = copy(node)
+                    idx = self._start_node(out, header)
+                    self._done(out, idx, node)
+        for idx in sorted(self._open):
+            self._done(out, idx)
+        output = self._acc.output()
+        extra: dict[str, Any] = {X_STATUS: status, X_OBJECT: _template(resp)}
+        for key in ("error", "incomplete_details"):
+            if resp.get(key) is not None:
+                extra[key] = resp[key]
+        self.finished = True
+        out.append(ev.ResponseDone(output=output, usage=decode_usage(resp.get("usage")), extra=extra,
+                                   finish_reason=finish_from_status(status, resp.get("incomplete_details"), output)))
+
+    def close(self) -> list[ev.Event]:
+        if self.finished:
+            return []
+        out: list[ev.Event] = []
+        self._fail(out, "upstream_stream_incomplete", "upstream stream ended before a terminal event")
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# encoder
+# --------------------------------------------------------------------------------------------
+
+
+def client_response_id(rid: str | None) -> str:
+    """Responses clients expect ``resp_`` ids; foreign ids keep their text after the prefix."""
+    if not rid:
+        return new_id("resp_")
+    return rid if rid.startswith("resp_") else "resp_" + rid
+
+
+class _Part:
+    __slots__ = ("index", "ptype", "text", "open", "extra")
+
+    def __init__(self, index: int, ptype: str) -> None:
+        self.index = index
+        self.ptype = ptype  # output_text | refusal
+        self.text = ""
+        self.open = True
+        self.extra: dict[str, Any] = {}
+
+
+class _Item:
+    """One wire output item the encoder has announced with ``output_item.added``."""
+
+    __slots__ = ("oi", "id", "kind", "head", "parts", "sealed", "final", "role", "phase", "src_id",
+                 "summary", "summary_open", "content", "content_open", "args")
+
+    def __init__(self, oi: int, item_id: str, kind: str, head: dict[str, Any]) -> None:
+        self.oi = oi
+        self.id = item_id
+        self.kind = kind  # message | reasoning | function_call | custom_tool_call | provider
+        self.head = head
+        self.parts: list[_Part] = []
+        self.sealed = False
+        self.final: dict[str, Any] | None = None
+        self.role = "assistant"
+        self.phase: str | None = None
+        self.src_id: str | None = None
+        self.summary = ""
+        self.summary_open = False
+        self.content = ""
+        self.content_open = False
+        self.args = ""
+
+
+class _Pending:
+    """A text/refusal/reasoning node not yet shown (no meaningful payload yet)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
+class StreamEncoder:
+    """Canonical events -> client Responses SSE (protocols.md §4.6)."""
+
+    def __init__(self, ctx: EncodeContext) -> None:
+        self.ctx = ctx
+        self.same = ctx.source_protocol == PROTOCOL
+        self._seq = 0
+        self._started = False
+        self._terminal = False
+        self._rid = ""
+        self._created = 0
+        self._template: dict[str, Any] | None = None
+        self._items: list[_Item] = []
+        self._targets: dict[int, Any] = {}  # URP index -> _Pending | (_Item, _Part | None)
+        self._msg: _Item | None = None  # the message item new text may still join
+        self._synthetic = -1
+
+    # -- framing -----------------------------------------------------------------------------
+
+    def _frame(self, etype: str, payload: dict[str, Any]) -> bytes:
+        self._seq += 1
+        payload["type"] = etype
+        payload["sequence_number"] = self._seq
+        return b"event: " + etype.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+    def _object(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None = None,
+                error: dict[str, Any] | None = None, details: dict[str, Any] | None = None,
+                template: dict[str, Any] | None = None) -> dict[str, Any]:
+        return response_object(rid=self._rid, model=self.ctx.model, created_at=self._created, status=status,
+                               output=output, usage=usage, error=error, incomplete_details=details,
+                               template=template if template is not None else self._template)
+
+    def keepalive(self) -> bytes:
+        return b":heartbeat\n\n"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _start(self, rid: str | None, created: int | None, template: dict[str, Any] | None) -> bytes:
+        self._started = True
+        self._rid = rid if self.same and rid else client_response_id(rid)
+        self._created = created or int(time.time())
+        self._template = template if self.same else None
+        out = self._frame("response.created", {"response": self._object("in_progress", [])})
+        return out + self._frame("response.in_progress", {"response": self._object("in_progress", [])})
+
+    def _new_item(self, kind: str, item_id: str, head: dict[str, Any]) -> tuple[_Item, bytes]:
+        buf = self._seal_msg()
+        it = _Item(len(self._items), item_id, kind, head)
+        self._items.append(it)
+        buf += self._frame("response.output_item.added", {"output_index": it.oi, "item": dict(head)})
+        return it, buf
+
+    def _seal_msg(self) -> bytes:
+        m, self._msg = self._msg, None
+        if m is None:
+            return b""
+        m.sealed = True
+        return self._maybe_close_msg(m)
+
+    def _maybe_close_msg(self, m: _Item) -> bytes:
+        if not m.sealed or m.final is not None or any(p.open for p in m.parts):
+            return b""
+        return self._close_item(m, self._message_item(m, "completed"))
+
+    def _message_item(self, m: _Item, status: str) -> dict[str, Any]:
+        item = dict(m.head)
+        item["status"] = status
+        item["content"] = [self._part_obj(p) for p in m.parts]
+        return item
+
+    def _part_obj(self, p: _Part) -> dict[str, Any]:
+        if p.ptype == "refusal":
+            obj = {"type": "refusal", "refusal": p.text}
+        else:
+            obj = {"type": "output_text", "text": p.text, "annotations": [], "logprobs": []}
+        for k, v in p.extra.items():
+            obj.setdefault(k, v)
+        return obj
+
+    def _close_item(self, it: _Item, item: dict[str, Any]) -> bytes:
+        it.final = item
+        return self._frame("response.output_item.done", {"output_index": it.oi, "item": item})
+
+    def _item_id(self, node: Node, prefix: str) -> str:
+        if node.id and (self.same or node.id.startswith(prefix)):
+            return node.id
+        return new_id(prefix)
+
+    # -- text --------------------------------------------------------------------------------
+
+    def _open_part(self, node: TextNode | RefusalNode) -> tuple[_Item, _Part, bytes]:
+        role = node.role if isinstance(node, TextNode) else "assistant"
+        phase = node.phase if isinstance(node, TextNode) else None
+        m = self._msg
+        buf = b""
+        if m is None or m.role != role or m.phase != phase or (
+                self.same and node.id is not None and m.src_id is not None and node.id != m.src_id):
+            head: dict[str, Any] = {"id": self._item_id(node, "msg_"),
+                                    "type": "message", "status": "in_progress", "role": role, "content": []}
+            if phase is not None:
+                head["phase"] = phase
+            m, buf = self._new_item("message", head["id"], head)
+            m.role, m.phase, m.src_id = role, phase, node.id
+            self._msg = m
+        part = _Part(len(m.parts), "refusal" if isinstance(node, RefusalNode) else "output_text")
+        if self.same and isinstance(node, TextNode):
+            part.extra = {k: v for k, v in wire_extra(node.extra).items() if k in ("annotations", "logprobs")}
+        m.parts.append(part)
+        empty = {"type": "refusal", "refusal": ""} if part.ptype == "refusal" else \
+            {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        buf += self._frame("response.content_part.added", {"item_id": m.id, "output_index": m.oi,
+                                                           "content_index": part.index, "part": empty})
+        return m, part, buf
+
+    def _text_delta(self, m: _Item, p: _Part, delta: str) -> bytes:
+        p.text += delta
+        if p.ptype == "refusal":
+            return self._frame("response.refusal.delta", {"item_id": m.id, "output_index": m.oi,
+                                                          "content_index": p.index, "delta": delta})
+        return self._frame("response.output_text.delta", {"item_id": m.id, "output_index": m.oi,
+                                                          "content_index": p.index, "delta": delta,
+                                                          "logprobs": []})
+
+    def _close_part(self, m: _Item, p: _Part, text: str | None) -> bytes:
+        if not p.open:
+            return b""
+        buf = b""
+        if text is not None and text != p.text:
+            if text.startswith(p.text):
+                buf += self._text_delta(m, p, text[len(p.text):])
+            else:
+                p.text = text
+        p.open = False
+        base = {"item_id": m.id, "output_index": m.oi, "content_index": p.index}
+        if p.ptype == "refusal":
+            buf += self._frame("response.refusal.done", {**base, "refusal": p.text})
+        else:
+            buf += self._frame("response.output_text.done", {**base, "text": p.text, "logprobs": []})
+        buf += self._frame("response.content_part.done", {**base, "part": self._part_obj(p)})
+        return buf + self._maybe_close_msg(m)
+
+    # -- reasoning ---------------------------------------------------------------------------
+
+    def _open_reasoning(self, node: ReasoningNode) -> tuple[_Item, bytes]:
+        head = {"id": self._item_id(node, "rs_"), "type": "reasoning", "summary": []}
+        return self._new_item("reasoning", head["id"], head)
+
+    def _reasoning_delta(self, it: _Item, kind: str, delta: str) -> bytes:
+        base = {"item_id": it.id, "output_index": it.oi}
+        buf = b""
+        if kind == ev.REASONING_SUMMARY:
+            if not it.summary_open:
+                it.summary_open = True
+                buf += self._frame("response.reasoning_summary_part.added",
+                                   {**base, "summary_index": 0, "part": {"type": "summary_text", "text": ""}})
+            it.summary += delta
+            return buf + self._frame("response.reasoning_summary_text.delta",
+                                     {**base, "summary_index": 0, "delta": delta})
+        if not it.content_open:
+            it.content_open = True
+            buf += self._frame("response.content_part.added",
+                               {**base, "content_index": 0, "part": {"type": "reasoning_text", "text": ""}})
+        it.content += delta
+        return buf + self._frame("response.reasoning_text.delta", {**base, "content_index": 0, "delta": delta})
+
+    def _close_reasoning(self, it: _Item, node: ReasoningNode | None, status: str = "completed") -> bytes:
+        buf = b""
+        summary = node.summary if node is not None and node.summary is not None else it.summary
+        content = node.content if node is not None and node.content is not None else it.content
+        if summary and not it.summary_open:
+            buf += self._reasoning_delta(it, ev.REASONING_SUMMARY, summary)
+        elif it.summary_open and summary != it.summary and summary.startswith(it.summary):
+            buf += self._reasoning_delta(it, ev.REASONING_SUMMARY, summary[len(it.summary):])
+        if content and not it.content_open:
+            buf += self._reasoning_delta(it, ev.REASONING_CONTENT, content)
+        elif it.content_open and content != it.content and content.startswith(it.content):
+            buf += self._reasoning_delta(it, ev.REASONING_CONTENT, content[len(it.content):])
+        base = {"item_id": it.id, "output_index": it.oi}
+        if it.summary_open:
+            buf += self._frame("response.reasoning_summary_text.done", {**base, "summary_index": 0, "text": summary})
+            buf += self._frame("response.reasoning_summary_part.done",
+                               {**base, "summary_index": 0, "part": {"type": "summary_text", "text": summary}})
+        if it.content_open:
+            buf += self._frame("response.reasoning_text.done", {**base, "content_index": 0, "text": content})
+            buf += self._frame("response.content_part.done",
+                               {**base, "content_index": 0, "part": {"type": "reasoning_text", "text": content}})
+        item: dict[str, Any] = {"id": it.id, "type": "reasoning",
+                                "summary": [{"type": "summary_text", "text": summary}] if summary else []}
+        if content:
+            item["content"] = [{"type": "reasoning_text", "text": content}]
+        if node is not None and node.encrypted is not None:
+            enc = node.encrypted
+            item["encrypted_content"] = enc if isinstance(enc, str) else orjson.dumps(enc).decode()
+        if status != "completed":
+            item["status"] = status
+        return buf + self._close_item(it, item)
+
+    # -- tool calls --------------------------------------------------------------------------
+
+    def _open_call(self, node: ToolCallNode) -> tuple[_Item, bytes]:
+        custom = node.tool_type == "custom"
+        head: dict[str, Any] = {"id": self._item_id(node, "ctc_" if custom else "fc_"),
+                                "type": "custom_tool_call" if custom else "function_call"}
+        if not custom:
+            head["status"] = "in_progress"
+        head["call_id"] = node.call_id
+        if node.namespace is not None:
+            head["namespace"] = node.namespace
+        head["name"] = node.name
+        head["input" if custom else "arguments"] = ""
+        return self._new_item(head["type"], head["id"], head)
+
+    def _call_delta(self, it: _Item, delta: str) -> bytes:
+        it.args += delta
+        name = "response.custom_tool_call_input.delta" if it.kind == "custom_tool_call" else \
+            "response.function_call_arguments.delta"
+        return self._frame(name, {"item_id": it.id, "output_index": it.oi, "delta": delta})
+
+    def _close_call(self, it: _Item, node: ToolCallNode | None, status: str = "completed") -> bytes:
+        args = node.arguments if node is not None else it.args
+        buf = b""
+        if args != it.args and args.startswith(it.args):
+            buf += self._call_delta(it, args[len(it.args):])
+        base = {"item_id": it.id, "output_index": it.oi}
+        item = dict(it.head)
+        if it.kind == "custom_tool_call":
+            buf += self._frame("response.custom_tool_call_input.done", {**base, "input": args})
+            item["input"] = args
+        else:
+            buf += self._frame("response.function_call_arguments.done",
+                               {**base, "name": it.head["name"], "arguments": args})
+            item["arguments"] = args
+            item["status"] = status
+        return buf + self._close_item(it, item)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def encode(self, event: ev.Event) -> bytes:
+        if self._terminal:
+            return b""
+        t = type(event)
+        if t is ev.ResponseStart:
+            if self._started:
+                return b""
+            return self._start(event.id, event.created, event.extra.get(X_START))
+        buf = b"" if self._started else self._start(None, None, None)
+        if t is ev.NodeStart:
+            return buf + self._node_start(event.index, event.node)
+        if t is ev.NodeDelta:
+            return buf + self._node_delta(event.index, event.kind, event.delta)
+        if t is ev.NodeDone:
+            return buf + self._node_done(event.index, event.node)
+        if t is ev.ResponseDone:
+            return buf + self._response_done(event)
+        if t is ev.StreamError:
+            return buf + self._failed(event.code or "upstream_error", event.message)
+        if t is ev.ProviderControl:
+            data = event.data
+            if (self.same and event.protocol == PROTOCOL and isinstance(data, dict)
+                    and "output_index" not in data and not event.event_name.startswith("response.output")):
+                return buf + self._frame(event.event_name, {k: v for k, v in data.items()
+                                                            if k not in ("type", "sequence_number")})
+        return buf
+
+    def _node_start(self, idx: int, node: Node) -> bytes:
+        t = type(node)
+        if t is TextNode or t is RefusalNode or t is ReasoningNode:
+            if t is TextNode and node.role != "assistant":
+                return b""
+            self._targets[idx] = _Pending(node)
+            return b""
+        if t is ToolCallNode:
+            it, buf = self._open_call(node)
+            self._targets[idx] = (it, None)
+            if node.arguments:
+                buf += self._call_delta(it, node.arguments)
+            return buf
+        if t is ProviderItemNode and self.same and node.origin_protocol == PROTOCOL and M_IS_PART not in node.extra:
+            body = scrub(node.body)
+            item_id = body.get("id") if isinstance(body.get("id"), str) else new_id("item_")
+            it, buf = self._new_item("provider", item_id, body)
+            self._targets[idx] = (it, None)
+            return buf
+        return b""
+
+    def _materialize(self, idx: int, node: Node) -> bytes:
+        if isinstance(node, ReasoningNode):
+            it, buf = self._open_reasoning(node)
+            self._targets[idx] = (it, None)
+            return buf
+        m, p, buf = self._open_part(node)
+        self._targets[idx] = (m, p)
+        return buf
+
+    def _node_delta(self, idx: int, kind: str, delta: str) -> bytes:
+        target = self._targets.get(idx)
+        if target is None or not delta:
+            return b""
+        buf = b""
+        if isinstance(target, _Pending):
+            if kind == ev.REASONING_ENCRYPTED:
+                return b""
+            buf = self._materialize(idx, target.node)
+            target = self._targets[idx]
+        it, part = target
+        if it.final is not None:
+            return buf
+        if part is not None:
+            return buf + self._text_delta(it, part, delta)
+        if it.kind == "reasoning":
+            if kind in (ev.REASONING_SUMMARY, ev.REASONING_CONTENT):
+                buf += self._reasoning_delta(it, kind, delta)
+            return buf
+        if it.kind in ("function_call", "custom_tool_call") and kind == ev.ARGUMENTS:
+            return buf + self._call_delta(it, delta)
+        return buf
+
+    def _node_done(self, idx: int, node: Node) -> bytes:
+        target = self._targets.pop(idx, None)
+        buf = b""
+        if isinstance(target, _Pending):
+            if isinstance(node, ReasoningNode):
+                if not (node.summary or node.content or node.encrypted):
+                    return b""
+            elif not getattr(node, "content", ""):
+                return b""
+            buf = self._materialize(idx, node)
+            target = self._targets.pop(idx)
+        elif target is None:
+            if isinstance(node, ImageNode) and node.role == "assistant" and node.source.kind == "base64":
+                head = {"id": self._item_id(node, "ig_"), "type": "image_generation_call", "status": "completed",
+                        "result": node.source.data}
+                it, buf = self._new_item("provider", head["id"], head)
+                return buf + self._close_item(it, head)
+            return b""
+        it, part = target
+        if it.final is not None:
+            return buf
+        if part is not None:
+            return buf + self._close_part(it, part, getattr(node, "content", None))
+        if it.kind == "reasoning":
+            return buf + self._close_reasoning(it, node if isinstance(node, ReasoningNode) else None)
+        if it.kind in ("function_call", "custom_tool_call"):
+            return buf + self._close_call(it, node if isinstance(node, ToolCallNode) else None)
+        body = scrub(node.body) if isinstance(node, ProviderItemNode) else it.head
+        return buf + self._close_item(it, body)
+
+    def _close_open(self, status: str) -> bytes:
+        """Close every announced item still open (parts first), in output_index order."""
+        buf = self._seal_msg()
+        for it in self._items:
+            if it.final is not None:
+                continue
+            if it.kind == "message":
+                for p in it.parts:
+                    if p.open:
+                        buf += self._close_part(it, p, None)
+                if it.final is None:
+                    buf += self._close_item(it, self._message_item(it, status))
+            elif it.kind == "reasoning":
+                buf += self._close_reasoning(it, None, status)
+            elif it.kind in ("function_call", "custom_tool_call"):
+                buf += self._close_call(it, None, status)
+            else:
+                buf += self._close_item(it, it.head)
+        self._targets.clear()
+        return buf
+
+    def _fallback(self, output: list[Node]) -> bytes:
+        """Show the ResponseDone nodes that never streamed (completion-only or buffered
+        synthetic streams), without duplicating what did stream."""
+        texts: Counter = Counter()
+        calls: set[str] = set()
+        reasons: set[Any] = set()
+        others: set[str] = set()
+        for it in self._items:
+            if it.kind == "message":
+                for p in it.parts:
+                    texts[(p.ptype, it.role, p.text)] += 1
+            elif it.kind in ("function_call", "custom_tool_call"):
+                calls.add(it.head.get("call_id"))
+            elif it.kind == "reasoning":
+                reasons.add(it.id)
+                reasons.add(("s", it.summary, it.content))
+            else:
+                others.add(it.id)
+        buf = b""
+        for node in output:
+            t = type(node)
+            if t is TextNode or t is RefusalNode:
+                if not node.content or (t is TextNode and node.role != "assistant"):
+                    continue
+                key = ("refusal" if t is RefusalNode else "output_text",
+                       node.role if t is TextNode else "assistant", node.content)
+                if texts[key] > 0:
+                    texts[key] -= 1
+                    continue
+            elif t is ToolCallNode:
+                if node.call_id in calls:
+                    continue
+            elif t is ReasoningNode:
+                if (node.id and node.id in reasons) or ("s", node.summary or "", node.content or "") in reasons:
+                    continue
+            elif t is ProviderItemNode:
+                if not (self.same and node.origin_protocol == PROTOCOL) or node.body.get("id") in others:
+                    continue
+            elif t is not ImageNode:
+                continue
+            idx = self._synthetic
+            self._synthetic -= 1
+            buf += self._node_start(idx, node)
+            buf += self._node_done(idx, node)
+        return buf
+
+    def _response_done(self, done: ev.ResponseDone) -> bytes:
+        buf = self._close_open("completed")
+        buf += self._fallback(done.output)
+        buf += self._seal_msg()
+        status, error, details = terminal_state(done.finish_reason, done.extra, self.same)
+        template = done.extra.get(X_OBJECT) if self.same else None
+        obj = self._object(status, [it.final for it in self._items if it.final is not None],
+                           usage=encode_usage(done.usage) if done.usage is not None else None,
+                           error=error, details=details, template=template)
+        if status == "completed":
+            obj.setdefault("completed_at", int(time.time()))
+        name = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(status,
+                                                                                            "response.failed")
+        self._terminal = True
+        return buf + self._frame(name, {"response": obj}) + b"data: [DONE]\n\n"
+
+    def _failed(self, code: str, message: str) -> bytes:
+        buf = self._close_open("incomplete")
+        err = {"code": code, "message": message}
+        obj = self._object("failed", [it.final for it in self._items if it.final is not None], error=err)
+        self._terminal = True
+        return buf + self._frame("response.failed", {"response": obj}) + b"data: [DONE]\n\n"
+
+    def error(self, status: int, code: str, message: str) -> bytes:
+        """Pre-stream error: ``error`` then ``response.failed`` then ``[DONE]`` (§4.9)."""
+        if self._terminal:
+            return b""
+        if self._started:
+            return self._failed(code, message)
+        if not self._rid:
+            self._rid = new_id("resp_")
+            self._created = int(time.time())
+        self._terminal = True
+        buf = self._frame("error", {"code": code, "message": message, "param": None})
+        obj = self._object("failed", [], error={"code": code, "message": message})
+        return buf + self._frame("response.failed", {"response": obj}) + b"data: [DONE]\n\n"
+
+    def close(self) -> bytes:
+        if self._terminal:
+            return b""
+        message = "upstream stream ended before completion"
+        if not self._started:
+            return self.error(502, "upstream_stream_incomplete", message)
+        return self._failed("upstream_stream_incomplete", message)
