@@ -203,7 +203,7 @@ class TransformRuleForm(forms.ModelForm):
         select.descriptions = {tid: e["description"]["en"] for tid, e in entries.items()}
         self.fields["transform"] = TransformChoiceField(
             label="Transform", choices=transform_choices(self.scope, canonical_id(current) if current else None),
-            widget=select, help_text="Only transforms allowed in this chain are listed.")
+            widget=select)
         widget = SchemaConfigWidget()
         widget.scope = self.scope
         if self.embed_registry:

@@ -67,16 +67,39 @@
   function wrap(schema, path, label, required, control, controlId) {
     const title = schema.title || label;
     const labelEl = label === null ? null : h("label", { for: controlId, class: required ? "required" : null, text: title });
-    const help = [];
-    if (schema.description) help.push(schema.description);
-    if (!required && schema.default !== undefined && typeOf(schema) !== "object" && typeOf(schema) !== "array") {
-      help.push("Default: " + describe(schema.default) + ".");
-    }
+    const help = helpText(schema, required);
     return h("div", { class: "sc-field", "data-path": path },
       labelEl,
       h("div", { class: "sc-control" }, control),
-      help.length ? h("div", { class: "sc-help", text: help.join(" ") }) : null,
-      h("ul", { class: "errorlist sc-errors" }));
+      h("ul", { class: "errorlist sc-errors" }),
+      help.length ? h("div", { class: "sc-help", text: help.join(" ") }) : null);
+  }
+
+  function helpText(schema, required) {
+    const help = [];
+    if (schema.description) help.push(schema.description);
+    if (!required && schema.default !== undefined) help.push("Default: " + describe(schema.default) + ".");
+    return help;
+  }
+
+  // Optional arrays and maps: "not set" (the transform's default applies) is distinct from an
+  // explicitly empty value, so they get an explicit set / reset-to-default switch.
+  function optionalSwitch(schema, required, initiallySet, onSet, onReset) {
+    const state = { isSet: required || initiallySet };
+    const note = h("span", { class: "sc-unset-note", text: "Not set" + (schema.default !== undefined ? " (default " + describe(schema.default) + ")" : "") + "." });
+    const setBtn = h("button", { type: "button", class: "sc-link sc-set", text: "set a value" });
+    const resetBtn = h("button", { type: "button", class: "sc-link sc-reset", text: "reset to default" });
+    const el = h("div", { class: "sc-switch" }, note, " ", setBtn, resetBtn);
+    state.paint = (body) => {
+      body.hidden = !state.isSet;
+      note.hidden = setBtn.hidden = state.isSet;
+      resetBtn.hidden = required || !state.isSet;
+      el.hidden = required;
+    };
+    setBtn.addEventListener("click", () => { state.isSet = true; onSet(); changed(el); });
+    resetBtn.addEventListener("click", () => { state.isSet = false; onReset(); changed(el); });
+    state.el = el;
+    return state;
   }
 
   function problems(schema, value, path, required) {
@@ -272,10 +295,15 @@
     let editors = [];
     const list = h("div", { class: "sc-rows" });
     const addBtn = h("button", { type: "button", class: "sc-add", text: ofObjects ? "Add item" : "Add row" });
+    const body = h("div", { class: "sc-array-body" }, list, addBtn);
+    const sw = optionalSwitch(schema, required, Array.isArray(value),
+      () => { values = Array.isArray(schema.default) ? schema.default.slice() : []; render(); sw.paint(body); },
+      () => { values = []; render(); sw.paint(body); });
+    const help = helpText(schema, required);
     const el = h("fieldset", { class: "sc-field sc-array", "data-path": path },
       h("legend", { class: required ? "required" : null, text: schema.title || label }),
-      schema.description ? h("div", { class: "sc-help", text: schema.description }) : null,
-      h("ul", { class: "errorlist sc-errors" }), list, addBtn);
+      help.length ? h("div", { class: "sc-help", text: help.join(" ") }) : null,
+      h("ul", { class: "errorlist sc-errors" }), sw.el, body);
 
     function collect() {
       return editors.map((ed) => ed.get());
@@ -302,11 +330,8 @@
       changed(list);
     });
     render();
-    const get = () => {
-      const out = collect().filter((v) => v !== UNSET);
-      if (!out.length && !required && !Array.isArray(value)) return UNSET;
-      return out;
-    };
+    sw.paint(body);
+    const get = () => (sw.isSet ? collect().filter((v) => v !== UNSET) : UNSET);
     const check = () => {
       const out = [];
       for (const ed of editors) out.push(...ed.check().filter(([, m]) => m !== "This field is required."));
@@ -322,10 +347,15 @@
     let editors = [];
     const list = h("div", { class: "sc-rows" });
     const addBtn = h("button", { type: "button", class: "sc-add", text: "Add entry" });
+    const body = h("div", { class: "sc-map-body" }, list, addBtn);
+    const sw = optionalSwitch(schema, required, isObject(value),
+      () => { rows = isObject(schema.default) ? Object.entries(schema.default) : []; render(); sw.paint(body); },
+      () => { rows = []; render(); sw.paint(body); });
+    const help = helpText(schema, required);
     const el = h("fieldset", { class: "sc-field sc-map", "data-path": path },
       h("legend", { class: required ? "required" : null, text: schema.title || label }),
-      schema.description ? h("div", { class: "sc-help", text: schema.description }) : null,
-      h("ul", { class: "errorlist sc-errors" }), list, addBtn);
+      help.length ? h("div", { class: "sc-help", text: help.join(" ") }) : null,
+      h("ul", { class: "errorlist sc-errors" }), sw.el, body);
 
     function collect() {
       return editors.map(([keyInput, ed]) => [keyInput.value, ed.get()]);
@@ -346,10 +376,11 @@
     }
     addBtn.addEventListener("click", () => { rows = collect(); rows.push(["", UNSET]); render(); changed(list); });
     render();
+    sw.paint(body);
     const get = () => {
+      if (!sw.isSet) return UNSET;
       const out = {};
       for (const [k, v] of collect()) if (k !== "" && v !== UNSET) out[k] = v;
-      if (!Object.keys(out).length && !required && !isObject(value)) return UNSET;
       return out;
     };
     const check = () => problems(schema, get(), path, required);
@@ -478,7 +509,10 @@
 
     function describeTransform() {
       const e = entry();
-      descEl.textContent = e ? e.description.en + (e.description.zh ? " · " + e.description.zh : "") : "";
+      if (!e) { descEl.textContent = ""; return; }
+      const zh = (document.documentElement.lang || "").toLowerCase().startsWith("zh");
+      descEl.textContent = (zh && e.description.zh) || e.description.en;
+      descEl.title = zh ? e.description.en : e.description.zh || "";
     }
 
     function fitPhases() {

@@ -1,0 +1,192 @@
+"""The transform chain editor in a real browser (Playwright driving Debian's Chromium).
+
+Runs against pytest-django's ``live_server`` rather than the uvicorn harness in
+``tests/servers.py``: the production ASGI app does not serve static files, and this test is
+about the admin's JavaScript (the schema-generated config form and the reordering buttons).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"),
+    pytest.mark.timeout(180),
+]
+
+# Playwright's sync API runs its own event loop; Django's async-unsafe guard must not trip on it.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture
+def page(live_server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.js_errors = errors
+        yield page
+        context.close()
+        browser.close()
+
+
+def login(page, base: str) -> None:
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "password")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#user-tools")
+
+
+def rule_rows(page):
+    return page.locator("#transform_rules-group .inline-related:not(.empty-form)")
+
+
+def test_provider_chain_editor(page, live_server, admin_user):
+    from providers.models import Provider
+    from transforms.models import TransformRule
+
+    provider = Provider.objects.create(name="acme")
+    first = TransformRule.objects.create(scope="provider", provider=provider, position=0,
+                                         transform="role_merge_consecutive", phase="request", config={})
+    second = TransformRule.objects.create(scope="provider", provider=provider, position=1,
+                                          transform="role_developer_to_system", phase="request", config={},
+                                          models=["o*"])
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/providers/provider/{provider.pk}/change/")
+    assert rule_rows(page).count() == 2
+
+    # The picker lists only transforms allowed for providers, grouped by category.
+    picker_groups = page.locator("#transform_rules-group .inline-related:not(.empty-form) select.transform-picker").first
+    labels = picker_groups.locator("optgroup").evaluate_all("els => els.map(e => e.label)")
+    assert "Prompt (message list)" in labels and "Role" in labels and "Stream" in labels
+    assert picker_groups.locator("option[value=stream_force]").count() == 1
+
+    # Add a prompt_inject_system rule through the generated form.
+    page.click("#transform_rules-group .add-row a")
+    new = rule_rows(page).nth(2)
+    new.locator("select.transform-picker").select_option("prompt_inject_system")
+    assert "system prompt" in new.locator(".transform-description").inner_text()
+    content = new.locator(".sc-field[data-path=content] textarea")
+    position = new.locator(".sc-field[data-path=position] select")
+    assert position.input_value() == '"append"'  # required field starts from its default
+    content.fill("Answer in French.")
+    position.select_option(label="prepend")
+    new.locator("textarea[name$='-models']").fill("gpt-4*, claude-*")
+    page.screenshot(path=str(ARTIFACTS / "admin-rules-new.png"), full_page=True)
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist .success")
+
+    injected = TransformRule.objects.get(provider=provider, transform="prompt_inject_system")
+    assert injected.scope == "provider"
+    assert injected.config == {"content": "Answer in French.", "position": "prepend"}
+    assert injected.models == ["gpt-4*", "claude-*"]
+    assert injected.position == 2
+
+    # Reorder: move the first rule down, save, and the stored positions follow the screen.
+    assert rule_rows(page).count() == 3
+    rule_rows(page).nth(0).locator("button.rule-down").click()
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist .success")
+    order = list(TransformRule.objects.filter(provider=provider).order_by("position").values_list("pk", flat=True))
+    assert order == [second.pk, first.pk, injected.pk]
+    second.refresh_from_db()
+    assert second.models == ["o*"]  # untouched fields survive the round trip
+
+    # An invalid value: the server's error appears next to the generated field that caused it.
+    row = rule_rows(page).nth(2)
+    assert row.locator("select.transform-picker").input_value() == "prompt_inject_system"
+    row.locator(".sc-field[data-path=content] textarea").fill("")
+    assert row.locator(".sc-field[data-path=content] .sc-errors li.client").count() == 1  # live hint
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".errornote")
+    row = rule_rows(page).nth(2)
+    server_error = row.locator(".sc-field[data-path=content] .sc-errors li.server")
+    assert server_error.count() == 1
+    assert "empty" in server_error.inner_text() or "short" in server_error.inner_text()
+    row.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "admin-rules-error.png"), full_page=True)
+    injected.refresh_from_db()
+    assert injected.config["content"] == "Answer in French."  # nothing saved
+    assert page.js_errors == []
+
+
+def test_api_key_picker_hides_transforms_not_for_keys(page, live_server, admin_user):
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/keys/apikey/add/")
+    page.click("#transform_rules-group .add-row a")
+    picker = page.locator("#transform_rules-group .inline-related:not(.empty-form) select.transform-picker").first
+    values = picker.locator("option").evaluate_all("els => els.map(e => e.value)")
+    assert "stream_force" not in values
+    assert "prompt_inject_system" in values
+    picker.select_option("role_merge_consecutive")
+    assert "no options" in page.locator("#transform_rules-group .inline-related:not(.empty-form) .schema-config-form").first.inner_text()
+    assert page.js_errors == []
+
+
+def test_global_chain_generated_forms_and_move_buttons(page, live_server, admin_user):
+    from transforms.models import TransformRule
+
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/transforms/globaltransformrule/add/")
+    picker = page.locator("select.transform-picker")
+    assert picker.locator("option[value=stream_force]").count() == 1  # provider and global, not keys
+
+    # Key/value rows: an optional map starts unset; "set a value" starts from the default.
+    picker.select_option("field_alias_reserved_tool_names")
+    aliases = page.locator(".sc-field[data-path=aliases]")
+    aliases.locator("button.sc-set").click()
+    assert aliases.locator(".sc-key").first.input_value() == "view_image"
+    aliases.locator("button.sc-add").click()
+    aliases.locator(".sc-key").nth(1).fill("web_search")
+    aliases.locator(".sc-row").nth(1).locator("input.sc-input").fill("client_web_search")
+    page.screenshot(path=str(ARTIFACTS / "admin-global-map.png"), full_page=True)
+
+    # Switching the transform swaps the form; an array of enums becomes repeatable rows.
+    picker.select_option("field_strip_sampling")
+    assert page.locator(".sc-field[data-path=aliases]").count() == 0
+    fields = page.locator(".sc-field[data-path=fields]")
+    assert fields.locator(".sc-row select").count() == 2  # required array starts from its default
+    fields.locator("button.sc-add").click()
+    fields.locator(".sc-row select").nth(2).select_option(label="stop")
+    page.screenshot(path=str(ARTIFACTS / "admin-global-rule.png"), full_page=True)
+
+    # Back to the map, save, and the hidden JSON carries exactly what the form shows.
+    picker.select_option("field_alias_reserved_tool_names")
+    page.locator(".sc-field[data-path=aliases] button.sc-set").click()
+    page.locator(".sc-field[data-path=aliases] button.sc-add").click()
+    page.locator(".sc-field[data-path=aliases] .sc-key").nth(1).fill("web_search")
+    page.locator(".sc-field[data-path=aliases] .sc-row").nth(1).locator("input.sc-input").fill("client_web_search")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".messagelist .success")
+    rule = TransformRule.objects.get(transform="field_alias_reserved_tool_names")
+    assert rule.scope == "global" and rule.models is None
+    assert rule.config == {"aliases": {"view_image": "client_view_image", "web_search": "client_web_search"}}
+
+    # Two more rules, then reorder from the list with the up/down buttons.
+    other = TransformRule.objects.create(scope="global", position=5, transform="role_merge_consecutive",
+                                         phase="request", config={})
+    page.goto(f"{base}/admin/transforms/globaltransformrule/")
+    page.locator(f"button.rule-up[formaction$='/{other.pk}/move/up/']").click()
+    page.wait_for_selector(".messagelist .success")
+    page.screenshot(path=str(ARTIFACTS / "admin-global-chain.png"), full_page=True)
+    order = list(TransformRule.objects.filter(scope="global").order_by("position").values_list("pk", flat=True))
+    assert order == [other.pk, rule.pk]
+    assert page.js_errors == []
