@@ -91,6 +91,8 @@ def test_stream_custom_call_is_restored_without_leaks(gateway, mock_upstream, sp
             elif event.type == "response.completed":
                 final = event.response
     assert "".join(deltas) == NORMALISED
+    if split:
+        assert len(deltas) > 1, "the 200-byte frame limit should have split the custom input delta"
     assert all('\\"' not in d and '{"input"' not in d for d in deltas)
     assert final is not None
     calls = [item for item in final.output if item.type == "custom_tool_call"]
