@@ -225,3 +225,83 @@ def test_with_frame_limit_wraps_only_when_a_rule_applies():
     out = wrapped.encode("z" * 500)
     assert len(parse(out)) > 1 and "".join(orjson.loads(d)["delta"]["text"] for _, d in parse(out)) == "z" * 500
     assert wrapped.keepalive() == plain.keepalive()
+
+
+# -- real client encoders + their lifecycle checkers ---------------------------------------------
+
+def _encoded_stream(protocol: str, limit: int) -> tuple[bytes, str, str]:
+    """A reasoning + text + tool call turn through the real client encoder and a splitter."""
+    from gateway.protocols import codec
+    from gateway.protocols.base import EncodeContext
+    from gateway.urp import ReasoningNode, TextNode, ToolCallNode, Usage
+    from gateway.urp import events as ev
+
+    text = TEXT * 4
+    args = orjson.dumps({"path": "a.txt", "body": TEXT * 2}).decode()
+    reasoning = ReasoningNode(summary="Thinking about \"it\"\n" * 20)
+    call = ToolCallNode(call_id="call_1", name="write", arguments=args)
+    answer = TextNode(role="assistant", content=text)
+    encoder = codec(protocol).StreamEncoder(EncodeContext(model="m", source_protocol=protocol))
+    splitter = FrameSplitter(protocol, limit)
+    events = [
+        ev.ResponseStart(id="resp_1", model="m"),
+        ev.NodeStart(index=0, node=ReasoningNode()),
+        ev.NodeDelta(index=0, kind=ev.REASONING_SUMMARY, delta=reasoning.summary),
+        ev.NodeDone(index=0, node=reasoning),
+        ev.NodeStart(index=1, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=1, kind=ev.TEXT, delta=text),
+        ev.NodeDone(index=1, node=answer),
+        ev.NodeStart(index=2, node=ToolCallNode(call_id="call_1", name="write")),
+        ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta=args),
+        ev.NodeDone(index=2, node=call),
+        ev.ResponseDone(output=[reasoning, answer, call], finish_reason="tool_calls",
+                        usage=Usage(input_tokens=3, output_tokens=5)),
+    ]
+    wire = b"".join(splitter.process(encoder.encode(e)) for e in events) + splitter.process(encoder.close())
+    return wire, text, args
+
+
+def test_real_responses_encoder_split_keeps_a_valid_contiguous_stream():
+    from tests.protocols.check_responses_stream import check_responses_stream
+
+    wire, text, args = _encoded_stream("responses", 300)
+    payloads = check_responses_stream(wire)
+    assert [p["sequence_number"] for p in payloads] == list(range(payloads[0]["sequence_number"],
+                                                                    payloads[0]["sequence_number"] + len(payloads)))
+    text_deltas = [p["delta"] for p in payloads if p["type"] == "response.output_text.delta"]
+    arg_deltas = [p["delta"] for p in payloads if p["type"] == "response.function_call_arguments.delta"]
+    assert len(text_deltas) > 1 and "".join(text_deltas) == text
+    assert len(arg_deltas) > 1 and "".join(arg_deltas) == args
+    for line in data_lines(wire):
+        if b'.delta"' in line:
+            assert len(line) <= 300
+
+
+def test_real_messages_encoder_split_keeps_a_valid_stream():
+    from tests.protocols.check_messages_stream import check_messages_stream
+
+    wire, text, args = _encoded_stream("messages", 200)
+    events = check_messages_stream(wire)
+    deltas = [p["delta"] for name, p in events if name == "content_block_delta"]
+    assert "".join(d.get("text", "") for d in deltas) == text
+    assert orjson.loads("".join(d.get("partial_json", "") for d in deltas)) == orjson.loads(args)
+    assert sum(1 for d in deltas if "text" in d) > 1
+    for line in data_lines(wire):
+        if b"content_block_delta" in line:
+            assert len(line) <= 200
+
+
+def test_real_chat_encoder_split_keeps_a_valid_stream():
+    from tests.protocols.check_chat_stream import assemble, check_chat_stream
+
+    wire, text, args = _encoded_stream("chat_completion", 300)
+    chunks = check_chat_stream(wire)
+    message = assemble(chunks)
+    assert len(chunks) > 8
+    assert message["text"] == text
+    assert message["tool_calls"] == [{"id": "call_1", "type": "function", "name": "write", "arguments": args}]
+    assert message["finish_reason"] == "tool_calls" and message["usage"]["completion_tokens"] == 5
+    summary = "".join(d.get("summary") or d.get("text") or "" for d in message["details"])
+    assert summary == "Thinking about \"it\"\n" * 20
+    for line in data_lines(wire):
+        assert len(line) <= 300 or b'"content"' not in line
