@@ -190,3 +190,41 @@ def test_global_chain_generated_forms_and_move_buttons(page, live_server, admin_
     order = list(TransformRule.objects.filter(scope="global").order_by("position").values_list("pk", flat=True))
     assert order == [other.pk, rule.pk]
     assert page.js_errors == []
+
+
+def test_generated_forms_round_trip_stored_configs(page, live_server, admin_user):
+    """Loading a chain must not change any stored config: unset optional fields stay unset, keys
+    the schema does not describe are kept, explicit false/empty values survive."""
+    import json
+
+    from providers.models import Provider
+    from transforms.models import TransformRule
+
+    provider = Provider.objects.create(name="roundtrip")
+    stored = [
+        ("prompt_inject_system", {"content": "Be brief.\nReally.", "position": "prepend", "note": "kept"}),
+        ("prompt_append_empty_user", {}),
+        ("stream_force", {"enabled": False}),
+        ("field_set", {"path": "service_tier", "value": {"tier": ["flex", 1, None]}}),
+        ("field_custom_tools_to_function", {"names": []}),
+        ("field_alias_reserved_tool_names", {"aliases": {}}),
+    ]
+    for i, (type_id, config) in enumerate(stored):
+        TransformRule.objects.create(scope="provider", provider=provider, position=i, transform=type_id,
+                                     phase="request", config=config)
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/providers/provider/{provider.pk}/change/")
+    hidden = page.locator("#transform_rules-group .inline-related:not(.empty-form) .schema-config input[type=hidden]")
+    assert [json.loads(v) for v in hidden.evaluate_all("els => els.map(e => e.value)")] == [c for _, c in stored]
+
+    # Editing one field changes only that key; clearing an optional field omits it.
+    row = rule_rows(page).nth(1)
+    row.locator(".sc-field[data-path=content] textarea").fill("continue")
+    assert json.loads(row.locator(".schema-config input[type=hidden]").input_value()) == {"content": "continue"}
+    row.locator(".sc-field[data-path=content] textarea").fill("")
+    assert json.loads(row.locator(".schema-config input[type=hidden]").input_value()) == {}
+    row = rule_rows(page).nth(4)
+    row.locator("button.sc-reset").click()
+    assert json.loads(row.locator(".schema-config input[type=hidden]").input_value()) == {}
+    assert page.js_errors == []
