@@ -40,7 +40,7 @@ from .errors import ProtocolError
 PROTOCOL = "responses"
 
 # Internal markers (keys of node ``extra``; never emitted, never accepted from the wire).
-M_ITEM = "_gw_rsp_item"  # on the first node of a message item: {"s": string content, "t": type key present}
+M_ITEM = "_gw_rsp_item"  # first node of a message item: {"s": string content, "t": has type, "st": status}
 M_PART = "_gw_rsp_part"  # original content part type when it differs from the role's default
 M_IS_PART = "_gw_rsp_is_part"  # a ProviderItemNode that was a message content part, not an item
 M_SUMMARY = "_gw_rsp_summary"  # raw reasoning ``summary`` list, replayed when the text is unchanged
@@ -52,7 +52,7 @@ FILE_ID_ORIGIN = "_gw_file_id_origin"  # "openai" for Chat/Responses file ids
 DOWNSTREAM_ONLY = "_gw_reasoning_downstream_only"  # reasoning shown to a client, never replayed upstream
 
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
-_MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "phase"})
+_MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "phase", "status"})
 _TEXT_PART_KEYS = frozenset({"type", "text"})
 _REFUSAL_KEYS = frozenset({"type", "refusal"})
 _IMAGE_KEYS = frozenset({"type", "image_url", "file_id", "detail"})
@@ -182,6 +182,8 @@ def _decode_message(item: dict[str, Any], path: str, default_role: str, out: lis
         out.append(EnvelopeExtraNode(extra=env))
     content = item.get("content")
     flags = {"s": isinstance(content, str), "t": "type" in item}
+    if isinstance(item.get("status"), str):
+        flags["st"] = item["status"]  # an item status is not envelope data: keep it with the item
     if isinstance(content, str):
         nodes: list[Node] = [TextNode(role=role, content=content)]
     elif isinstance(content, list):
@@ -490,7 +492,9 @@ def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozens
             item["id"] = m.id
         elif output:
             item["id"] = new_id("msg_")
-        if output:
+        if same and flags and "st" in flags:
+            item["status"] = flags["st"]
+        elif output:
             item["status"] = "completed"
         item["role"] = m.role
         parts = m.parts
