@@ -100,9 +100,14 @@ class BreakerBoard:
             entry.open_until = until
             entry.remote = True
 
+    def mark_shared(self, channel_id: int) -> None:
+        entry = self._entries.get(channel_id)
+        if entry is not None and entry.open_until > self.clock():
+            entry.remote = True
+
     def forget_remote(self, open_ids: set[int]) -> None:
-        """Close channels another worker closed (absent from the shared map) while we hold them
-        open with no local failure samples."""
+        """Close shared open entries that are no longer in the shared map (another worker saw
+        a success). Entries opened here but not yet published are kept."""
         now = self.clock()
         for cid, entry in list(self._entries.items()):
             if entry.remote and cid not in open_ids and entry.open_until > now:
@@ -169,6 +174,7 @@ class RedisMirror:
             if opened_until is not None:  # opened locally: publish it
                 await self.client.hset(self.OPEN_KEY, str(channel_id), str(opened_until))
                 await self.client.delete(key)
+                board.mark_shared(channel_id)  # from now on the shared map decides when it closes
                 return
             pipe = self.client.pipeline(transaction=False)
             pipe.zadd(key, {f"{now}:{id(pipe)}": now})

@@ -117,7 +117,10 @@ class Exchange:
         await self.send_bytes(status, orjson.dumps(body))
 
     async def send_error(self, err: ClientError) -> None:
-        await self.send_bytes(err.status, error_bytes(self.protocol, err, self.request_id))
+        body = error_bytes(self.protocol, err, self.request_id)
+        if self.capture is not None:
+            self.capture.client_response = orjson.loads(body)
+        await self.send_bytes(err.status, body)
 
     # -- SSE ------------------------------------------------------------------------------------
     def start_stream(self) -> None:
