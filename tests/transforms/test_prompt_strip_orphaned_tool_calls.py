@@ -46,3 +46,8 @@ def test_no_tool_calls_is_a_noop():
 def test_unknown_config_keys_ignored():
     assert validate_rule(transform=TYPE_ID, scope="api_key", phase="request", models=None, config={"x": 1}) == {}
     assert run([ToolCallNode(call_id="c", name="f")], {"x": 1}) == []
+
+
+def test_trailing_pending_call_is_removed_too():
+    out = run([TextNode(content="u"), TextNode(role="assistant", content="calling"), ToolCallNode(call_id="c", name="f")])
+    assert out == [("text", None), ("text", None)]

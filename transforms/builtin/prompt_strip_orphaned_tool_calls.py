@@ -3,14 +3,16 @@ client-side truncation); Anthropic rejects a tool_use without a matching tool_re
 
 from __future__ import annotations
 
-from gateway.urp import Request, ToolCallNode, ToolResultNode
+from gateway.protocols.prepare import remove_orphan_tool_exchanges
+from gateway.urp import Request
 from transforms.base import ALL_SCOPES, Transform, TransformContext
 
 
 class PromptStripOrphanedToolCalls(Transform):
-    """Removes every tool call whose ``call_id`` has no tool result anywhere in the input.
+    """Removes every tool call whose ``call_id`` has no tool result anywhere in the input, even
+    a trailing call the conversation is still waiting on (the per-attempt clean-up keeps those).
     Tool results are never removed (an orphan result stays); every other node, control nodes
-    included, is untouched."""
+    included, is untouched. Reuses the codec layer's orphan filter."""
 
     type_id = "prompt_strip_orphaned_tool_calls"
     category = "prompt"
@@ -24,9 +26,4 @@ class PromptStripOrphanedToolCalls(Transform):
     config_schema = {"type": "object", "properties": {}}
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
-        answered = {node.call_id for node in req.input if isinstance(node, ToolResultNode)}
-        if any(isinstance(node, ToolCallNode) and node.call_id not in answered for node in req.input):
-            req.input[:] = [
-                node for node in req.input
-                if not (isinstance(node, ToolCallNode) and node.call_id not in answered)
-            ]
+        req.input = remove_orphan_tool_exchanges(req.input, calls=True, results=False, keep_pending_calls=False)
