@@ -14,8 +14,9 @@ strings concatenate to the original:
 
 The size is that of the exact ``data: `` line in bytes, i.e. after JSON string escaping. Cuts fall
 only between characters (never inside an escape or a multi-byte character); each chunk is the
-largest prefix that fits (binary search over the prefix sums of per-character escaped sizes); a
-single character that cannot fit is emitted alone. When even the frame without its string does
+largest prefix that fits (the reference binary-searches character boundaries; escaping is per
+character, so we escape once and step back from the byte budget to the nearest boundary, same
+result in O(1) per chunk); a single character that cannot fit is emitted alone. When even the frame without its string does
 not fit, the frame is emitted unsplit (the older reference dropped the text; we never do).
 
 Fields that must be seen once stay on the first chunk (Chat ``role``, tool-call ``id``/``name``/
@@ -27,8 +28,6 @@ Everything else (comments, ``[DONE]``, snapshot events, small frames) passes thr
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -43,37 +42,70 @@ _DETAIL_FIELDS = ("text", "summary", "data")
 _DETAIL_REPEATED = frozenset({"type", "index", "format"})
 _MESSAGES_FIELDS = ("text", "thinking", "partial_json", "signature")
 
-_cost_cache: dict[str, int] = {}
+_BACKSLASH = 0x5C
 
 
-def _char_cost(ch: str) -> int:
-    """Bytes one character takes inside an orjson string (escapes included)."""
-    cost = _cost_cache.get(ch)
-    if cost is None:
-        cost = len(orjson.dumps(ch)) - 2
-        _cost_cache[ch] = cost
-    return cost
+def _char_end(esc: bytes, pos: int) -> int:
+    """End of the character (escape sequence or UTF-8 sequence) starting at ``pos``."""
+    b = esc[pos]
+    if b == _BACKSLASH:
+        return pos + (6 if esc[pos + 1] == 0x75 else 2)  # \uXXXX or \X
+    if b < 0x80:
+        return pos + 1
+    return pos + (2 if b < 0xE0 else 3 if b < 0xF0 else 4)
+
+
+def _is_escape_start(esc: bytes, pos: int) -> bool:
+    """A backslash at ``pos`` starts an escape when the run of backslashes ending there is odd."""
+    run = 0
+    while pos >= 0 and esc[pos] == _BACKSLASH:
+        run += 1
+        pos -= 1
+    return run % 2 == 1
+
+
+def _boundary_at_or_before(esc: bytes, pos: int) -> int:
+    """The largest character boundary <= ``pos`` in escaped JSON string bytes."""
+    while pos > 0 and 0x80 <= esc[pos] < 0xC0:  # UTF-8 continuation byte: inside a character
+        pos -= 1
+    for at in range(pos - 1, max(pos - 6, -1), -1):
+        if esc[at] != _BACKSLASH:
+            continue
+        if not _is_escape_start(esc, at):
+            at -= 1  # the second byte of a two-byte escape: its start is one before
+        if at + (6 if esc[at + 1] == 0x75 else 2) > pos:
+            return at  # ``pos`` falls inside the escape that starts at ``at``
+        break
+    return pos
 
 
 def split_string(text: str, overhead_of: Any, limit: int) -> list[str] | None:
     """Cut ``text`` into chunks so that ``overhead_of(k) + escaped(chunk)`` fits ``limit``.
 
     ``overhead_of(k)`` is the line length of chunk ``k`` with an empty string (it may grow with
-    ``k``, e.g. a sequence number gaining a digit). Returns None when even an empty chunk does
-    not fit (the caller then leaves the frame alone).
+    ``k``, e.g. a sequence number gaining a digit). JSON escaping is per character, so the text
+    is escaped once and each chunk is the largest run of whole escaped characters that fits
+    (equivalent to a binary search over character boundaries, in O(1) per chunk). Returns None
+    when even an empty chunk does not fit (the caller then leaves the frame alone).
     """
-    prefix = [0, *accumulate(_char_cost(ch) for ch in text)]
+    try:
+        esc = orjson.dumps(text)[1:-1]
+    except orjson.JSONEncodeError:  # lone surrogates cannot be encoded: leave the frame alone
+        return None
     chunks: list[str] = []
-    start, n = 0, len(text)
+    start, n = 0, len(esc)
     while start < n:
         budget = limit - overhead_of(len(chunks))
         if budget < 0:
             return None
-        # largest end with prefix[end] - prefix[start] <= budget
-        end = bisect_right(prefix, prefix[start] + budget, lo=start + 1) - 1
-        if end <= start:
-            end = start + 1  # one character that cannot fit goes out alone
-        chunks.append(text[start:end])
+        end = start + budget
+        if end >= n:
+            end = n
+        else:
+            end = _boundary_at_or_before(esc, end)
+            if end <= start:
+                end = _char_end(esc, start)  # one character that cannot fit goes out alone
+        chunks.append(orjson.loads(b'"' + esc[start:end] + b'"'))
         start = end
     return chunks
 
@@ -144,8 +176,11 @@ class FrameSplitter:
     def _renumber(self, frame: bytes) -> bytes:
         if not self.seq_offset or self.protocol != "responses":
             return frame
-        offset = self.seq_offset
-        return _SEQ.sub(lambda m: b'"sequence_number":%d' % (int(m.group(1)) + offset), frame, count=1)
+        match = _SEQ.search(frame)
+        if match is None:
+            return frame
+        number = int(match.group(1)) + self.seq_offset
+        return b"%s\"sequence_number\":%d%s" % (frame[:match.start()], number, frame[match.end():])
 
     # -- Chat Completions --------------------------------------------------------------------
     def _split_chat(self, obj: dict[str, Any]) -> list[bytes] | None:

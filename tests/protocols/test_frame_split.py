@@ -305,3 +305,25 @@ def test_real_chat_encoder_split_keeps_a_valid_stream():
     assert summary == "Thinking about \"it\"\n" * 20
     for line in data_lines(wire):
         assert len(line) <= 300 or b'"content"' not in line
+
+
+def _escaped_len(text: str) -> int:
+    return len(orjson.dumps(text)) - 2
+
+
+@pytest.mark.parametrize("budget", range(1, 16))
+def test_split_string_chunks_are_whole_characters_and_maximal(budget):
+    import random
+
+    rng = random.Random(budget)
+    alphabet = ['a', '"', '\\', '\n', '\x01', 'é', '✓', '😀', '\\\\', 'u', '\t', '\x7f', ' ']
+    for _ in range(40):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        chunks = split_string(text, lambda k: 0, budget)
+        assert "".join(chunks) == text
+        for i, chunk in enumerate(chunks):
+            assert chunk
+            size = _escaped_len(chunk)
+            assert size <= budget or len(chunk) == 1  # only a lone character may overflow
+            if i + 1 < len(chunks) and size <= budget:
+                assert _escaped_len(chunk + chunks[i + 1][0]) > budget  # the largest prefix that fits
