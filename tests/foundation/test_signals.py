@@ -42,6 +42,16 @@ def test_each_config_model_bumps(bumps, run_on_commit):
         assert len(bumps) == i, i
 
 
+def test_global_chain_proxy_model_bumps(bumps, run_on_commit):
+    from transforms.admin import GlobalTransformRule
+
+    with run_on_commit(execute=True):
+        GlobalTransformRule.objects.create(scope="global", transform="test_prefix", config={"content": "x"})
+    with run_on_commit(execute=True):
+        GlobalTransformRule.objects.get().delete()
+    assert len(bumps) == 2
+
+
 def test_one_bump_per_transaction(bumps, run_on_commit):
     with run_on_commit(execute=True), transaction.atomic():
         provider = Provider.objects.create(name="p")
