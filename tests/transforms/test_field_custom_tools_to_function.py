@@ -373,3 +373,31 @@ def test_stream_without_conversion_record_passes_everything_through():
     chain = StreamChain(select(chains(request=False), "response", MODEL), ctx())
     out = [o for e in events for o in chain.process(e)]
     assert out == events
+
+
+# -- config ------------------------------------------------------------------------------------
+
+def test_config_validation_and_defaults():
+    from transforms.registry import registry
+    from transforms.validation import validate_rule
+
+    cls = registry()["field_custom_tools_to_function"]
+    assert cls.phases == ("request", "response") and cls.scopes == ("provider", "global", "api_key")
+    assert cls.config_schema["properties"]["names"]["default"] == ["apply_patch"]
+    assert FieldCustomToolsToFunction({}).config == {"names": ["apply_patch"]}
+
+    def errors(config, phase="request"):
+        return validate_rule(transform="field_custom_tools_to_function", scope="api_key", phase=phase, models=None,
+                             config=config)
+
+    for ok in ({}, {"names": []}, {"names": ["*"]}, {"names": ["apply_patch", "*", "other"]}):
+        assert errors(ok) == {} and errors(ok, "response") == {}, ok
+    for bad in ({"names": [""]}, {"names": "apply_patch"}, {"names": [1]}):
+        assert "config" in errors(bad), bad
+
+
+def test_default_config_converts_only_apply_patch():
+    req = responses_request()
+    run_req(req, {})
+    assert req.tools[0].kind == "function"
+    assert req.tools[2].tools[0].kind == "custom"
