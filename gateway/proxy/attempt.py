@@ -11,7 +11,7 @@ import orjson
 
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
-from gateway.urp import Request, clone
+from gateway.urp import Request
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, ExecutedRule, needs_whole_response, run_request, select
 
@@ -71,9 +71,10 @@ class Attempt:
 def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
                   channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
                   client_stream: bool) -> Attempt:
-    """Everything up to the bytes sent upstream. Raises TransformRejected/TransformFailed from
-    rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
-    areq = clone(req)
+    """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
+    request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
+    from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
+    areq = req
     areq.model = upstream_model
     upstream_protocol = channel.protocol
     strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested

@@ -67,11 +67,23 @@ class Call:
     ex: Exchange
     snapshot: Snapshot
     key: KeySnap
-    req: Request
+    req: Request | None
     logical_model: str
     client_stream: bool
     include_usage: bool
+    raw_body: bytes = b""
     cap: Any = None  # CaptureRecord when captured
+
+    def fresh_request(self) -> Request:
+        """A request this attempt may mutate. The first attempt takes the decoded one; later
+        attempts decode the client's bytes again, which is a fully independent copy and ~4x
+        cheaper than ``urp.clone()`` (deepcopy): 0.46 ms vs 1.9 ms for a 75-message chat."""
+        req = self.req
+        if req is not None:
+            self.req = None
+            return req
+        req = codec(self.ex.protocol).decode_request(orjson.loads(self.raw_body))
+        return req
 
 
 def to_client_error(exc: Exception) -> ClientError:
@@ -148,7 +160,7 @@ def _decode(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_bod
     if not isinstance(body, dict):
         raise ClientError(400, "invalid_request", "request body must be a JSON object")
     if cap is not None:
-        cap.client_request = body
+        cap.client_request = orjson.loads(raw_body)  # its own copy: rules may mutate shared extras
     try:
         req = codec(ex.protocol).decode_request(body)
     except ProtocolError as exc:
@@ -168,7 +180,7 @@ def _decode(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_bod
         cap.stream = client_stream
         cap.logical_model = logical
     return Call(rt=rt, ex=ex, snapshot=snapshot, key=key, req=req, logical_model=logical,
-                client_stream=client_stream, include_usage=include_usage, cap=cap)
+                client_stream=client_stream, include_usage=include_usage, raw_body=raw_body, cap=cap)
 
 
 async def _route(call: Call, run_one) -> None:
@@ -193,7 +205,7 @@ async def _route(call: Call, run_one) -> None:
                 if try_no and provider.channel_retry_interval_ms:
                     await asyncio.sleep(provider.channel_retry_interval_ms / 1000.0)
                 used += 1
-                att = build_attempt(call.req, snapshot=call.snapshot, key=call.key, provider=provider,
+                att = build_attempt(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
                                     channel=channel, upstream_model=upstream_model,
                                     logical_model=call.logical_model, client_protocol=call.ex.protocol,
                                     client_stream=call.client_stream)

@@ -222,3 +222,16 @@ async def test_capture_abnormal_only_submits_abnormal(app, upstream, monkeypatch
     assert got == []
     assert (await call(app, "POST", CHAT, body(model="nope"))).status == 404
     assert len(got) == 1 and got[0].client_status == 404
+
+
+async def test_each_attempt_starts_from_the_clients_request(app, upstream):
+    k = key(chain=(rule("api_key", "K"),))
+    app.holder.set(snapshot(
+        [provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "up-1"})], chain=(rule("provider", "P1"),)),
+         provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "up-2"})], priority=1,
+                  chain=(rule("provider", "P2"),))],
+        keys={hash_api_key(SECRET): k}))
+    reply = await call(app, "POST", CHAT, body(model="m", text="q"))
+    assert reply.status == 200
+    assert [b["messages"][-1]["content"] for b in upstream.bodies] == ["q|P1|K", "q|P2|K"]
+    assert [b["model"] for b in upstream.bodies] == ["up-1", "up-2"]
