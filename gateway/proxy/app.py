@@ -147,7 +147,7 @@ class ProxyApp:
         try:
             await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not work.done():
+            if not work.done() and not ex.finished:
                 work.cancel()  # the client left: closes the upstream response and its connection
                 log.info("client disconnected; upstream request %s cancelled", ex.request_id)
             watch.cancel()
