@@ -81,8 +81,10 @@ def _inner(base: dict[str, Any], node: Node) -> dict[str, Any]:
 
 # -- parts --------------------------------------------------------------------------------
 
-def encode_part(node: Node, same: bool) -> dict[str, Any] | None:
-    """One content node -> Chat part, or None when Chat cannot express it."""
+def encode_part(node: Node, same: bool, keep_extra: bool = True) -> dict[str, Any] | None:
+    """One content node -> Chat part, or None when Chat cannot express it. ``keep_extra``:
+    merge the node's preserved wire fields (off for another family's response nodes, whose
+    fields mean nothing in Chat; request nodes were already stripped by prepare)."""
     if isinstance(node, TextNode):
         ptype = node.extra.get(PART_TYPE, "text") if same else "text"
         part: dict[str, Any] = {"type": ptype, "text": node.content}
@@ -123,7 +125,8 @@ def encode_part(node: Node, same: bool) -> dict[str, Any] | None:
         return scrub(node.body)
     else:
         return None
-    _fill(part, node.extra)
+    if keep_extra:
+        _fill(part, node.extra)
     return part
 
 
@@ -202,7 +205,7 @@ class _Message:
     def build(self, *, response: bool) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": self.role}
         if response:
-            texts = [p["text"] for p in self.parts if _plain_text(p)]
+            texts = [p["text"] for p in self.parts if p.get("type") == "text"]
             if len(texts) == len(self.parts):
                 msg["content"] = "\n\n".join(texts) if texts else (None if self.shape != "string" else "")
             else:
@@ -230,7 +233,7 @@ class _Message:
         return msg
 
 
-def encode_tool_call(node: ToolCallNode, same: bool) -> dict[str, Any]:
+def encode_tool_call(node: ToolCallNode, same: bool, keep_extra: bool = True) -> dict[str, Any]:
     if node.tool_type == "custom":
         call: dict[str, Any] = {"id": node.call_id, "type": "custom",
                                 "custom": _inner({"name": node.name, "input": node.arguments}, node)}
@@ -239,7 +242,8 @@ def encode_tool_call(node: ToolCallNode, same: bool) -> dict[str, Any]:
                 "function": _inner({"name": node.name, "arguments": node.arguments}, node)}
         if same and node.extra.get("_gw_chat_no_type"):
             del call["type"]
-    _fill(call, node.extra)
+    if keep_extra:
+        _fill(call, node.extra)
     return call
 
 
@@ -270,6 +274,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
     out: list[dict[str, Any]] = []
     cur: _Message | None = None
     env: dict[str, Any] = {}
+    keep_extra = same or not response
     for node in nodes:
         if isinstance(node, EnvelopeExtraNode):
             if cur is not None:
@@ -293,7 +298,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
                 continue
             role = "assistant"
         else:
-            part = encode_part(node, same)
+            part = encode_part(node, same, keep_extra)
             if part is None:
                 continue  # nothing Chat can express: it must not open a message either
             role = getattr(node, "role", "user")
@@ -315,7 +320,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
             if same and node.extra.get(LEGACY_FUNCTION):
                 cur.function_call = {"name": node.name, "arguments": node.arguments}
             else:
-                cur.calls.append(encode_tool_call(node, same))
+                cur.calls.append(encode_tool_call(node, same, keep_extra))
         elif isinstance(node, ProviderItemNode):
             cur.audio = scrub(node.body)
     if cur is not None:
