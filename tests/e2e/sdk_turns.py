@@ -18,6 +18,9 @@ import openai
 
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER_ARGS = {"city": "mock-city"}  # what the mock upstream builds from WEATHER_SCHEMA
+TIME_SCHEMA = {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}
+TIME_ARGS = {"zone": "mock-zone"}
+TOOL_SCHEMAS = {"get_weather": WEATHER_SCHEMA, "get_time": TIME_SCHEMA}
 
 
 @dataclass
@@ -43,8 +46,10 @@ class Conversation:
 
     protocol = ""
 
-    def __init__(self, base_url: str, api_key: str, model: str, *, stream: bool, tools: bool = False) -> None:
-        self.base_url, self.api_key, self.model, self.stream, self.with_tools = base_url, api_key, model, stream, tools
+    def __init__(self, base_url: str, api_key: str, model: str, *, stream: bool, tools: tuple[str, ...] = ()) -> None:
+        """``tools``: names from ``TOOL_SCHEMAS`` offered on every turn."""
+        self.base_url, self.api_key, self.model, self.stream = base_url, api_key, model, stream
+        self.tool_names = tools
         self.history: list[Any] = []
 
     def ask(self, text: str) -> TurnResult:
@@ -65,10 +70,11 @@ class ChatConversation(Conversation):
         self.client = openai.OpenAI(base_url=self.base_url + "/v1", api_key=self.api_key, max_retries=0, timeout=30)
 
     def _tools(self) -> dict[str, Any]:
-        if not self.with_tools:
+        if not self.tool_names:
             return {}
-        return {"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
-                                                              "parameters": WEATHER_SCHEMA}}]}
+        return {"tools": [{"type": "function", "function": {"name": name, "description": f"{name} tool",
+                                                              "parameters": TOOL_SCHEMAS[name]}}
+                          for name in self.tool_names]}
 
     def _send(self) -> TurnResult:
         if not self.stream:
@@ -135,10 +141,10 @@ class ResponsesConversation(Conversation):
         self.client = openai.OpenAI(base_url=self.base_url + "/v1", api_key=self.api_key, max_retries=0, timeout=30)
 
     def _tools(self) -> dict[str, Any]:
-        if not self.with_tools:
+        if not self.tool_names:
             return {}
-        return {"tools": [{"type": "function", "name": "get_weather", "description": "Weather",
-                           "parameters": WEATHER_SCHEMA}]}
+        return {"tools": [{"type": "function", "name": name, "description": f"{name} tool",
+                           "parameters": TOOL_SCHEMAS[name]} for name in self.tool_names]}
 
     def _send(self) -> TurnResult:
         if not self.stream:
@@ -182,9 +188,10 @@ class MessagesConversation(Conversation):
         self.client = anthropic.Anthropic(base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=30)
 
     def _tools(self) -> dict[str, Any]:
-        if not self.with_tools:
+        if not self.tool_names:
             return {}
-        return {"tools": [{"name": "get_weather", "description": "Weather", "input_schema": WEATHER_SCHEMA}]}
+        return {"tools": [{"name": name, "description": f"{name} tool", "input_schema": TOOL_SCHEMAS[name]}
+                          for name in self.tool_names]}
 
     def _send(self) -> TurnResult:
         if not self.stream:

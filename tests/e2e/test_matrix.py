@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gateway.mock_upstream import inbound
-from tests.e2e.sdk_turns import CONVERSATIONS, WEATHER_ARGS
+from tests.e2e.sdk_turns import CONVERSATIONS, TIME_ARGS, WEATHER_ARGS
 from tests.servers import make_key, make_route
 
 CLIENTS = ("chat_completion", "responses", "messages")
@@ -79,7 +79,7 @@ def test_cell(gateway, mock_upstream, client, upstream, stream):
     assert text_turn.model == model  # the client sees its logical model, not the upstream's
 
     # 2. tool call round trip
-    agent = conversation_type(gateway.url, secret, model, stream=stream, tools=True)
+    agent = conversation_type(gateway.url, secret, model, stream=stream, tools=("get_weather",))
     call_turn = agent.ask("please call get_weather for me")
     assert [(c.name, c.arguments) for c in call_turn.tool_calls] == [("get_weather", WEATHER_ARGS)]
     assert call_turn.tool_calls[0].call_id
@@ -98,3 +98,24 @@ def test_cell(gateway, mock_upstream, client, upstream, stream):
     assert summaries[0].last_user_text == f"hello from {client} to {upstream}"
     assert [t.name for t in summaries[1].tools] == ["get_weather"]
     assert summaries[2].tool_results == ["sunny and 21C"], "the tool result must reach the upstream as a tool result"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
+@pytest.mark.parametrize("upstream", UPSTREAMS)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_parallel_tool_calls(gateway, mock_upstream, client, upstream, stream):
+    """Two parallel calls in one turn (their streamed arguments interleave by index), both results
+    sent back in one turn, and the final answer sees both, in order."""
+    model = f"e2e-par-{upstream}"
+    make_route(upstream, model, mock_upstream.base_url(upstream), upstream_model=f"up-par-{upstream}")
+    _, secret = make_key()
+    gateway.wait_config()
+    agent = CONVERSATIONS[client](gateway.url, secret, model, stream=stream, tools=("get_weather", "get_time"))
+    turn = agent.ask("call two tools at once")
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("get_weather", WEATHER_ARGS),
+                                                                 ("get_time", TIME_ARGS)]
+    assert len({c.call_id for c in turn.tool_calls}) == 2
+    final = agent.answer_tools({turn.tool_calls[0].call_id: "rain", turn.tool_calls[1].call_id: "noon"})
+    assert final.text == "Tool said: rain | noon"
+    last = _upstream_summary(upstream, mock_upstream.requests()[-1])
+    assert last.tool_results == ["rain", "noon"]
