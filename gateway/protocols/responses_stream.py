@@ -6,7 +6,8 @@ encoder one small record per emitted wire item; neither holds the raw stream.
 
 Deliberate choices:
 - An upstream ``response.failed`` becomes a ``StreamError`` (the attempt failed), not a
-  ``ResponseDone`` with an ``other`` finish reason.
+  ``ResponseDone`` with an ``other`` finish reason. On any StreamError the decoder leaves open
+  nodes open (no NodeDone): a truncated tool call must never look complete to a transform.
 - A ``cancelled`` status is reported to clients as ``response.failed`` with ``status:
   "cancelled"`` (the public event set has no ``response.cancelled``).
 - Reasoning items get no synthesized ``duration`` (not part of the public item shape).
@@ -394,8 +395,6 @@ class StreamDecoder:
         status = resp.get("status") or etype.rpartition(".")[2]
         if etype == "response.failed" or status == "failed":
             err = resp.get("error") if isinstance(resp.get("error"), dict) else {}
-            for idx in sorted(self._open):
-                self._done(out, idx)
             self._fail(out, str(err.get("code") or "upstream_error"),
                        str(err.get("message") or "upstream response failed"),
                        error_type=err.get("type") if isinstance(err.get("type"), str) else None,
@@ -625,7 +624,7 @@ class StreamEncoder:
                                                           "content_index": p.index, "delta": delta,
                                                           "logprobs": []})
 
-    def _close_part(self, m: _Item, p: _Part, text: str | None) -> bytes:
+    def _close_part(self, m: _Item, p: _Part, text: str | None, close_item: bool = True) -> bytes:
         if not p.open:
             return b""
         buf = b""
@@ -641,7 +640,7 @@ class StreamEncoder:
         else:
             buf += self._frame("response.output_text.done", {**base, "text": p.text, "logprobs": []})
         buf += self._frame("response.content_part.done", {**base, "part": self._part_obj(p)})
-        return buf + self._maybe_close_msg(m)
+        return buf + self._maybe_close_msg(m) if close_item else buf
 
     # -- reasoning ---------------------------------------------------------------------------
 
@@ -851,14 +850,17 @@ class StreamEncoder:
 
     def _close_open(self, status: str) -> bytes:
         """Close every announced item still open (parts first), in output_index order."""
-        buf = self._seal_msg()
+        if self._msg is not None:
+            self._msg.sealed = True
+            self._msg = None
+        buf = b""
         for it in self._items:
             if it.final is not None:
                 continue
             if it.kind == "message":
                 for p in it.parts:
                     if p.open:
-                        buf += self._close_part(it, p, None)
+                        buf += self._close_part(it, p, None, close_item=False)
                 if it.final is None:
                     buf += self._close_item(it, self._message_item(it, status))
             elif it.kind == "reasoning":
