@@ -328,6 +328,12 @@ def _tristate_out(value: str) -> bool | None:
     return {"true": True, "false": False}.get(value)
 
 
+def _aware(value: str | dt.datetime) -> dt.datetime:
+    """An expiry without a time zone is read as UTC (the gateway's time zone)."""
+    when = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
 def _decimal_in(value: Any) -> Decimal:
     # A YAML float goes through its shortest repr, never its binary expansion.
     return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
@@ -449,6 +455,8 @@ class _Applier:
         for i, entry in enumerate(entries):
             path = f"api_keys[{i}]"
             name = entry["name"].strip()
+            if entry.get("expires_at") is not None:
+                entry = {**entry, "expires_at": _aware(entry["expires_at"])}
             found = list(ApiKey.objects.filter(name=name)[:2])
             if len(found) > 1:
                 self.errs.add(f"{path}.name", f"several stored API keys are named {name!r}; rename them first")

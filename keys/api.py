@@ -20,6 +20,11 @@ class ApiKeyViewSet(viewsets.ModelViewSet):
         name = self.request.query_params.get("name")
         return qs.filter(name=name) if name else qs
 
+    def create(self, request, *args, **kwargs):
+        response = super().create(request, *args, **kwargs)
+        response["Cache-Control"] = "no-store"  # carries the secret
+        return response
+
     @action(detail=True, methods=["post"])
     def rotate(self, request, pk=None):
         """A new secret, returned in this response only; the old one stops working."""
@@ -28,4 +33,4 @@ class ApiKeyViewSet(viewsets.ModelViewSet):
             secret = key.set_secret()
             key.save(update_fields=["prefix", "key_hash"])
         key._gw_issued_secret = secret
-        return Response(self.get_serializer(key).data)
+        return Response(self.get_serializer(key).data, headers={"Cache-Control": "no-store"})

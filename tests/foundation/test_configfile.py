@@ -212,6 +212,14 @@ def test_errors_on_a_fresh_database_write_nothing():
     assert not Provider.objects.exists() and not ApiKey.objects.exists() and not TransformRule.objects.exists()
 
 
+def test_naive_and_yaml_expiry_are_utc():
+    load(yaml.safe_load("api_keys: [{name: a, key: sk-aaaa-000001, expires_at: '2031-05-01T10:00:00'},"
+                        " {name: b, key: sk-bbbb-000001, expires_at: 2031-05-01T12:00:00+02:00}]"))
+    a, b = ApiKey.objects.order_by("name")
+    assert a.expires_at == b.expires_at
+    assert a.expires_at.isoformat() == "2031-05-01T10:00:00+00:00"
+
+
 def test_owner_by_username():
     get_user_model().objects.create_user("alice")
     doc = yaml.safe_load(EXAMPLE)
