@@ -266,6 +266,28 @@ def thinking_config(effort: str | None, model: str) -> dict[str, Any] | None:
     return cfg
 
 
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def _major(model: str) -> int:
+    """Gemini major version; unversioned aliases count as current (3)."""
+    m = _VERSION.search(model.lower())
+    return int(m.group(1)) if m else 3
+
+
+def _sign_function_calls(contents: list[dict[str, Any]]) -> None:
+    """Gemini 3 rejects a model turn whose first functionCall lacks a thoughtSignature. History
+    that went through another protocol's client lost it, so the documented sentinel is put there
+    (real signatures are never replaced)."""
+    for content in contents:
+        if content["role"] != "model":
+            continue
+        for part in content["parts"]:
+            if "functionCall" in part:
+                part.setdefault("thoughtSignature", SKIP_SIGNATURE)
+                break
+
+
 def encode_request(req: Request, ctx: EncodeContext) -> dict:
     """Request -> generateContent body. Consecutive same-role parts share one content entry."""
     call_names: dict[str, str] = {}
@@ -293,6 +315,8 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
     if parts:
         contents.append({"role": role, "parts": parts})
 
+    if _major(ctx.model) >= 3:
+        _sign_function_calls(contents)
     body: dict[str, Any] = {"contents": contents}
     if system_parts:
         body["systemInstruction"] = {"parts": system_parts}

@@ -435,7 +435,7 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
     if tools:
         body["tools"] = tools
     choice = _encode_tool_choice(req)
-    if choice is not None and (tools or same):
+    if choice is not None and tools:
         body["tool_choice"] = choice
     _encode_reasoning(req, ctx.model, max_tokens, body)
     metadata: dict[str, Any] = {}

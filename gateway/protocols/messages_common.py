@@ -437,9 +437,12 @@ def encode_usage(usage: Usage | None, *, same_family: bool) -> dict[str, Any]:
     body: dict[str, Any] = {
         "input_tokens": max(0, usage.input_tokens - cr - cc),
         "output_tokens": usage.output_tokens,
-        "cache_creation_input_tokens": cc,
-        "cache_read_input_tokens": cr,
     }
+    # Same-family: exactly the counters the upstream reported. Otherwise both, as Anthropic does.
+    if usage.cache_creation_tokens is not None or not same_family:
+        body["cache_creation_input_tokens"] = cc
+    if usage.cache_read_tokens is not None or not same_family:
+        body["cache_read_input_tokens"] = cr
     if same_family and usage.extra:
         put_extra(body, usage.extra)
     return body

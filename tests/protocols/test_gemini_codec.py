@@ -206,3 +206,20 @@ def test_errors_and_blocked_prompts():
         gemini.decode_response({"candidates": []})
     blocked = gemini.decode_response({"promptFeedback": {"blockReason": "SAFETY"}})
     assert blocked.finish_reason == "content_filter" and blocked.output == []
+
+
+def test_gemini3_first_function_call_of_a_turn_gets_the_documented_sentinel():
+    req = Request(model="x", input=[
+        TextNode(role="user", content="q"),
+        ToolCallNode(call_id="a", name="f", arguments="{}"),
+        ToolCallNode(call_id="b", name="g", arguments="{}"),
+        ToolResultNode(call_id="a", content=[TextNode(role="tool", content="1")]),
+        ToolResultNode(call_id="b", content=[TextNode(role="tool", content="2")]),
+        ToolCallNode(call_id="c", name="f", arguments="{}", extra={gemini.SIGNATURE: "REAL"}),
+    ])
+    body = gemini.encode_request(req, EncodeContext(model="gemini-3-pro-preview"))
+    first, second = body["contents"][1]["parts"]
+    assert first["thoughtSignature"] == "skip_thought_signature_validator" and "thoughtSignature" not in second
+    assert body["contents"][3]["parts"][0]["thoughtSignature"] == "REAL"
+    body = gemini.encode_request(req, EncodeContext(model="gemini-2.5-flash"))
+    assert "thoughtSignature" not in body["contents"][1]["parts"][0]
