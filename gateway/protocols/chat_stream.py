@@ -31,6 +31,7 @@ from gateway.urp import events as ev
 
 from .base import EncodeContext
 from .chat_common import (
+    CHOICE_EXTRA,
     LEGACY_FUNCTION,
     LEGACY_PREFIX,
     NATIVE_FINISH,
@@ -101,13 +102,34 @@ class StreamDecoder:
         return out
 
     def _error(self, err: Any, out: list[ev.Event]) -> list[ev.Event]:
+        """An error chunk is terminal. OpenRouter puts the provider's code and type under
+        ``metadata`` when the top-level ones are missing."""
         if isinstance(err, dict):
+            meta = err.get("metadata") if isinstance(err.get("metadata"), dict) else {}
             code = err.get("code")
+            if code is None:
+                code = meta.get("provider_code")
+            etype = err.get("type") if isinstance(err.get("type"), str) else meta.get("error_type")
             return self._fail(err.get("message") if isinstance(err.get("message"), str) else "upstream error",
                               str(code) if code is not None else "upstream_error", out,
-                              error_type=err.get("type") if isinstance(err.get("type"), str) else None,
+                              error_type=etype if isinstance(etype, str) else None,
                               status=code if isinstance(code, int) else None, extra={"error": err})
         return self._fail(str(err), "upstream_error", out)
+
+    def _snapshot(self, msg: dict[str, Any], out: list[ev.Event]) -> None:
+        """A terminal ``choices[0].message`` snapshot (some providers send one) fills only what
+        the deltas missed: a text suffix and tool calls never streamed."""
+        content = msg.get("content")
+        if isinstance(content, str) and content:
+            have = self._nodes[self._text].content if self._text is not None else ""  # type: ignore[union-attr]
+            if content.startswith(have) and len(content) > len(have):
+                if self._text is None:
+                    self._text = self._start(TextNode(role="assistant"), out)
+                self._delta(self._text, ev.TEXT, content[len(have):], out)
+        seen = {n.call_id for n in self._nodes if isinstance(n, ToolCallNode)}
+        for pos, tc in enumerate(msg.get("tool_calls") or []):
+            if isinstance(tc, dict) and tc.get("id") and tc["id"] not in seen:
+                self._tool_call(("snapshot", pos), {k: v for k, v in tc.items() if k != "index"}, out)
 
     def _complete(self) -> list[ev.Event]:
         self.finished = True
@@ -156,7 +178,7 @@ class StreamDecoder:
         elif dtype == "reasoning.encrypted" and isinstance(entry.get("data"), str):
             self._delta(idx, ev.REASONING_ENCRYPTED, entry["data"], out)
 
-    def _tool_call(self, pos: int, tc: dict[str, Any], out: list[ev.Event]) -> None:
+    def _tool_call(self, pos: Any, tc: dict[str, Any], out: list[ev.Event]) -> None:
         key = tc.get("index", pos)
         ctype = tc.get("type")
         inner = tc.get("custom") if ctype == "custom" or "custom" in tc else tc.get("function")
@@ -272,8 +294,17 @@ class StreamDecoder:
                 if choice.get("error"):
                     return self._error(choice["error"], out)
                 delta = choice.get("delta")
+                mark = len(out)
                 if isinstance(delta, dict):
                     self._apply_delta(delta, out)
+                if isinstance(choice.get("message"), dict):
+                    self._snapshot(choice["message"], out)
+                logprobs = choice.get("logprobs")
+                if logprobs is not None:
+                    # choice-level extras ride on this chunk's first delta for a same-Chat replay
+                    target = next((e for e in out[mark:] if isinstance(e, ev.NodeDelta)), None)
+                    if target is not None:
+                        target.extra[CHOICE_EXTRA] = {"logprobs": logprobs}
                 reason = choice.get("finish_reason")
                 if reason == "error":
                     return self._fail("upstream finished with an error", "upstream_error", out)
@@ -321,15 +352,19 @@ class StreamEncoder:
         self._legacy = False
         self._detail_index = 0
         self._call_ids: set[str] = set()
+        self._choice_extra: dict[str, Any] | None = None
 
     # framing
     def _frame(self, obj: dict[str, Any]) -> bytes:
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+        if self._choice_extra:
+            for key, value in self._choice_extra.items():
+                choice.setdefault(key, value)
         return self._frame({"id": self._id, "object": "chat.completion.chunk", "created": self._created,
-                            "model": self.ctx.model,
-                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                            "model": self.ctx.model, "choices": [choice]})
 
     def _ensure_started(self) -> bytes:
         if self._started:
@@ -492,7 +527,11 @@ class StreamEncoder:
         elif isinstance(event, ev.NodeDelta):
             state = self._states.get(event.index)
             if state is not None:
+                extra = event.extra.get(CHOICE_EXTRA) if self._same and event.extra else None
+                if isinstance(extra, dict):
+                    self._choice_extra = extra
                 out += self._write(state, event.kind, event.delta)
+                self._choice_extra = None
         elif isinstance(event, ev.NodeDone):
             state = self._states.get(event.index)
             if state is None:

@@ -224,3 +224,39 @@ def test_pre_stream_error_and_keepalive():
                                  "code": "upstream_error"}}]
     assert enc.close() == b""
     assert enc.keepalive().startswith(b":")
+
+
+def test_terminal_message_snapshot_fills_only_what_deltas_missed():
+    raw = (chunk({"content": "Hel"})
+           + 'data: {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls", "message": '
+             '{"role": "assistant", "content": "Hello", "tool_calls": [{"id": "c9", "type": "function", '
+             '"function": {"name": "f", "arguments": "{}"}}]}}]}\n\n'
+           + "data: [DONE]\n\n").encode()
+    events = decode_all(raw)
+    check_invariants(events)
+    done = events[-1]
+    assert done.output[0].content == "Hello"
+    assert [(n.call_id, n.name, n.arguments) for n in done.output[1:]] == [("c9", "f", "{}")]
+
+
+def test_choice_logprobs_ride_along_on_a_same_chat_stream():
+    lp = {"content": [{"token": "Hi", "logprob": -0.1}]}
+    raw = ('data: {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"content": "Hi"}, "logprobs": '
+           + orjson.dumps(lp).decode() + ', "finish_reason": null}]}\n\n' + chunk({}, "stop")
+           + "data: [DONE]\n\n").encode()
+    chunks = check_chat_stream(encode_events(decode_all(raw), source_protocol="chat_completion"))
+    content = [c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]
+    assert content[0]["choices"][0]["logprobs"] == lp
+    other = encode_events(decode_all(raw), source_protocol="responses")
+    assert b"logprobs" not in other
+
+
+def test_openrouter_error_metadata_fallbacks():
+    raw = (b'data: {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "error", "error": '
+           b'{"message": "Provider returned error", "metadata": {"provider_code": "overloaded", '
+           b'"error_type": "server_error"}}}]}\n\n')
+    err = decode_all(raw)[-1]
+    assert isinstance(err, ev.StreamError)
+    assert (err.code, err.error_type, err.message) == ("overloaded", "server_error", "Provider returned error")
+    chunks = check_chat_stream(encode_events([err], source_protocol="chat_completion"))
+    assert chunks[-1]["error"]["code"] == "overloaded" and chunks[-1]["error"]["type"] == "server_error"
