@@ -263,13 +263,20 @@ def terminal_state(finish_reason: str | None, extra: dict[str, Any], same: bool
     return status, err, details
 
 
+def client_response_id(rid: str | None) -> str:
+    """Responses clients expect ``resp_`` ids; foreign ids keep their text after the prefix."""
+    if not rid:
+        return new_id("resp_")
+    return rid if rid.startswith("resp_") else "resp_" + rid
+
+
 def encode_response(resp: Response, ctx: EncodeContext) -> dict:
     """The client-facing Responses object; ``ctx.model`` is the client's logical model."""
     same = ctx.source_protocol == PROTOCOL
     status, error, details = terminal_state(resp.finish_reason, resp.extra, same)
     template = resp.extra.get(X_OBJECT) if same else None
     return response_object(
-        rid=resp.id or new_id("resp_"), model=ctx.model, created_at=resp.created or int(time.time()),
+        rid=resp.id if same and resp.id else client_response_id(resp.id), model=ctx.model, created_at=resp.created or int(time.time()),
         status=status, output=encode_items(resp.output, same=same, output=True),
         usage=encode_usage(resp.usage) if resp.usage is not None else None,
         template=template, extra=resp.extra, error=error, incomplete_details=details)

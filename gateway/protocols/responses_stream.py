@@ -44,6 +44,7 @@ from .responses_items import M_IS_PART, M_ITEM, M_SUMMARY, PROTOCOL, decode_item
 from .responses_response import (
     X_OBJECT,
     X_STATUS,
+    client_response_id,
     decode_output,
     decode_usage,
     encode_usage,
@@ -448,13 +449,6 @@ class StreamDecoder:
 # --------------------------------------------------------------------------------------------
 # encoder
 # --------------------------------------------------------------------------------------------
-
-
-def client_response_id(rid: str | None) -> str:
-    """Responses clients expect ``resp_`` ids; foreign ids keep their text after the prefix."""
-    if not rid:
-        return new_id("resp_")
-    return rid if rid.startswith("resp_") else "resp_" + rid
 
 
 class _Part:
