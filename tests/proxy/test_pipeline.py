@@ -248,3 +248,31 @@ async def test_query_string_is_accepted(app, upstream):
     install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"m": "m"})])]))
     reply = await call(app, "POST", CHAT, chat_body(), query=b"beta=true")
     assert reply.status == 200
+
+
+async def test_provider_attempt_budget_then_next_provider(app, upstream):
+    install(app, snapshot([
+        provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"}),
+                     channel(2, base_url=f"{upstream.base}/s502", models={"m": "m"})],
+                 max_retries=1, channel_max_retries=5, breaker=False),
+        provider(2, [channel(3, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+    ]))
+    reply = await call(app, "POST", CHAT, chat_body())
+    assert reply.status == 200
+    assert upstream.hits["s500"] + upstream.hits["s502"] == 2  # max_retries + 1 attempts in provider 1
+    assert upstream.hits["ok"] == 1
+    assert app.breaker.state(1) == "closed" and app.breaker.state(2) == "closed"  # breaker off for provider 1
+
+
+async def test_messages_client_gets_anthropic_shapes(app, upstream):
+    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"m": "m"})])]))
+    body = {"model": "m", "max_tokens": 20, "messages": [{"role": "user", "content": "hey"}]}
+    reply = await call(app, "POST", "/v1/messages", body, query=b"beta=true")
+    assert reply.status == 200, reply.body
+    assert reply.json()["content"][0]["text"] == "echo: hey"
+    assert reply.headers["request-id"] == reply.headers["x-request-id"]
+    reply = await call(app, "POST", "/v1/messages", {**body, "stream": True})
+    assert reply.status == 200
+    assert b"event: message_start" in reply.body and b"event: message_stop" in reply.body
+    reply = await call(app, "POST", "/v1/messages", {**body, "model": "unknown"})
+    assert reply.status == 404 and reply.json()["type"] == "error"
