@@ -5,7 +5,7 @@ from __future__ import annotations
 from gateway.urp import Request, TextNode
 from gateway.urp.nodes import Node
 from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import is_control, node_role
+from transforms.builtin.role_helpers import has_own_role, is_control
 
 
 class PromptInjectSystem(Transform):
@@ -65,14 +65,14 @@ class PromptInjectSystem(Transform):
         if not self._content:
             return
         nodes = req.input
-        system_at = [i for i, node in enumerate(nodes) if node_role(node) == "system"]
         new = TextNode(role="system", content=self._content)
-        if not system_at:
-            nodes.insert(0, new)
-        elif self._prepend:
-            nodes.insert(_before_controls(nodes, system_at[0]), new)
+        if self._prepend:
+            # Only role-bearing kinds can be system (refusals, reasoning, tool calls are assistant).
+            first = next((i for i, node in enumerate(nodes) if has_own_role(node, "system")), None)
+            nodes.insert(0 if first is None else _before_controls(nodes, first), new)
         else:
-            nodes.insert(system_at[-1] + 1, new)
+            last = next((i for i in range(len(nodes) - 1, -1, -1) if has_own_role(nodes[i], "system")), None)
+            nodes.insert(0 if last is None else last + 1, new)
 
 
 def _before_controls(nodes: list[Node], index: int) -> int:

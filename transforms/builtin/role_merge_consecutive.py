@@ -9,11 +9,21 @@ from transforms.base import ALL_SCOPES, Transform, TransformContext
 from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA
 
 # Text carrying any of these must keep its own boundaries (they describe exactly that text).
-_UNMERGEABLE_EXTRA = ("signature", "logprobs", "citations", "annotations")
+_UNMERGEABLE_EXTRA = frozenset({"signature", "logprobs", "citations", "annotations"})
 
 
 def _mergeable(node: Node) -> bool:
-    return type(node) is TextNode and not any(key in node.extra for key in _UNMERGEABLE_EXTRA)
+    return type(node) is TextNode and not (node.extra and not _UNMERGEABLE_EXTRA.isdisjoint(node.extra))
+
+
+def _has_mergeable_pair(nodes: list[Node]) -> bool:
+    prev = None
+    for node in nodes:
+        if type(node) is TextNode and prev is not None and node.role == prev.role and node.phase == prev.phase \
+                and _mergeable(node) and _mergeable(prev):
+            return True
+        prev = node if type(node) is TextNode else None
+    return False
 
 
 class RoleMergeConsecutive(Transform):
@@ -39,6 +49,8 @@ class RoleMergeConsecutive(Transform):
     config_schema = NO_CONFIG_SCHEMA
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
+        if not _has_mergeable_pair(req.input):  # the common case: roles already alternate
+            return
         out: list[Node] = []
         prev: TextNode | None = None  # the last kept node, when it can absorb a neighbour
         parts: list[str] = []
