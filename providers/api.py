@@ -11,7 +11,6 @@ from providers.serializers import ProviderSerializer
 class ProviderViewSet(viewsets.ModelViewSet):
     serializer_class = ProviderSerializer
     queryset = Provider.objects.prefetch_related("channels__models").order_by("priority", "name")
-    search_fields = ("name",)
 
     def get_queryset(self):
         qs = super().get_queryset()

@@ -43,6 +43,21 @@ def test_changelist_and_add_pages_render(admin_client, channel, name):
     assert admin_client.get(reverse(f"admin:{name}_add")).status_code == 200
 
 
+def test_every_registered_admin_page_renders(admin_client, admin_user, channel):
+    """Not just ours: every model registered in the admin site, list and (when allowed) add."""
+    from django.contrib import admin as django_admin
+    from django.test import RequestFactory
+
+    request = RequestFactory().get("/")
+    request.user = admin_user
+    for model, model_admin in django_admin.site._registry.items():
+        info = f"{model._meta.app_label}_{model._meta.model_name}"
+        response = admin_client.get(reverse(f"admin:{info}_changelist"), follow=True)
+        assert response.status_code == 200, info
+        if model_admin.has_add_permission(request):
+            assert admin_client.get(reverse(f"admin:{info}_add")).status_code == 200, info
+
+
 def test_change_pages_and_search_render(admin_client, channel):
     key = ApiKey(name="k")
     key.set_secret()
