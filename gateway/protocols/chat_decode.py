@@ -320,6 +320,13 @@ def decode_message(msg: Any, where: str, call_types: dict[str, str], out: list[N
             env["function_call"] = fc
         if "name" in msg:
             env["name"] = msg["name"]
+        phase = env.get("phase")
+        if isinstance(phase, str) and any(isinstance(n, TextNode) for n in content_nodes):
+            # a message-level phase (commentary / final_answer) belongs to its text nodes
+            for n in content_nodes:
+                if isinstance(n, TextNode):
+                    n.phase = phase
+            del env["phase"]
         if nodes:
             nodes[0].extra[MSG_SHAPE] = shape
     else:

@@ -173,7 +173,7 @@ class _Message:
     """An assistant/user/system/developer message being assembled."""
 
     __slots__ = ("role", "parts", "shape", "details", "scalars", "refusal", "calls", "function_call", "audio",
-                 "env", "plaintext")
+                 "env", "plaintext", "phase")
 
     def __init__(self, role: str, shape: str | None, env: dict[str, Any]) -> None:
         self.role = role
@@ -187,6 +187,7 @@ class _Message:
         self.audio: Any = None
         self.env = env
         self.plaintext: list[str] = []
+        self.phase: str | None = None
 
     def add_reasoning(self, node: ReasoningNode) -> None:
         raw = node.extra.get(REASONING_DETAIL)
@@ -229,6 +230,8 @@ class _Message:
             msg["function_call"] = self.function_call
         if self.audio is not None:
             msg["audio"] = self.audio
+        if self.phase is not None:
+            msg["phase"] = self.phase
         _fill(msg, self.env)
         return msg
 
@@ -312,6 +315,8 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
             env = {}
         if part is not None:
             cur.parts.append(part)
+            if same and isinstance(node, TextNode) and node.phase is not None:
+                cur.phase = node.phase  # phase is never synthesised cross-family
         elif isinstance(node, ReasoningNode):
             cur.add_reasoning(node)
         elif isinstance(node, RefusalNode):

@@ -80,7 +80,7 @@ REPRESENTATIVE = {
         {"role": "tool", "tool_call_id": "c1", "content": "r1"},
         {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "r2"}]},
         {"role": "assistant", "content": "done", "reasoning_content": "rc", "refusal": None},
-        {"role": "assistant", "content": "second assistant turn kept separate"},
+        {"role": "assistant", "content": "second assistant turn kept separate", "phase": "final_answer"},
         {"role": "user", "content": [
             {"type": "input_audio", "input_audio": {"data": "AU", "format": "wav"}},
             {"type": "file", "file": {"file_data": "data:application/pdf;base64,PDF", "filename": "a.pdf"}},
@@ -143,6 +143,7 @@ def test_decode_maps_roles_parts_and_tools():
     files = [n for n in req.input if isinstance(n, FileNode)]
     assert files[0].source.media_type == "application/pdf" and files[0].source.data == "PDF"
     assert files[1].source.file_id == "file-1"
+    assert [n.phase for n in req.input if isinstance(n, TextNode) and n.phase] == ["final_answer"]
     assert req.max_output_tokens == 100 and req.reasoning.effort == "minimal"
     assert req.stop == "END" and req.user == "u1" and req.verbosity == "low"
     assert req.response_format.type == "json_schema" and req.response_format.name == "r"

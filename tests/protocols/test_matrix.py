@@ -581,14 +581,7 @@ def test_same_protocol_request_is_lossless(proto, scenario, stream):
     assert codec.encode_request(attempt, EncodeContext(model=LOGICAL, source_protocol=proto)) == body
 
 
-# Known gap (owner: Messages codec): its encoder adds ``cache_creation_input_tokens: 0`` and
-# ``cache_read_input_tokens: 0`` to a usage object that had neither.
-_MESSAGES_USAGE_GAP = pytest.mark.xfail(reason="Messages encoder adds zero cache usage fields", strict=False)
-
-
-@pytest.mark.parametrize("proto,scenario", [
-    pytest.param(p, s, marks=[_MESSAGES_USAGE_GAP] if p == "messages" else [])
-    for p in CLIENT_PROTOCOLS for s in SCENARIOS])
+@pytest.mark.parametrize("proto,scenario", [(p, s) for p in CLIENT_PROTOCOLS for s in SCENARIOS])
 def test_same_protocol_response_is_lossless(proto, scenario):
     codec = _codec(proto)
     reply = UPSTREAM_REPLIES[proto](reply_for(scenario), False)
