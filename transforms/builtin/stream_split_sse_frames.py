@@ -11,9 +11,8 @@ buffered mode.
 
 from __future__ import annotations
 
+from gateway.protocols.frame_split import DEFAULT_MAX_FRAME_LENGTH
 from transforms.base import ALL_SCOPES, Transform
-
-DEFAULT_MAX_FRAME_LENGTH = 131072
 
 
 class StreamSplitSseFrames(Transform):
