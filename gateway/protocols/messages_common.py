@@ -58,22 +58,37 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def scrub(value: Any) -> Any:
-    """A copy of opaque JSON with every ``_gw_*`` key removed at any depth (anti-spoofing on the
-    way in, no leakage on the way out). Returns the same object when nothing needs removing."""
+def _has_internal(value: Any) -> bool:
     if isinstance(value, dict):
-        if any(isinstance(k, str) and k.startswith(INTERNAL_PREFIX) for k in value) or any(
-            isinstance(v, dict | list) for v in value.values()
-        ):
-            return {k: scrub(v) for k, v in value.items() if not k.startswith(INTERNAL_PREFIX)}
-        return value
+        for k, v in value.items():
+            if (isinstance(k, str) and k.startswith(INTERNAL_PREFIX)) or (
+                    isinstance(v, dict | list) and _has_internal(v)):
+                return True
+        return False
     if isinstance(value, list):
-        return [scrub(v) for v in value]
+        return any(isinstance(v, dict | list) and _has_internal(v) for v in value)
+    return False
+
+
+def _scrubbed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _scrubbed(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))}
+    if isinstance(value, list):
+        return [_scrubbed(v) for v in value]
     return value
+
+
+def scrub(value: Any) -> Any:
+    """Opaque JSON with every ``_gw_*`` key removed at any depth (anti-spoofing on the way in, no
+    leakage on the way out). Returns the very same object when there is nothing to remove, so
+    the common case costs one read-only walk and no copy."""
+    return _scrubbed(value) if _has_internal(value) else value
 
 
 def unknown(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     """Unknown keys of a wire object (internal markers refused)."""
+    if raw.keys() <= known:
+        return {}
     return {k: v for k, v in raw.items() if k not in known and not k.startswith(INTERNAL_PREFIX)}
 
 
