@@ -454,6 +454,9 @@ def run_cell(client: str, upstream: str, scenario: str, stream: bool) -> tuple[d
     upstream_body = ucodec.encode_request(attempt, EncodeContext(model=UPSTREAM_MODEL, source_protocol=client))
     check_upstream_request(upstream, upstream_body, ucodec.upstream_path(UPSTREAM_MODEL, stream), scenario, stream)
     assert body == original, "decoding never mutates the client body"
+    if scenario == "reasoning" and (client == upstream or {client, upstream} == {"chat_completion", "messages"}):
+        # Anthropic-style signatures survive Chat <-> Messages; same-family replays everything
+        assert "HISTSIG" in orjson.dumps(upstream_body).decode(), "reasoning signature history is replayed"
     reply = UPSTREAM_REPLIES[upstream](reply_for(scenario), stream)
     ctx = EncodeContext(model=LOGICAL, source_protocol=upstream, include_usage=True)
     if not stream:
