@@ -228,3 +228,94 @@ def test_generated_forms_round_trip_stored_configs(page, live_server, admin_user
     row.locator("button.sc-reset").click()
     assert json.loads(row.locator(".schema-config input[type=hidden]").input_value()) == {}
     assert page.js_errors == []
+
+
+SYNTHETIC_REGISTRY = {
+    "t": {"name": {"en": "T", "zh": "T"}, "description": {"en": "Test transform.", "zh": "测试。"},
+          "category": "field", "phases": ["request", "response"],
+          "schema": {
+              "type": "object",
+              "properties": {
+                  "rules": {"type": "array", "items": {
+                      "type": "object", "required": ["pattern"],
+                      "properties": {"pattern": {"type": "string", "minLength": 1},
+                                     "effort": {"enum": ["low", "high"]}}}},
+                  "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+                  "flag": {"type": "boolean", "default": True},
+                  "nested": {"type": "object", "properties": {"a": {"type": "string"}}},
+                  "anything": {"title": "Anything"},
+              },
+              "required": ["rules"],
+          }},
+    "u": {"name": {"en": "U", "zh": "U"}, "description": {"en": "Response only.", "zh": "仅响应。"},
+          "category": "stream", "phases": ["response"],
+          "schema": {"type": "object", "properties": {"mode": {"enum": ["a", "b"], "default": "b"}},
+                     "required": ["mode"]}},
+}
+
+
+def test_schema_form_generator_on_synthetic_schema(page, live_server):
+    """Array of objects, bounded integer, optional boolean, nested group, typed JSON value, server
+    error placement by dotted path, and swapping forms, on a page holding only the widget."""
+    import html
+    import json
+
+    stored = {"rules": [{"pattern": "gpt-*", "x": 1}], "limit": 5, "keep": "me"}
+    server_errors = ["rules.0.pattern: bad pattern", "limit: 5 is not allowed", "general problem"]
+    base = live_server.url
+    page.goto(f"{base}/admin/login/")  # same origin for the script
+    page.set_content(f"""<!DOCTYPE html><html lang="en"><head>
+      <script src="{base}/static/transforms/rule_form.js"></script></head><body>
+      <form><div class="inline-related">
+        <select class="transform-picker" name="r-transform"><option value="t" selected>t</option><option value="u">u</option></select>
+        <select name="r-phase"><option value="request" selected>request</option><option value="response">response</option></select>
+        <div class="schema-config" data-scope="provider" data-registry-id="reg"
+             data-errors="{html.escape(json.dumps(server_errors))}">
+          <input type="hidden" name="r-config" value="{html.escape(json.dumps(stored))}">
+          <div class="schema-config-form"></div></div>
+      </div></form>
+      <script id="reg" type="application/json">{json.dumps(SYNTHETIC_REGISTRY)}</script></body></html>""")
+
+    def value():
+        return json.loads(page.locator("input[name=r-config]").input_value())
+
+    assert value() == stored  # loading changes nothing; unknown keys (also nested) are kept
+    assert page.locator("[data-path='rules.0.pattern'] li.server").inner_text() == "bad pattern"
+    assert page.locator("[data-path=limit] li.server").inner_text() == "5 is not allowed"
+    assert page.locator("[data-path=''] > .sc-errors li.server").inner_text() == "general problem"
+
+    rules = page.locator("[data-path=rules]")
+    rules.locator("> .sc-array-body > button.sc-add").click()
+    page.locator("[data-path='rules.1.pattern'] input").fill("o*")
+    page.locator("[data-path='rules.1.effort'] select").select_option(label="high")
+    assert value()["rules"] == [{"pattern": "gpt-*", "x": 1}, {"pattern": "o*", "effort": "high"}]
+
+    page.locator("[data-path=limit] input").fill("11")
+    assert value()["limit"] == 11
+    assert "at most 10" in page.locator("[data-path=limit] li.client").inner_text()
+
+    flag = page.locator("[data-path=flag]")
+    assert "flag" not in value() and flag.locator("input[type=checkbox]").is_checked()  # shows the default
+    flag.locator("input[type=checkbox]").click()
+    assert value()["flag"] is False
+    flag.locator("button.sc-link").click()
+    assert "flag" not in value()
+
+    page.locator("[data-path='nested.a'] input").fill("v")
+    assert value()["nested"] == {"a": "v"}
+    page.locator("[data-path='nested.a'] input").fill("")
+    assert "nested" not in value()
+
+    anything = page.locator("[data-path=anything]")
+    anything.locator("select.sc-json-kind").select_option("json")
+    anything.locator("textarea").fill('{"k": [1, null]}')
+    assert value()["anything"] == {"k": [1, None]}
+    anything.locator("select.sc-json-kind").select_option("null")
+    assert value()["anything"] is None
+    assert value()["keep"] == "me"
+
+    page.locator("select.transform-picker").select_option("u")
+    assert value() == {"mode": "b"}  # the other transform's options never carry over
+    assert page.locator("select[name=r-phase]").input_value() == "response"
+    assert page.locator(".transform-description").inner_text() == "Response only."
+    assert page.js_errors == []

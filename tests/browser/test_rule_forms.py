@@ -114,3 +114,14 @@ def test_provider_page_embeds_scope_schemas_once_and_renders_unknown_ids(admin_c
     assert html.count('<script id="transform-registry-provider"') == 1
     assert "js:custom (not available in this scope)" in html
     assert "transforms/rule_form.js" in html
+
+
+@pytest.mark.django_db
+def test_global_list_toggles_enabled(admin_client):
+    rule = TransformRule.objects.create(scope="global", position=0, transform="stream_force", config={"enabled": True})
+    data = {"form-TOTAL_FORMS": "1", "form-INITIAL_FORMS": "1", "form-MIN_NUM_FORMS": "0",
+            "form-MAX_NUM_FORMS": "1000", "form-0-id": str(rule.pk), "_save": "Save"}
+    response = admin_client.post(reverse("admin:transforms_globaltransformrule_changelist"), data)
+    assert response.status_code == 302
+    rule.refresh_from_db()
+    assert rule.enabled is False and rule.scope == "global"
