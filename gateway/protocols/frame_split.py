@@ -10,7 +10,10 @@ strings concatenate to the original:
   ``tool_calls[0].function.arguments`` (or ``.custom.input``);
 - Responses: the ``delta`` string of ``*.delta`` events; every later event's
   ``sequence_number`` is renumbered so the sequence stays contiguous;
-- Messages: ``content_block_delta`` with ``delta.text|thinking|partial_json|signature``.
+- Messages: ``content_block_delta`` with ``delta.text|thinking|partial_json``. A
+  ``signature_delta`` is never split, unlike the reference: the official Anthropic SDK *replaces*
+  a thinking block's signature with each ``signature_delta`` (it does not append), so a split
+  signature would reach the client truncated and the next turn would be rejected.
 
 The size is that of the exact ``data: `` line in bytes, i.e. after JSON string escaping. Cuts fall
 only between characters (never inside an escape or a multi-byte character); each chunk is the
@@ -39,8 +42,11 @@ _DATA = b"data: "
 _SEQ = re.compile(rb'"sequence_number":(\d+)')
 _CHAT_DELTA_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
 _DETAIL_FIELDS = ("text", "summary", "data")
-_DETAIL_REPEATED = frozenset({"type", "index", "format"})
-_MESSAGES_FIELDS = ("text", "thinking", "partial_json", "signature")
+# Repeated on every chunk of a reasoning_details entry; other keys only on the first, because
+# SDKs merge entries by ``index`` and concatenate every other string (a repeated ``format``
+# would arrive as "unknownunknown").
+_DETAIL_REPEATED = frozenset({"type", "index"})
+_MESSAGES_FIELDS = ("text", "thinking", "partial_json")
 
 _BACKSLASH = 0x5C
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import orjson
 import pytest
 
@@ -85,6 +86,8 @@ def test_chat_reasoning_details_and_finish_and_usage_on_the_last_chunk():
     assert "".join(e["text"] for e in entries) == TEXT
     assert all(e["type"] == "reasoning.text" for e in entries)
     assert entries[0]["signature"] == "sig" and all("signature" not in e for e in entries[1:])
+    assert entries[0]["format"] == "unknown" and all("format" not in e for e in entries[1:])
+    assert all(e["index"] == 0 for e in entries)
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "stop"
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
     assert "usage" in chunks[-1] and all("usage" not in c for c in chunks[:-1])
@@ -177,7 +180,7 @@ def test_responses_sequence_digits_growth_still_fits():
 # -- Messages ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", [("text_delta", "text"), ("thinking_delta", "thinking"),
-                                  ("input_json_delta", "partial_json"), ("signature_delta", "signature")])
+                                  ("input_json_delta", "partial_json")])
 def test_messages_content_block_delta_split(kind):
     dtype, field = kind
     obj = {"type": "content_block_delta", "index": 2, "delta": {"type": dtype, field: TEXT}}
@@ -188,6 +191,13 @@ def test_messages_content_block_delta_split(kind):
     assert "".join(p["delta"][field] for p in payloads) == TEXT
     assert all(p["index"] == 2 and p["delta"]["type"] == dtype for p in payloads)
     assert_lines_fit(out, 140)
+
+
+def test_messages_signature_is_never_split():
+    """The Anthropic SDK replaces the signature with each signature_delta instead of appending."""
+    obj = {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s" * 900}}
+    original = frame(obj, "content_block_delta")
+    assert FrameSplitter("messages", 140).process(original) == original
 
 
 def test_messages_other_events_pass_through():
@@ -327,3 +337,40 @@ def test_split_string_chunks_are_whole_characters_and_maximal(budget):
             assert size <= budget or len(chunk) == 1  # only a lone character may overflow
             if i + 1 < len(chunks) and size <= budget:
                 assert _escaped_len(chunk + chunks[i + 1][0]) > budget  # the largest prefix that fits
+
+
+# -- the official SDKs fold split streams back into the original message ---------------------------
+
+def _mock_http(payload: bytes) -> httpx.Client:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=payload, headers={"content-type": "text/event-stream"})
+
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+def test_openai_sdk_rebuilds_a_split_chat_stream():
+    import openai
+
+    wire, text, args = _encoded_stream("chat_completion", 260)
+    client = openai.OpenAI(api_key="sk-test", base_url="http://gw.test/v1", http_client=_mock_http(wire),
+                           max_retries=0)
+    with client.chat.completions.stream(model="m", messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = stream.get_final_completion()
+    message = final.choices[0].message
+    assert message.content == text
+    (call,) = message.tool_calls
+    assert call.id == "call_1" and call.function.name == "write" and call.function.arguments == args
+
+
+def test_anthropic_sdk_rebuilds_a_split_messages_stream():
+    import anthropic
+
+    wire, text, args = _encoded_stream("messages", 200)
+    client = anthropic.Anthropic(api_key="sk-test", base_url="http://gw.test", http_client=_mock_http(wire),
+                                 max_retries=0)
+    with client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = stream.get_final_message()
+    texts = [b.text for b in final.content if b.type == "text"]
+    tools = [b for b in final.content if b.type == "tool_use"]
+    assert texts == [text]
+    assert len(tools) == 1 and tools[0].name == "write" and tools[0].input == orjson.loads(args)
