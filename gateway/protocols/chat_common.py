@@ -52,15 +52,11 @@ def finish_to_wire(reason: str | None, native: Any, *, has_tool_calls: bool, leg
     would read as a failure for benign reasons such as Anthropic's ``pause_turn``)."""
     if has_tool_calls:
         return "function_call" if legacy else "tool_calls"
-    if isinstance(native, str) and native and finish_from_wire(native) == (reason or "stop"):
-        return native
+    if isinstance(native, str) and native and native != "function_call" and finish_from_wire(native) == reason:
+        return native  # the exact upstream Chat reason (also unknown vendor values)
     if reason in ("stop", "length", "content_filter"):
         return reason
-    if reason == "tool_calls":
-        return "stop"  # tool calls were dropped on the way: nothing for the client to run
-    if isinstance(native, str) and native:
-        return native
-    return "stop"
+    return "stop"  # tool_calls with every call dropped on the way, other, or unknown
 
 
 # -- usage ---------------------------------------------------------------------------------

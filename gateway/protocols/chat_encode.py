@@ -399,7 +399,7 @@ def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool
     cfg = r.extra.get(REASONING_CONFIG)
     deepseek = "deepseek" in model.lower()
     if isinstance(cfg, dict):
-        obj = dict(cfg)
+        obj = scrub(cfg)
         if effort is not None and _effort_of(obj.get("effort")) != effort and not (
                 effort == "none" and obj.get("enabled") is False):
             obj["effort"] = effort
@@ -413,7 +413,7 @@ def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool
         body["reasoning_effort"] = "xhigh" if effort == "max" and not deepseek else effort
     thinking = r.extra.get(THINKING_CONFIG)
     if isinstance(thinking, dict):
-        body["thinking"] = thinking
+        body["thinking"] = scrub(thinking)
     elif deepseek and effort is not None:
         if effort == "none":
             body["thinking"] = {"type": "disabled"}
