@@ -11,17 +11,13 @@ import orjson
 
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
+from gateway.protocols.prepare import prepare_for_upstream
 from gateway.urp import Request
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, ExecutedRule, needs_whole_response, run_request, select
 
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
-
-try:  # written by the Chat-codec engineer; contract in the task description
-    from gateway.protocols.prepare import prepare_for_upstream
-except ImportError:  # pragma: no cover - only while that module has not landed
-    prepare_for_upstream = None
 
 
 class AttemptFailed(Exception):
@@ -78,9 +74,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     areq.model = upstream_model
     upstream_protocol = channel.protocol
     strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
-    if prepare_for_upstream is not None:
-        prepare_for_upstream(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
-                             strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
+    prepare_for_upstream(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
+                         strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
