@@ -307,7 +307,7 @@ class _Out:
     """One URP node on its way to the client: which block type it becomes, whether its block is
     open, what was already streamed, and events buffered while an earlier block is open."""
 
-    __slots__ = ("index", "kind", "header", "block", "streamed", "rkind", "buffer", "done")
+    __slots__ = ("index", "kind", "header", "block", "streamed", "rkind", "buffer", "done", "parked")
 
     def __init__(self, index: int, kind: str, header: Node) -> None:
         self.index = index
@@ -318,6 +318,7 @@ class _Out:
         self.rkind: str | None = None
         self.buffer: list[tuple[str, Any]] = []
         self.done = False
+        self.parked = False  # its block was closed early so a later node could stream
 
 
 def _classify(node: Node) -> str:
@@ -509,6 +510,41 @@ class StreamEncoder:
         return node
 
     # -- public API
+    def _visible(self, out: _Out, event: NodeDelta) -> bool:
+        if not event.delta:
+            return False
+        if out.kind == "text":
+            return event.kind in (ev.TEXT, ev.REFUSAL)
+        if out.kind == "thinking":
+            return event.kind in (ev.REASONING_SUMMARY, ev.REASONING_CONTENT)
+        return out.kind == "tool" and event.kind == ev.ARGUMENTS
+
+    def _park(self, out: _Out) -> bytes:
+        data = self._stop_frame(out) if out.block is not None else b""
+        out.block = None
+        out.parked = True
+        self._active = None
+        return data
+
+    def _preempt_until(self, target: _Out) -> bytes:
+        """A queued node has visible content while an earlier text/thinking block is still open
+        (decoders such as Chat's finish every node only at the end): close the earlier block now
+        so the stream stays incremental. If the earlier node continues later it gets a new block
+        (a thinking continuation may be just its signature). Tool blocks are never split."""
+        parts: list[bytes] = []
+        while target in self._queue:
+            active = self._active
+            if active is not None:
+                if active.kind not in ("text", "thinking"):
+                    break
+                parts.append(self._park(active))
+            parts.append(self._advance())
+        return b"".join(parts)
+
+    def _requeue(self, out: _Out) -> None:
+        out.parked = False
+        self._queue.append(out)
+
     def encode(self, event: Any) -> bytes:
         if self.finished:
             return b""
@@ -519,7 +555,11 @@ class StreamEncoder:
             if out is self._active:
                 return self._delta(out, event)
             out.buffer.append(("delta", event))
-            return b""
+            if out.parked:
+                self._requeue(out)
+            if self._visible(out, event):
+                return self._preempt_until(out)
+            return self._advance()
         if isinstance(event, NodeStart):
             head = b"" if self.started else self._message_start(None)
             out = _Out(event.index, _classify(event.node), event.node)
@@ -536,6 +576,10 @@ class StreamEncoder:
             out = self._outs.get(event.index)
             if out is None or out.kind == "skip" or out.done:
                 return b""
+            if out.parked:
+                out.buffer.append(("done", event.node))
+                self._requeue(out)
+                return self._advance()
             return self._node_done(out, event.node)
         if isinstance(event, ResponseStart):
             return b"" if self.started else self._message_start(event)
@@ -548,6 +592,10 @@ class StreamEncoder:
     def _terminal(self, done: ResponseDone) -> bytes:
         parts: list[bytes] = [] if self.started else [self._message_start(None)]
         output = done.output
+        for out in sorted(self._outs.values(), key=lambda o: o.index):
+            if out.parked and not out.done:
+                out.buffer.append(("done", self._fallback(out, output)))
+                self._requeue(out)
         while self._active is not None or self._queue:
             if self._active is None:
                 parts.append(self._advance())

@@ -88,35 +88,49 @@ def same_family_stream() -> bytes:
     return encode_all(decode_all(sse(upstream_events())))
 
 
-def cross_family_events() -> list:
-    """Events shaped like a Chat upstream decoder's: nodes interleave and all NodeDones come at
-    the end. Reasoning arrives as plaintext content."""
+def cross_family_events(*, interleaved: bool = False) -> list:
+    """Events shaped like a Chat upstream decoder's: every NodeDone comes only at the end.
+    ``interleaved`` additionally mixes deltas of different nodes (reasoning after text, text
+    after a tool call)."""
     tool_a = ToolCallNode(call_id="call_a", name="get_weather")
     tool_b = ToolCallNode(call_id="call_b", name="get_time")
+    if interleaved:
+        body = [
+            NodeStart(index=0, node=ReasoningNode(content="")),
+            NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="Plan: "),
+            NodeStart(index=1, node=TextNode(role="assistant")),
+            NodeDelta(index=1, kind=ev.TEXT, delta="Hel"),
+            NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="call tools."),
+            NodeStart(index=2, node=tool_a),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"city\":"),
+            NodeDelta(index=1, kind=ev.TEXT, delta="lo"),
+            NodeStart(index=3, node=tool_b),
+            NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{\"tz\":\"UTC\"}"),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="\"Paris\"}"),
+        ]
+    else:
+        body = [
+            NodeStart(index=0, node=ReasoningNode(content="")),
+            NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="Plan: "),
+            NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="call tools."),
+            NodeStart(index=1, node=TextNode(role="assistant")),
+            NodeDelta(index=1, kind=ev.TEXT, delta="Hel"),
+            NodeDelta(index=1, kind=ev.TEXT, delta="lo"),
+            NodeStart(index=2, node=tool_a),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"city\":"),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="\"Paris\"}"),
+            NodeStart(index=3, node=tool_b),
+            NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{\"tz\":\"UTC\"}"),
+        ]
+    output = [ReasoningNode(content="Plan: call tools."), TextNode(role="assistant", content="Hello"),
+              ToolCallNode(call_id="call_a", name="get_weather", arguments="{\"city\":\"Paris\"}"),
+              ToolCallNode(call_id="call_b", name="get_time", arguments="{\"tz\":\"UTC\"}")]
     return [
         ResponseStart(id="chatcmpl-1", model="gpt-x"),
-        NodeStart(index=0, node=ReasoningNode(content="")),
-        NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="Plan: "),
-        NodeStart(index=1, node=TextNode(role="assistant")),
-        NodeDelta(index=1, kind=ev.TEXT, delta="Hel"),
-        NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="call tools."),
-        NodeStart(index=2, node=tool_a),
-        NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"city\":"),
-        NodeDelta(index=1, kind=ev.TEXT, delta="lo"),
-        NodeStart(index=3, node=tool_b),
-        NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{\"tz\":\"UTC\"}"),
-        NodeDelta(index=2, kind=ev.ARGUMENTS, delta="\"Paris\"}"),
-        NodeDone(index=0, node=ReasoningNode(content="Plan: call tools.")),
-        NodeDone(index=1, node=TextNode(role="assistant", content="Hello")),
-        NodeDone(index=2, node=ToolCallNode(call_id="call_a", name="get_weather", arguments="{\"city\":\"Paris\"}")),
-        NodeDone(index=3, node=ToolCallNode(call_id="call_b", name="get_time", arguments="{\"tz\":\"UTC\"}")),
-        ResponseDone(
-            output=[ReasoningNode(content="Plan: call tools."), TextNode(role="assistant", content="Hello"),
-                    ToolCallNode(call_id="call_a", name="get_weather", arguments="{\"city\":\"Paris\"}"),
-                    ToolCallNode(call_id="call_b", name="get_time", arguments="{\"tz\":\"UTC\"}")],
-            finish_reason="tool_calls",
-            usage=Usage(input_tokens=50, output_tokens=20, cache_read_tokens=30),
-        ),
+        *body,
+        *[NodeDone(index=i, node=n) for i, n in enumerate(output)],
+        ResponseDone(output=output, finish_reason="tool_calls",
+                     usage=Usage(input_tokens=50, output_tokens=20, cache_read_tokens=30)),
     ]
 
 
@@ -242,19 +256,49 @@ def test_same_family_stream_passes_lifecycle_and_keeps_content():
                               "cache_read_input_tokens": 100}
 
 
-def test_cross_family_interleaved_nodes_are_serialised_one_block_at_a_time():
-    events = check_messages_stream(encode_all(cross_family_events(), source="chat_completion"))
-    blocks = blocks_of(events)
-    assert blocks == [
+def test_cross_family_stream_is_incremental_although_nodes_finish_at_the_end():
+    enc = messages.StreamEncoder(EncodeContext(model="claude-logical", source_protocol="chat_completion"))
+    events = cross_family_events()
+    sent = [enc.encode(e) for e in events]
+    # the text is on the wire as soon as it arrives, not when the reasoning node finishes at the end
+    text_pos = next(i for i, e in enumerate(events) if isinstance(e, NodeDelta) and e.kind == ev.TEXT)
+    assert b'"text_delta","text":"Hel"' in sent[text_pos]
+    parsed = check_messages_stream(b"".join(sent) + enc.close())
+    assert blocks_of(parsed) == [
         {"type": "thinking", "thinking": "Plan: call tools.", "signature": ""},
         {"type": "text", "text": "Hello"},
         {"type": "tool_use", "id": "call_a", "name": "get_weather", "input": {"city": "Paris"}},
         {"type": "tool_use", "id": "call_b", "name": "get_time", "input": {"tz": "UTC"}},
     ]
-    delta = [p for n, p in events if n == "message_delta"][0]
+    delta = [p for n, p in parsed if n == "message_delta"][0]
     assert delta["delta"]["stop_reason"] == "tool_use"
     # Anthropic wire input_tokens exclude the cache reads
     assert delta["usage"]["input_tokens"] == 20 and delta["usage"]["cache_read_input_tokens"] == 30
+
+
+def test_interleaved_nodes_become_sequential_blocks_without_losing_content():
+    parsed = check_messages_stream(encode_all(cross_family_events(interleaved=True), source="chat_completion"))
+    blocks = blocks_of(parsed)
+    assert "".join(b["thinking"] for b in blocks if b["type"] == "thinking") == "Plan: call tools."
+    assert "".join(b["text"] for b in blocks if b["type"] == "text") == "Hello"
+    tools = [(b["id"], b["input"]) for b in blocks if b["type"] == "tool_use"]
+    assert tools == [("call_a", {"city": "Paris"}), ("call_b", {"tz": "UTC"})]  # tool blocks are never split
+
+
+def test_thinking_signature_after_early_close_gets_its_own_block():
+    evs = [
+        NodeStart(index=0, node=ReasoningNode()),
+        NodeDelta(index=0, kind=ev.REASONING_SUMMARY, delta="think"),
+        NodeStart(index=1, node=TextNode(role="assistant")),
+        NodeDelta(index=1, kind=ev.TEXT, delta="answer"),
+        NodeDone(index=0, node=ReasoningNode(summary="think", encrypted="SIG")),
+        NodeDone(index=1, node=TextNode(role="assistant", content="answer")),
+        ResponseDone(output=[], finish_reason="stop"),
+    ]
+    blocks = blocks_of(check_messages_stream(encode_all(evs, source="responses")))
+    assert blocks == [{"type": "thinking", "thinking": "think", "signature": ""},
+                      {"type": "text", "text": "answer"},
+                      {"type": "thinking", "thinking": "", "signature": "SIG"}]
 
 
 def test_empty_and_custom_nodes_leave_no_block_or_index_gap():
