@@ -62,6 +62,12 @@ def short_id(*parts: str, n: int = 24) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
 
 
+def signature_for(reasoning: str) -> str:
+    """The opaque payload (signature / encrypted content) the mock attaches to this reasoning text,
+    so tests can check it comes back unchanged on a replay."""
+    return base64.b64encode(b"mock-signature:" + hashlib.sha256(reasoning.encode()).digest()).decode()
+
+
 def value_for_schema(schema: Any, name: str) -> Any:
     """A small deterministic value that satisfies a (simple) JSON schema."""
     if not isinstance(schema, dict):
@@ -145,8 +151,7 @@ def plan_turn(inbound: Inbound, scripted: dict[str, Any] | None = None) -> Turn:
     if scripted is None and (inbound.reasoning_requested or "think" in inbound.last_user_text.lower()):
         turn.reasoning = f"Thinking about: {inbound.last_user_text[:60]}"
     if turn.reasoning:
-        digest = hashlib.sha256(turn.reasoning.encode()).digest()
-        turn.reasoning_signature = base64.b64encode(b"mock-signature:" + digest).decode()
+        turn.reasoning_signature = signature_for(turn.reasoning)
         turn.reasoning_tokens = estimate_tokens(len(turn.reasoning))
     visible = len(turn.text) + sum(len(c.name) + len(c.arguments) for c in turn.tool_calls)
     turn.input_tokens = estimate_tokens(inbound.input_chars)

@@ -38,6 +38,8 @@ class TurnResult:
     output_tokens: int = 0
     finish: str = ""
     model: str = ""
+    reasoning_text: str = ""  # readable reasoning (summary or raw) as the client sees it
+    reasoning_opaque: list[str] = field(default_factory=list)  # signatures / encrypted payloads
     raw: Any = None
 
 
@@ -86,6 +88,9 @@ class ChatConversation(Conversation):
                                 output_tokens=completion.usage.completion_tokens)
             for call in message.tool_calls or []:
                 result.tool_calls.append(ToolCallSeen(call.id, call.function.name, json.loads(call.function.arguments)))
+            extra = message.model_extra or {}
+            details = list(extra.get("reasoning_details") or [])
+            _read_chat_reasoning(result, details, extra)
         else:
             chunks = list(self.client.chat.completions.create(
                 model=self.model, messages=self.history, stream=True, stream_options={"include_usage": True},
@@ -93,6 +98,8 @@ class ChatConversation(Conversation):
             result = TurnResult(raw=chunks, model=chunks[0].model)
             calls: dict[int, dict[str, str]] = {}
             finishes = []
+            details = []
+            scalars: dict[str, str] = {}
             for chunk in chunks:
                 if chunk.usage is not None:
                     result.input_tokens = chunk.usage.prompt_tokens
@@ -103,6 +110,11 @@ class ChatConversation(Conversation):
                 if choice.finish_reason:
                     finishes.append(choice.finish_reason)
                 result.text += choice.delta.content or ""
+                delta_extra = choice.delta.model_extra or {}
+                details.extend(delta_extra.get("reasoning_details") or [])
+                for key in ("reasoning", "reasoning_content"):
+                    if isinstance(delta_extra.get(key), str):
+                        scalars[key] = scalars.get(key, "") + delta_extra[key]
                 for tc in choice.delta.tool_calls or []:
                     slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
                     slot["id"] = tc.id or slot["id"]
@@ -113,7 +125,11 @@ class ChatConversation(Conversation):
             result.finish = finishes[0]
             result.tool_calls = [ToolCallSeen(c["id"], c["name"], json.loads(c["arguments"]))
                                  for _, c in sorted(calls.items())]
+            _read_chat_reasoning(result, details, scalars)
+            details = _merge_stream_details(details)
         assistant: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+        if details:
+            assistant["reasoning_details"] = details  # OpenRouter-style replay of reasoning
         if result.tool_calls:
             assistant["tool_calls"] = [{"id": c.call_id, "type": "function", "function": {
                 "name": c.name, "arguments": json.dumps(c.arguments)}} for c in result.tool_calls]
@@ -128,6 +144,38 @@ class ChatConversation(Conversation):
         for call_id, output in results.items():
             self.history.append({"role": "tool", "tool_call_id": call_id, "content": output})
         return self._send()
+
+
+def _read_chat_reasoning(result: TurnResult, details: list[dict[str, Any]], scalars: dict[str, Any]) -> None:
+    """Chat carries reasoning as OpenRouter ``reasoning_details`` (text / summary / encrypted
+    entries), or as a scalar ``reasoning`` / ``reasoning_content``."""
+    for entry in details:
+        kind = entry.get("type")
+        if kind == "reasoning.encrypted" and entry.get("data"):
+            result.reasoning_opaque.append(entry["data"])
+        elif kind in ("reasoning.text", "reasoning.summary"):
+            result.reasoning_text += entry.get("text") or entry.get("summary") or ""
+            if entry.get("signature"):
+                result.reasoning_opaque.append(entry["signature"])
+    if not result.reasoning_text:
+        result.reasoning_text = scalars.get("reasoning") or scalars.get("reasoning_content") or ""
+
+
+def _merge_stream_details(fragments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold streamed ``reasoning_details`` fragments into whole entries (same type and index)."""
+    merged: list[dict[str, Any]] = []
+    for fragment in fragments:
+        last = merged[-1] if merged else None
+        if (last is not None and last.get("type") == fragment.get("type")
+                and last.get("index") == fragment.get("index") and fragment.get("type") != "reasoning.encrypted"):
+            for key in ("text", "summary"):
+                if isinstance(fragment.get(key), str):
+                    last[key] = last.get(key, "") + fragment[key]
+            if fragment.get("signature"):
+                last["signature"] = fragment["signature"]
+        else:
+            merged.append(dict(fragment))
+    return merged
 
 
 # -- OpenAI Responses ----------------------------------------------------------------------------------
@@ -165,6 +213,12 @@ class ResponsesConversation(Conversation):
                                      "arguments": item.arguments})
             elif item.type == "message":
                 self.history.append({"role": "assistant", "content": result.text})
+            elif item.type == "reasoning":
+                result.reasoning_text += "".join(part.text for part in item.summary or [])
+                result.reasoning_text += "".join(part.text for part in item.content or [])
+                if item.encrypted_content:
+                    result.reasoning_opaque.append(item.encrypted_content)
+                self.history.append(item.model_dump(exclude_none=True))
         return result
 
     def ask(self, text: str) -> TurnResult:
@@ -211,6 +265,14 @@ class MessagesConversation(Conversation):
             elif block.type == "tool_use":
                 result.tool_calls.append(ToolCallSeen(block.id, block.name, block.input))
                 content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
+            elif block.type == "thinking":
+                result.reasoning_text += block.thinking
+                if block.signature:
+                    result.reasoning_opaque.append(block.signature)
+                content.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
+            elif block.type == "redacted_thinking":
+                result.reasoning_opaque.append(block.data)
+                content.append({"type": "redacted_thinking", "data": block.data})
         self.history.append({"role": "assistant", "content": content})
         return result
 
