@@ -143,3 +143,41 @@ def test_messages_query_string_and_request_id_header(gateway, mock_upstream, pat
     assert response.status_code == 200, response.text
     assert response.headers["request-id"] == response.headers["x-request-id"]
     assert response.json()["content"][0]["text"] == "Echo: hey"
+
+
+def test_breaker_state_is_shared_between_workers_through_redis(gateway_factory, mock_upstream):
+    import redis
+
+    url = "redis://127.0.0.1:6379/13"
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        client.ping()
+    except redis.RedisError:
+        pytest.skip("Redis is not reachable")
+    for name in client.scan_iter("gateway:breaker:*"):
+        client.delete(name)
+    mock_upstream.reset()
+    env = {"REDIS_URL": url, "GATEWAY_BREAKER_COOLDOWN_SECONDS": "30"}
+    worker_a, worker_b = gateway_factory(env), gateway_factory(env)
+    make_route("chat_completion", "shared", mock_upstream.base_url("chat_completion", "status=500"), priority=0)
+    make_route("chat_completion", "shared", mock_upstream.base_url("chat_completion"), priority=1)
+    _, secret = make_key()
+    worker_a.wait_config()
+    worker_b.wait_config()
+    for _ in range(3):
+        assert ask(worker_a, secret, "shared").status_code == 200
+    assert upstream_hits(mock_upstream, "status=500") == 3  # worker A opened the circuit
+    deadline = time.monotonic() + 10
+    while not client.hget("gateway:breaker:open", str(_channel_id(mock_upstream))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # worker B pulls the shared map every 0.5 s
+    assert ask(worker_b, secret, "shared").status_code == 200
+    assert upstream_hits(mock_upstream, "status=500") == 3  # worker B skipped it without a failure of its own
+    for name in client.scan_iter("gateway:breaker:*"):
+        client.delete(name)
+
+
+def _channel_id(mock_upstream) -> int:
+    from providers.models import Channel
+
+    return Channel.objects.get(base_url=mock_upstream.base_url("chat_completion", "status=500")).id
