@@ -108,21 +108,33 @@ def test_provider_chain_editor(page, live_server, admin_user):
     second.refresh_from_db()
     assert second.models == ["o*"]  # untouched fields survive the round trip
 
-    # An invalid value: the server's error appears next to the generated field that caused it.
-    row = rule_rows(page).nth(2)
+    # An invalid value (plus a move): the server's error appears next to the generated field
+    # that caused it, and the re-shown chain keeps the order that was on screen.
+    row = page.locator("#" + rule_rows(page).nth(2).get_attribute("id"))  # stays on this rule when moved
     assert row.locator("select.transform-picker").input_value() == "prompt_inject_system"
+    row.locator("button.rule-up").click()
     row.locator(".sc-field[data-path=content] textarea").fill("")
     assert row.locator(".sc-field[data-path=content] .sc-errors li.client").count() == 1  # live hint
     page.click("input[name=_continue]")
     page.wait_for_selector(".errornote")
-    row = rule_rows(page).nth(2)
+    row = rule_rows(page).nth(1)
+    assert row.locator("select.transform-picker").input_value() == "prompt_inject_system"
     server_error = row.locator(".sc-field[data-path=content] .sc-errors li.server")
     assert server_error.count() == 1
     assert "empty" in server_error.inner_text() or "short" in server_error.inner_text()
     row.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "admin-rules-error.png"), full_page=True)
     injected.refresh_from_db()
-    assert injected.config["content"] == "Answer in French."  # nothing saved
+    assert injected.config["content"] == "Answer in French." and injected.position == 2  # nothing saved
+
+    # Fix it and save: the move is kept.
+    row.locator(".sc-field[data-path=content] textarea").fill("Réponds en français.")
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist .success")
+    order = list(TransformRule.objects.filter(provider=provider).order_by("position").values_list("pk", flat=True))
+    assert order == [second.pk, injected.pk, first.pk]
+    injected.refresh_from_db()
+    assert injected.config == {"content": "Réponds en français.", "position": "prepend"}
     assert page.js_errors == []
 
 

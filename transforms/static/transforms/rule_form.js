@@ -651,6 +651,18 @@
   function initChain(chain) {
     if (chain.dataset.ready) return;
     chain.dataset.ready = "1";
+    // A form re-shown after a validation error lists rows in submission order; show them in
+    // position order (what was on screen when saving). Blank rows go last.
+    const list = rows(chain);
+    const key = (r) => { const p = r.querySelector("input[name$='-position']"); return inUse(r) && p ? Number(p.value) || 0 : Infinity; };
+    const sorted = list.slice().sort((a, b) => key(a) - key(b));
+    if (sorted.some((r, i) => r !== list[i])) {
+      const anchor = chain.querySelector(".inline-related.empty-form");
+      for (const row of sorted) {
+        if (anchor) anchor.before(row);
+        else list[list.length - 1].parentNode.append(row);
+      }
+    }
     for (const row of rows(chain)) addMoveButtons(chain, row);
     const form = chain.closest("form");
     if (form) {
