@@ -276,6 +276,10 @@ def encode_tool(tool: ToolDef, same: bool) -> dict[str, Any] | None:
             out["parameters"] = tool.parameters
         if tool.strict is not None:
             out["strict"] = tool.strict
+        elif not same:
+            # Chat and Messages tools are non-strict unless asked; Responses would otherwise try
+            # strict validation on its own, changing what the client's schema means.
+            out["strict"] = False
     elif kind == "custom":
         out = {"type": "custom", "name": tool.name}
         if tool.description is not None:

@@ -288,7 +288,7 @@ def test_cross_protocol_encode_groups_and_promotes_instructions():
              "arguments": "{\"city\":\"Paris\"}"},
             {"type": "function_call_output", "call_id": "toolu_1", "output": "sunny"},
         ],
-        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": False}],
         "tool_choice": {"type": "function", "name": "get_weather"},
         "reasoning": {"effort": "xhigh"},
         "max_output_tokens": 50,
