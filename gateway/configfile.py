@@ -21,7 +21,8 @@ Loading rules (also in the README):
   models by ``model``). An entry describes the whole object: a field it leaves out takes the
   model's default, except secrets: a channel's ``api_key`` and an API key's ``key`` are kept when
   left out (so a dump without secrets reloads cleanly). A new channel needs ``api_key``; a new
-  API key without ``key`` gets a generated secret, reported once.
+  API key without ``key`` (or ``key_hash`` from a ``--include-secrets`` dump) gets a generated
+  secret, reported once.
 - Chains (a provider's or key's ``transforms``, ``global_transforms``) are ordered and unnamed:
   when the key is present the stored chain is replaced by the file's; when absent it is left alone.
 - ``settings``, when present, describes the whole GlobalSettings row (omitted fields: defaults).
@@ -36,6 +37,7 @@ Loading rules (also in the README):
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -49,12 +51,13 @@ from django.db import models as dj_models
 from django.db import transaction
 
 from gateway.models import GlobalSettings
-from keys.models import ApiKey
+from keys.models import PREFIX_LEN, ApiKey
 from providers.models import Channel, ChannelModel, Provider
 from transforms.models import TransformRule
 from transforms.registry import canonical_id
 
 MIN_SECRET_LEN = 12
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ConfigError(Exception):
@@ -143,7 +146,8 @@ RULE_FIELDS = {
     "models": (_LIST, True, False), "config": (_DICT, True, False),
 }
 API_KEY_FIELDS = {
-    "name": (_STR, False, True), "key": (_STR, True, False), "enabled": (_BOOL, False, False),
+    "name": (_STR, False, True), "key": (_STR, True, False), "key_hash": (_STR, True, False),
+    "key_prefix": (_STR, True, False), "enabled": (_BOOL, False, False),
     "expires_at": (_DATETIME, True, False), "allowed_models": (_LIST, True, False),
     "model_redirects": (_LIST, True, False), "capture": (_STR, False, False), "owner": (_STR, True, False),
     "transforms": (_LIST, False, False),
@@ -301,6 +305,14 @@ def check_structure(data: Any) -> list[str]:
         secret = k.get("key")
         if isinstance(secret, str) and (len(secret) < MIN_SECRET_LEN or secret != secret.strip() or " " in secret):
             errs.add(f"{kpath}.key", f"must be at least {MIN_SECRET_LEN} characters without spaces")
+        key_hash = k.get("key_hash")
+        if key_hash is not None:
+            if secret:
+                errs.add(f"{kpath}.key_hash", "give either key or key_hash, not both")
+            elif not _HEX64.match(key_hash):
+                errs.add(f"{kpath}.key_hash", "must be 64 lowercase hex characters (as written by dumpconfig)")
+        elif k.get("key_prefix") is not None:
+            errs.add(f"{kpath}.key_prefix", "only meaningful together with key_hash")
         _check_rules(k.get("transforms") or [], f"{kpath}.transforms", errs)
     _check_unique(keys, "name", "api_keys", errs)
     if isinstance(data.get("settings"), dict):
@@ -480,6 +492,13 @@ class _Applier:
                         self.errs.add(f"{path}.key", "this secret already belongs to another API key")
                         continue
                     obj.set_secret(secret)
+            elif entry.get("key_hash"):
+                if obj.key_hash != entry["key_hash"]:
+                    if ApiKey.objects.filter(key_hash=entry["key_hash"]).exclude(pk=obj.pk).exists():
+                        self.errs.add(f"{path}.key_hash", "this hash already belongs to another API key")
+                        continue
+                    obj.key_hash = entry["key_hash"]
+                    obj.prefix = (entry.get("key_prefix") or "")[:PREFIX_LEN]
             elif obj.pk is None:
                 generated = obj.set_secret()
             if not self.clean_save(obj, path, aliases, kind="api_keys", label=name):
@@ -550,8 +569,12 @@ def _nondefault(obj: dj_models.Model, names: list[str]) -> dict[str, Any]:
 
 
 def dump(*, include_secrets: bool = False) -> dict[str, Any]:
-    """The stored configuration in the file format. Upstream channel keys only with
-    ``include_secrets``; client API key secrets never (only their hashes are stored)."""
+    """The stored configuration in the file format.
+
+    With ``include_secrets``: upstream channel keys in clear, and each client key's stored hash
+    and prefix (``key_hash``, ``key_prefix``), so a backup restores working client keys on an
+    instance with the same ``GATEWAY_SECRETS_KEY`` (the hash is keyed by it). Client secrets
+    themselves are never available: only their hashes are stored."""
     rules = list(TransformRule.objects.order_by("position", "id"))
     by_provider: dict[int, list[TransformRule]] = {}
     by_key: dict[int, list[TransformRule]] = {}
@@ -596,6 +619,9 @@ def dump(*, include_secrets: bool = False) -> dict[str, Any]:
     keys = []
     for k in ApiKey.objects.select_related("owner").order_by("name", "id"):
         kitem: dict[str, Any] = {"name": k.name}
+        if include_secrets:
+            kitem["key_hash"] = k.key_hash
+            kitem["key_prefix"] = k.prefix
         if not k.enabled:
             kitem["enabled"] = False
         if k.expires_at is not None:

@@ -76,7 +76,9 @@ class ApiKey(models.Model):
     def set_secret(self, secret: str | None = None) -> str:
         """Store a new secret (generated unless given) and return it: it is shown only once."""
         secret = secret or generate_secret()
-        self.prefix = secret[:PREFIX_LEN]
+        # Never more than half of the secret: a short fixed key (sk-demo-0001) must not be
+        # displayed whole as its own "prefix".
+        self.prefix = secret[:min(PREFIX_LEN, len(secret) // 2)]
         self.key_hash = crypto.hash_api_key(secret)
         return secret
 

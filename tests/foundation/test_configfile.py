@@ -105,15 +105,24 @@ def test_dump_with_secrets_rebuilds_a_fresh_database():
     _load(EXAMPLE)
     full = dump(include_secrets=True)
     assert {c["api_key"] for p in full["providers"] for c in p["channels"]} == {"sk-up", "sk-up-2", "sk-ant"}
+    assert "sk-demo-0001" not in yaml.safe_dump(full)  # client secrets exist only as hashes
     for model in (Provider, ApiKey, TransformRule):
         model.objects.all().delete()
     report = load(full)
-    assert set(report.generated_secrets) == {"demo", "generated"}  # client secrets are never dumped
-    rest = dump(include_secrets=True)
-    for doc in (full, rest):
-        for k in doc["api_keys"]:
-            k.pop("key", None)
-    assert rest == full
+    assert report.generated_secrets == {}  # restored from key_hash: the same secrets keep working
+    assert dump(include_secrets=True) == full
+    assert ApiKey.objects.get(name="demo").key_hash == crypto.hash_api_key("sk-demo-0001")
+    assert ApiKey.objects.get(name="demo").prefix == "sk-dem"  # at most half of a short secret
+
+
+def test_key_hash_errors():
+    assert _errors({"api_keys": [{"name": "a", "key_hash": "xyz"}]})[0].startswith("api_keys[0].key_hash: must be 64")
+    errs = _errors({"api_keys": [{"name": "a", "key": "sk-aaaa-000001", "key_hash": "0" * 64}]})
+    assert errs[0].startswith("api_keys[0].key_hash: give either")
+    assert _errors({"api_keys": [{"name": "a", "key_prefix": "sk-"}]})[0].startswith("api_keys[0].key_prefix:")
+    load({"api_keys": [{"name": "a", "key_hash": "0" * 64}]})
+    errs = _errors({"api_keys": [{"name": "b", "key_hash": "0" * 64}]})
+    assert errs[0].startswith("api_keys[0].key_hash: this hash already belongs")
 
 
 def test_reload_updates_and_resets_omitted_fields():

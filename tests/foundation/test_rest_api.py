@@ -160,6 +160,7 @@ def test_api_key_secret_returned_once(api):
 def test_api_key_fixed_secret_and_errors(api):
     r = api.post("/api/api-keys/", {"name": "fixed", "key": "sk-fixed-000001"}, format="json")
     assert r.status_code == 201 and r.json()["secret"] == "sk-fixed-000001"
+    assert "sk-fixed-000001" not in api.get("/api/api-keys/").content.decode()  # prefix is at most half
     r = api.post("/api/api-keys/", {"name": "again", "key": "sk-fixed-000001"}, format="json")
     assert r.status_code == 400 and "key" in r.json()
     r = api.post("/api/api-keys/", {"name": "short", "key": "sk-1"}, format="json")
