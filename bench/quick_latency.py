@@ -61,6 +61,21 @@ def timed(client: httpx.Client, path: str, body: dict, headers: dict, n: int) ->
     return out
 
 
+def timed_stream(client: httpx.Client, path: str, body: dict, headers: dict, n: int) -> tuple[list[float], list[float]]:
+    """(time to first byte, time to the end) of streamed requests, in ms."""
+    first, total = [], []
+    for _ in range(n):
+        t = time.perf_counter()
+        with client.stream("POST", path, json={**body, "stream": True}, headers=headers) as r:
+            it = r.iter_raw()
+            next(it)
+            first.append((time.perf_counter() - t) * 1000)
+            for _chunk in it:
+                pass
+        total.append((time.perf_counter() - t) * 1000)
+    return first, total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=500)
@@ -118,6 +133,12 @@ def main() -> None:
         print(f"gateway p50 {percentile(g, .5):7.3f} ms  p99 {percentile(g, .99):7.3f} ms  mean {statistics.mean(g):.3f}")
         print(f"added   p50 {percentile(g, .5) - percentile(d, .5):7.3f} ms  p99 {percentile(g, .99) - percentile(d, .99):7.3f} ms")
         print(f"x-gateway-overhead-ms p50 {percentile(overhead, .5):.3f}  p99 {percentile(overhead, .99):.3f}")
+        n = max(50, args.requests // 5)
+        df, dt = timed_stream(direct, "/v1/chat/completions", body, up_headers, n)
+        gf, gt = timed_stream(via, "/v1/chat/completions", body, gw_headers, n)
+        print(f"stream ({n}): first byte added p50 {percentile(gf, .5) - percentile(df, .5):.3f} ms, "
+              f"whole stream added p50 {percentile(gt, .5) - percentile(dt, .5):.3f} ms "
+              f"p99 {percentile(gt, .99) - percentile(dt, .99):.3f} ms")
     finally:
         for p in procs:
             p.terminate()

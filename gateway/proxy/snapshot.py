@@ -298,7 +298,9 @@ class SnapshotHolder:
     def _flush_last_used(self) -> None:
         if not self._last_used:
             return
-        ids, self._last_used = self._last_used, set()
+        pending, self._last_used = self._last_used, set()
+        # One C-level copy (atomic under the GIL): the event loop may still add to ``pending``.
+        ids = list(pending)
         try:
             from django.utils import timezone
 
