@@ -508,6 +508,7 @@ class StreamEncoder:
         self._created = 0
         self._template: dict[str, Any] | None = None
         self._items: list[_Item] = []
+        self._by_id: dict[str, _Item] = {}
         self._targets: dict[int, Any] = {}  # URP index -> _Pending | (_Item, _Part | None)
         self._msg: _Item | None = None  # the message item new text may still join
         self._synthetic = -1
@@ -544,6 +545,7 @@ class StreamEncoder:
         buf = self._seal_msg()
         it = _Item(len(self._items), item_id, kind, head)
         self._items.append(it)
+        self._by_id[item_id] = it
         buf += self._frame("response.output_item.added", {"output_index": it.oi, "item": dict(head)})
         return it, buf
 
@@ -752,12 +754,28 @@ class StreamEncoder:
         if t is ev.StreamError:
             return buf + self._failed(event.code or "upstream_error", event.message)
         if t is ev.ProviderControl:
-            data = event.data
-            if (self.same and event.protocol == PROTOCOL and isinstance(data, dict)
-                    and "output_index" not in data and not event.event_name.startswith("response.output")):
-                return buf + self._frame(event.event_name, {k: v for k, v in data.items()
-                                                            if k not in ("type", "sequence_number")})
+            return buf + self._control(event)
         return buf
+
+    def _control(self, event: ev.ProviderControl) -> bytes:
+        """Replay a same-protocol native event (e.g. ``response.web_search_call.searching``) with
+        our own coordinates; events about items we did not announce (or already closed) are
+        dropped so the lifecycle stays valid."""
+        data = event.data
+        if not (self.same and event.protocol == PROTOCOL and isinstance(data, dict)):
+            return b""
+        name = event.event_name
+        if name.startswith(("response.output_item.", "response.content_part.", "response.created",
+                            "response.in_progress", "response.completed", "response.failed",
+                            "response.incomplete")) or name == "error":
+            return b""
+        payload = {k: v for k, v in data.items() if k not in ("type", "sequence_number")}
+        if "output_index" in payload or "item_id" in payload:
+            it = self._by_id.get(payload.get("item_id"))
+            if it is None or it.final is not None:
+                return b""
+            payload["output_index"] = it.oi
+        return self._frame(name, payload)
 
     def _node_start(self, idx: int, node: Node) -> bytes:
         t = type(node)

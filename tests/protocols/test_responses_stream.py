@@ -328,3 +328,42 @@ def test_checker_rejects_broken_streams():
         check_responses_stream(good.replace(b"data: [DONE]\n\n", b""))
     with pytest.raises(AssertionError):
         check_responses_stream(good.replace(b'"sequence_number":5', b'"sequence_number":6', 1))
+
+
+def test_same_protocol_native_items_and_their_events_are_replayed():
+    ws_added = {"id": "ws_1", "type": "web_search_call", "status": "in_progress"}
+    ws_done = {"id": "ws_1", "type": "web_search_call", "status": "completed",
+               "action": {"type": "search", "query": "paris weather"}}
+    msg = {"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+           "content": [{"type": "output_text", "text": "Sunny", "annotations": []}]}
+    upstream = [
+        {"type": "response.created", "response": _resp("in_progress")},
+        {"type": "response.output_item.added", "output_index": 0, "item": ws_added},
+        {"type": "response.web_search_call.in_progress", "output_index": 0, "item_id": "ws_1"},
+        {"type": "response.web_search_call.searching", "output_index": 0, "item_id": "ws_1"},
+        {"type": "response.output_item.done", "output_index": 0, "item": ws_done},
+        {"type": "response.web_search_call.completed", "output_index": 0, "item_id": "ws_1"},  # after done
+        {"type": "response.output_item.added", "output_index": 1, "item": {**msg, "content": []}},
+        {"type": "response.output_text.delta", "output_index": 1, "item_id": "msg_1", "content_index": 0,
+         "delta": "Sunny"},
+        {"type": "response.output_item.done", "output_index": 1, "item": msg},
+        {"type": "response.completed", "response": _resp("completed", [ws_done, msg])},
+    ]
+    parsed = check_responses_stream(encode_events(decode_bytes(sse(upstream))))
+    types = [e["type"] for e in parsed]
+    assert "response.web_search_call.searching" in types
+    assert "response.web_search_call.completed" not in types  # its item was already closed
+    out = parsed[-1]["response"]["output"]
+    assert out[0] == ws_done and out[1]["content"][0]["text"] == "Sunny"
+
+
+def test_foreign_provider_items_are_not_streamed_to_responses_clients():
+    from gateway.urp.nodes import ProviderItemNode
+
+    node = ProviderItemNode(origin_protocol="messages", item_type="server_tool_use", body={"type": "server_tool_use"})
+    text = TextNode(role="assistant", content="ok")
+    events = [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=0, node=node), ev.NodeDone(index=0, node=node),
+              ev.NodeStart(index=1, node=TextNode(role="assistant")), ev.NodeDelta(index=1, kind=ev.TEXT, delta="ok"),
+              ev.NodeDone(index=1, node=text), ev.ResponseDone(output=[node, text], finish_reason="stop")]
+    parsed = check_responses_stream(encode_events(events, source="messages"))
+    assert [i["type"] for i in parsed[-1]["response"]["output"]] == ["message"]
