@@ -51,6 +51,7 @@ from .chat_common import (
     encode_usage,
     finish_to_wire,
 )
+from .chat_decode import normalise_effort, reasoning_from_detail
 
 PART_TYPE = "_gw_chat_part_type"
 _AUDIO_FORMATS = {"wav": "wav", "x-wav": "wav", "wave": "wav", "mp3": "mp3", "mpeg": "mp3"}
@@ -169,6 +170,13 @@ def reasoning_entries(node: ReasoningNode, start: int) -> list[dict[str, Any]]:
     return out
 
 
+def raw_detail_matches(node: ReasoningNode, raw: dict[str, Any]) -> bool:
+    """True while the node still says what its raw ``reasoning_details`` entry says, so the raw
+    entry can be replayed exactly; a transform that rewrote the node wins over the raw entry."""
+    ref = reasoning_from_detail(raw)
+    return (ref.content, ref.summary, ref.encrypted) == (node.content, node.summary, node.encrypted)
+
+
 class _Message:
     """An assistant/user/system/developer message being assembled."""
 
@@ -191,11 +199,11 @@ class _Message:
 
     def add_reasoning(self, node: ReasoningNode) -> None:
         raw = node.extra.get(REASONING_DETAIL)
-        if isinstance(raw, dict):
+        if isinstance(raw, dict) and raw_detail_matches(node, raw):
             self.details.append(scrub(raw))
             return
         surface = node.extra.get(REASONING_SURFACE)
-        if surface in ("reasoning", "reasoning_content"):
+        if surface in ("reasoning", "reasoning_content") and not node.summary and node.encrypted in (None, ""):
             self.scalars[surface] = self.scalars.get(surface, "") + (node.content or "")
             return
         self.details.extend(reasoning_entries(node, len(self.details)))
@@ -380,10 +388,7 @@ def encode_response_format(rf) -> dict[str, Any]:
 
 # -- request ------------------------------------------------------------------------------
 
-def _effort_of(value: Any) -> str | None:
-    from .chat_decode import normalise_effort
-
-    return normalise_effort(value)
+_effort_of = normalise_effort
 
 
 def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool) -> None:

@@ -269,3 +269,16 @@ def test_upstream_path_headers_and_error_body():
     assert cc.error_body(400, "invalid_request_error", "bad", param="n") == {
         "error": {"message": "bad", "type": "invalid_request_error", "param": "n", "code": "invalid_request_error"}}
     assert cc.error_body(502, "upstream_error", "x")["error"]["type"] == "api_error"
+
+
+def test_a_transform_that_rewrites_reasoning_wins_over_the_raw_entry():
+    body = {"model": "m", "messages": [
+        {"role": "assistant", "content": "a", "reasoning_details": [
+            {"type": "reasoning.text", "text": "secret plan", "signature": "S", "index": 0, "format": "f"}]},
+        {"role": "user", "content": "b"}]}
+    req = cc.decode_request(body)
+    node = next(n for n in req.input if isinstance(n, ReasoningNode))
+    node.encrypted = None  # e.g. an encrypted-reasoning strip rule
+    out = cc.encode_request(req, SAME)
+    assert out["messages"][0]["reasoning_details"] == [
+        {"type": "reasoning.text", "text": "secret plan", "format": "f", "index": 0}]
