@@ -3,6 +3,22 @@
 The work lives in ``chat_decode`` (wire -> URP), ``chat_encode`` (URP -> wire) and
 ``chat_stream`` (SSE both ways); this module is the contract surface the proxy and the other
 codecs import (see ``gateway/protocols/__init__.py``).
+
+Where the reference implementation has a quirk a user would not want, this codec does what a
+user expects instead:
+
+- An unknown message role is a 400 naming the field (the reference silently treats it as user).
+- A URP finish reason ``other`` becomes the native Chat reason when one was kept, else ``stop``
+  (the reference sends ``error``, which SDK enums do not know).
+- ``stream_options`` is dropped from non-stream upstream requests (OpenAI rejects it there);
+  ``stream=true`` always forces ``include_usage=true``.
+- Effort ``max`` becomes ``xhigh`` for non-DeepSeek Chat upstreams (the highest OpenAI value).
+- Unknown parts inside a tool message become ProviderItemNodes (replayed to Chat only) rather
+  than text holding their JSON: nothing is ever stringified into prompt text.
+- Another family's node, envelope and top-level response extras are not replayed into Chat
+  responses; same-Chat hops replay everything.
+- A raw ``reasoning_details`` entry is replayed only while the node still matches it, so a
+  transform that rewrote the reasoning is not silently undone.
 """
 
 from __future__ import annotations
