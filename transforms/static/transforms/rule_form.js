@@ -383,7 +383,16 @@
       for (const [k, v] of collect()) if (k !== "" && v !== UNSET) out[k] = v;
       return out;
     };
-    const check = () => problems(schema, get(), path, required);
+    const check = () => {
+      const out = problems(schema, get(), path, required);
+      const seen = new Set();
+      for (const [k] of collect()) {
+        if (k !== "" && seen.has(k)) out.push([path, "Key " + JSON.stringify(k) + " appears twice; the last one wins."]);
+        seen.add(k);
+      }
+      for (const [, ed] of editors) out.push(...ed.check());
+      return out;
+    };
     return { el, get, check };
   }
 
