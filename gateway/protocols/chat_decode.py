@@ -59,7 +59,7 @@ from .errors import ProtocolError, UpstreamProtocolError
 _REQUEST_KEYS = frozenset({
     "model", "messages", "stream", "temperature", "top_p", "max_completion_tokens", "max_tokens",
     "reasoning_effort", "reasoning", "thinking", "tools", "tool_choice", "parallel_tool_calls", "stop",
-    "verbosity", "response_format", "user",
+    "verbosity", "response_format", "user", "functions", "function_call",
 })
 _MESSAGE_KEYS = frozenset({
     "role", "content", "tool_calls", "tool_call_id", "refusal", "reasoning_details", "reasoning",
@@ -464,6 +464,16 @@ def decode_request(body: dict) -> Request:
         if not isinstance(tools, list):
             raise ProtocolError("'tools' must be an array", param="tools")
         req.tools = [decode_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
+    functions = body.get("functions")
+    if functions is not None:  # deprecated: function tools marked legacy for a same-Chat replay
+        if not isinstance(functions, list):
+            raise ProtocolError("'functions' must be an array", param="functions")
+        legacy = []
+        for i, fn in enumerate(functions):
+            tool = decode_tool({"type": "function", "function": fn}, f"functions[{i}]")
+            tool.extra[LEGACY_FUNCTION] = True
+            legacy.append(tool)
+        req.tools = (req.tools or []) + legacy
     choice = body.get("tool_choice")
     if choice is not None:
         if isinstance(choice, str):
@@ -472,6 +482,16 @@ def decode_request(body: dict) -> Request:
             req.tool_choice = accept_extra(choice, ())
         else:
             raise ProtocolError("'tool_choice' must be a string or an object", param="tool_choice")
+    fc = body.get("function_call")
+    if fc is not None:
+        if choice is None and isinstance(fc, str):
+            req.tool_choice = fc
+            extra[LEGACY_FUNCTION] = True
+        elif choice is None and isinstance(fc, dict) and isinstance(fc.get("name"), str):
+            req.tool_choice = {"type": "function", "function": {"name": fc["name"]}}
+            extra[LEGACY_FUNCTION] = True
+        else:
+            extra["function_call"] = fc
     ptc = body.get("parallel_tool_calls")
     if ptc is not None:
         if not isinstance(ptc, bool):

@@ -446,11 +446,21 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         body["max_tokens" if use_max_tokens else "max_completion_tokens"] = req.max_output_tokens
     _encode_reasoning(req, body, model, same)
     if req.tools is not None:
-        tools = [t for t in (encode_tool(t) for t in req.tools) if t is not None]
-        if tools or same:
+        legacy = [t for t in req.tools if same and t.extra.get(LEGACY_FUNCTION)]
+        tools = [e for e in (encode_tool(t) for t in req.tools if not (same and t.extra.get(LEGACY_FUNCTION)))
+                 if e is not None]
+        if tools or (same and not req.tools):
             body["tools"] = tools
-    if req.tool_choice is not None and "tools" in body:
-        body["tool_choice"] = req.tool_choice if isinstance(req.tool_choice, str) else scrub(req.tool_choice)
+        if legacy:
+            body["functions"] = [e["function"] for e in (encode_tool(t) for t in legacy) if e is not None]
+    if req.tool_choice is not None:
+        choice = req.tool_choice if isinstance(req.tool_choice, str) else scrub(req.tool_choice)
+        if same and req.extra.get(LEGACY_FUNCTION) and "functions" in body:
+            if isinstance(choice, dict):
+                choice = {"name": (choice.get("function") or {}).get("name")}
+            body["function_call"] = choice
+        elif "tools" in body:
+            body["tool_choice"] = choice
     if req.parallel_tool_calls is not None:
         body["parallel_tool_calls"] = req.parallel_tool_calls
     if req.stop is not None:

@@ -112,6 +112,10 @@ def test_representative_request_round_trips_losslessly():
         {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}, "content": None},
         {"role": "function", "name": "f", "content": "out"},
         {"role": "user", "content": "y"}]},
+    {"model": "m", "functions": [{"name": "f", "parameters": {"type": "object"}}], "function_call": {"name": "f"},
+     "messages": [{"role": "user", "content": "a"}]},
+    {"model": "m", "functions": [{"name": "f"}], "tools": [{"type": "function", "function": {"name": "g"}}],
+     "function_call": "auto", "messages": [{"role": "user", "content": "a"}]},
 ])
 def test_more_shapes_round_trip(body):
     assert roundtrip(copy.deepcopy(body)) == body
@@ -282,3 +286,13 @@ def test_a_transform_that_rewrites_reasoning_wins_over_the_raw_entry():
     out = cc.encode_request(req, SAME)
     assert out["messages"][0]["reasoning_details"] == [
         {"type": "reasoning.text", "text": "secret plan", "format": "f", "index": 0}]
+
+
+def test_legacy_functions_become_ordinary_tools_cross_protocol():
+    req = cc.decode_request({"model": "m", "functions": [{"name": "f", "parameters": {"type": "object"}}],
+                             "function_call": {"name": "f"}, "messages": [{"role": "user", "content": "a"}]})
+    assert [t.name for t in req.tools] == ["f"] and req.tool_choice == {"type": "function", "function": {"name": "f"}}
+    out = cc.encode_request(req, CROSS)
+    assert out["tools"] == [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    assert out["tool_choice"] == {"type": "function", "function": {"name": "f"}}
+    assert "functions" not in out and "function_call" not in out
