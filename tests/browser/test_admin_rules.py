@@ -22,13 +22,14 @@ pytestmark = [
     pytest.mark.timeout(180),
 ]
 
-# Playwright's sync API runs its own event loop; Django's async-unsafe guard must not trip on it.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 
 @pytest.fixture
-def page(live_server):
+def page(live_server, monkeypatch):
     from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
+    # still synchronous, so Django's async-unsafe guard is lifted for these tests only.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
