@@ -260,3 +260,13 @@ def test_openrouter_error_metadata_fallbacks():
     assert (err.code, err.error_type, err.message) == ("overloaded", "server_error", "Provider returned error")
     chunks = check_chat_stream(encode_events([err], source_protocol="chat_completion"))
     assert chunks[-1]["error"]["code"] == "overloaded" and chunks[-1]["error"]["type"] == "server_error"
+
+
+def test_encoder_is_incremental():
+    enc = cc.StreamEncoder(EncodeContext(model="m"))
+    assert b'"role":"assistant"' in enc.encode(ev.ResponseStart(id="r", model="m"))
+    assert enc.encode(ev.NodeStart(index=0, node=TextNode(role="assistant"))) == b""
+    assert b'"content":"Hel"' in enc.encode(ev.NodeDelta(index=0, kind=ev.TEXT, delta="Hel"))
+    head = enc.encode(ev.NodeStart(index=1, node=ToolCallNode(call_id="c", name="f")))
+    assert b'"id":"c"' in head and b'"name":"f"' in head
+    assert b'"arguments":"{}"' in enc.encode(ev.NodeDelta(index=1, kind=ev.ARGUMENTS, delta="{}"))
