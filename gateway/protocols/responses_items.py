@@ -50,6 +50,9 @@ M_INSTR = "_gw_rsp_instr"  # node derived from ``instructions``
 M_BODY = "_gw_rsp_body"  # raw native item an ImageNode was decoded from (image_generation_call)
 FILE_ID_ORIGIN = "_gw_file_id_origin"  # "openai" for Chat/Responses file ids
 DOWNSTREAM_ONLY = "_gw_reasoning_downstream_only"  # reasoning shown to a client, never replayed upstream
+# Reasoning summary parts are joined with a blank line in URP (each OpenAI part is a "**Title**\n\nbody"
+# paragraph; joining them without a separator, as the reference does, runs titles into sentences).
+SUMMARY_SEP = "\n\n"
 
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "phase", "status"})
@@ -227,7 +230,7 @@ def _decode_output(item: dict[str, Any], path: str, tool_type: str) -> ToolResul
                           content=content, tool_type=tool_type, extra=extra)
 
 
-def _joined(parts: Any, kind: str, path: str) -> str | None:
+def _joined(parts: Any, kind: str, path: str, sep: str = "") -> str | None:
     if parts is None:
         return None
     if not isinstance(parts, list):
@@ -237,7 +240,7 @@ def _joined(parts: Any, kind: str, path: str) -> str | None:
         if not isinstance(p, dict) or not isinstance(p.get("text"), str):
             raise ProtocolError(f"'{kind}' entries need a string 'text'", param=f"{path}.{kind}[{i}].text")
         texts.append(p["text"])
-    return "".join(texts)
+    return sep.join(texts)
 
 
 def _decode_reasoning(item: dict[str, Any], path: str) -> ReasoningNode:
@@ -245,7 +248,7 @@ def _decode_reasoning(item: dict[str, Any], path: str) -> ReasoningNode:
     summary = item.get("summary")
     content = item.get("content")
     node = ReasoningNode(id=_opt_str(item, "id", path), extra=extra,
-                         summary=_joined(summary, "summary", path) or None,
+                         summary=_joined(summary, "summary", path, SUMMARY_SEP) or None,
                          content=_joined(content, "content", path))
     if summary is not None:
         extra[M_SUMMARY] = scrub(summary)
@@ -368,10 +371,10 @@ def _is_part_node(node: Node) -> bool:
     return t is ProviderItemNode and M_IS_PART in node.extra
 
 
-def _reasoning_parts(raw: Any, text: str | None, ptype: str) -> list[dict[str, Any]]:
+def _reasoning_parts(raw: Any, text: str | None, ptype: str, sep: str = "") -> list[dict[str, Any]]:
     """Replay the raw part list when the joined text is unchanged (keeps part boundaries)."""
     if isinstance(raw, list):
-        if "".join(p.get("text", "") for p in raw if isinstance(p, dict)) == (text or ""):
+        if sep.join(p.get("text", "") for p in raw if isinstance(p, dict)) == (text or ""):
             return raw
     return [{"type": ptype, "text": text}] if text else []
 
@@ -391,7 +394,7 @@ def encode_reasoning(node: ReasoningNode, same: bool, output: bool) -> dict[str,
         item["id"] = node.id
     elif output:
         item["id"] = new_id("rs_")
-    item["summary"] = _reasoning_parts(node.extra.get(M_SUMMARY), node.summary, "summary_text")
+    item["summary"] = _reasoning_parts(node.extra.get(M_SUMMARY), node.summary, "summary_text", SUMMARY_SEP)
     if node.content is not None or M_CONTENT in node.extra:
         item["content"] = _reasoning_parts(node.extra.get(M_CONTENT), node.content, "reasoning_text")
     if node.encrypted is not None:

@@ -40,7 +40,7 @@ from gateway.urp.nodes import (
 
 from .base import EncodeContext
 from .errors import ProtocolError
-from .responses_items import M_IS_PART, M_ITEM, M_SUMMARY, PROTOCOL, decode_item, new_id, scrub
+from .responses_items import M_IS_PART, M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item, new_id, scrub
 from .responses_response import (
     X_OBJECT,
     X_STATUS,
@@ -54,6 +54,7 @@ from .responses_response import (
 )
 
 X_START = "_gw_rsp_start"  # ResponseStart.extra: the upstream start object minus output/usage
+E_SUMMARY_SEP = "_gw_rsp_summary_sep"  # NodeDelta.extra: this delta is the separator between summary parts
 
 _TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.cancelled"})
 _MAX_VALUES = 64
@@ -94,7 +95,7 @@ def _template(obj: Any) -> dict[str, Any] | None:
 class _Slot:
     """One upstream output item under reconstruction."""
 
-    __slots__ = ("kind", "item", "node", "parts", "done", "encrypted")
+    __slots__ = ("kind", "item", "node", "parts", "done", "encrypted", "sidx")
 
     def __init__(self, kind: str, item: dict[str, Any]) -> None:
         self.kind = kind  # message | reasoning | call | provider
@@ -103,6 +104,7 @@ class _Slot:
         self.parts: dict[int, int] = {}  # content_index -> URP index (message items)
         self.done = False
         self.encrypted: Any = None
+        self.sidx: int | None = None  # last reasoning summary_index seen
 
 
 def _kind(item_type: Any) -> str:
@@ -370,8 +372,17 @@ class StreamDecoder:
                 if slot.node is None:
                     slot.node = self._start_node(out, self._header(slot.item))
                     self._streamed.add("reasoning")
-                kind = ev.REASONING_SUMMARY if "summary" in etype else ev.REASONING_CONTENT
-                self._delta(out, slot.node, kind, p.get("delta"))
+                if "summary" in etype:
+                    si = p.get("summary_index") if isinstance(p.get("summary_index"), int) else 0
+                    if slot.sidx is not None and si != slot.sidx and p.get("delta"):
+                        # A new summary part: the URP summary joins parts with a blank line.
+                        self._emit(out, ev.NodeDelta(index=slot.node, kind=ev.REASONING_SUMMARY,
+                                                     delta=SUMMARY_SEP, extra={E_SUMMARY_SEP: True}))
+                    if p.get("delta"):
+                        slot.sidx = si
+                    self._delta(out, slot.node, ev.REASONING_SUMMARY, p.get("delta"))
+                else:
+                    self._delta(out, slot.node, ev.REASONING_CONTENT, p.get("delta"))
             return
         if etype in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
             slot = self._slot(p, "custom_tool_call" if "custom" in etype else "function_call")
@@ -466,7 +477,7 @@ class _Item:
     """One wire output item the encoder has announced with ``output_item.added``."""
 
     __slots__ = ("oi", "id", "kind", "head", "parts", "sealed", "final", "role", "phase", "src_id",
-                 "summary", "summary_open", "content", "content_open", "args")
+                 "summary", "summary_open", "summary_sep", "parts_text", "content", "content_open", "args")
 
     def __init__(self, oi: int, item_id: str, kind: str, head: dict[str, Any]) -> None:
         self.oi = oi
@@ -479,8 +490,10 @@ class _Item:
         self.role = "assistant"
         self.phase: str | None = None
         self.src_id: str | None = None
-        self.summary = ""
+        self.summary = ""  # the whole URP summary seen so far (parts joined by SUMMARY_SEP)
         self.summary_open = False
+        self.summary_sep = False
+        self.parts_text: list[str] = []  # wire summary parts
         self.content = ""
         self.content_open = False
         self.args = ""
@@ -644,17 +657,34 @@ class StreamEncoder:
         head = {"id": self._item_id(node, "rs_"), "type": "reasoning", "summary": []}
         return self._new_item("reasoning", head["id"], head)
 
-    def _reasoning_delta(self, it: _Item, kind: str, delta: str) -> bytes:
+    def _summary_frames_close(self, it: _Item) -> bytes:
+        """Close the open summary part."""
+        it.summary_open = False
+        base = {"item_id": it.id, "output_index": it.oi, "summary_index": len(it.parts_text) - 1}
+        text = it.parts_text[-1]
+        return (self._frame("response.reasoning_summary_text.done", {**base, "text": text})
+                + self._frame("response.reasoning_summary_part.done",
+                              {**base, "part": {"type": "summary_text", "text": text}}))
+
+    def _reasoning_delta(self, it: _Item, kind: str, delta: str, sep: bool = False) -> bytes:
         base = {"item_id": it.id, "output_index": it.oi}
         buf = b""
         if kind == ev.REASONING_SUMMARY:
+            it.summary += delta
+            if sep:
+                # Boundary between upstream summary parts: close this part; the next delta opens one.
+                it.summary_sep = True
+                return self._summary_frames_close(it) if it.summary_open else b""
             if not it.summary_open:
                 it.summary_open = True
+                it.summary_sep = False
+                it.parts_text.append("")
                 buf += self._frame("response.reasoning_summary_part.added",
-                                   {**base, "summary_index": 0, "part": {"type": "summary_text", "text": ""}})
-            it.summary += delta
+                                   {**base, "summary_index": len(it.parts_text) - 1,
+                                    "part": {"type": "summary_text", "text": ""}})
+            it.parts_text[-1] += delta
             return buf + self._frame("response.reasoning_summary_text.delta",
-                                     {**base, "summary_index": 0, "delta": delta})
+                                     {**base, "summary_index": len(it.parts_text) - 1, "delta": delta})
         if not it.content_open:
             it.content_open = True
             buf += self._frame("response.content_part.added",
@@ -666,25 +696,31 @@ class StreamEncoder:
         buf = b""
         summary = node.summary if node is not None and node.summary is not None else it.summary
         content = node.content if node is not None and node.content is not None else it.content
-        if summary and not it.summary_open:
-            buf += self._reasoning_delta(it, ev.REASONING_SUMMARY, summary)
-        elif it.summary_open and summary != it.summary and summary.startswith(it.summary):
+        raw = node.extra.get(M_SUMMARY) if node is not None and self.same else None
+        if not it.summary and summary and isinstance(raw, list) and all(
+                isinstance(x, dict) and isinstance(x.get("text"), str) for x in raw) and SUMMARY_SEP.join(
+                x["text"] for x in raw) == summary:
+            # Never streamed (buffered or completion-only): replay the upstream's part layout.
+            for i, x in enumerate(raw):
+                if i:
+                    buf += self._reasoning_delta(it, ev.REASONING_SUMMARY, SUMMARY_SEP, sep=True)
+                buf += self._reasoning_delta(it, ev.REASONING_SUMMARY, x["text"])
+        elif summary != it.summary and summary.startswith(it.summary):
             buf += self._reasoning_delta(it, ev.REASONING_SUMMARY, summary[len(it.summary):])
-        if content and not it.content_open:
-            buf += self._reasoning_delta(it, ev.REASONING_CONTENT, content)
-        elif it.content_open and content != it.content and content.startswith(it.content):
+        if content != it.content and content.startswith(it.content):
             buf += self._reasoning_delta(it, ev.REASONING_CONTENT, content[len(it.content):])
         base = {"item_id": it.id, "output_index": it.oi}
         if it.summary_open:
-            buf += self._frame("response.reasoning_summary_text.done", {**base, "summary_index": 0, "text": summary})
-            buf += self._frame("response.reasoning_summary_part.done",
-                               {**base, "summary_index": 0, "part": {"type": "summary_text", "text": summary}})
+            buf += self._summary_frames_close(it)
         if it.content_open:
-            buf += self._frame("response.reasoning_text.done", {**base, "content_index": 0, "text": content})
+            buf += self._frame("response.reasoning_text.done", {**base, "content_index": 0, "text": it.content})
             buf += self._frame("response.content_part.done",
-                               {**base, "content_index": 0, "part": {"type": "reasoning_text", "text": content}})
-        item: dict[str, Any] = {"id": it.id, "type": "reasoning",
-                                "summary": [{"type": "summary_text", "text": summary}] if summary else []}
+                               {**base, "content_index": 0, "part": {"type": "reasoning_text", "text": it.content}})
+        if summary == it.summary:
+            parts = [{"type": "summary_text", "text": t} for t in it.parts_text]
+        else:  # a transform rewrote the summary: the final item carries its text
+            parts = [{"type": "summary_text", "text": summary}] if summary else []
+        item: dict[str, Any] = {"id": it.id, "type": "reasoning", "summary": parts}
         if content:
             item["content"] = [{"type": "reasoning_text", "text": content}]
         if node is not None and node.encrypted is not None:
@@ -746,7 +782,7 @@ class StreamEncoder:
         if t is ev.NodeStart:
             return buf + self._node_start(event.index, event.node)
         if t is ev.NodeDelta:
-            return buf + self._node_delta(event.index, event.kind, event.delta)
+            return buf + self._node_delta(event.index, event.kind, event.delta, event.extra)
         if t is ev.NodeDone:
             return buf + self._node_done(event.index, event.node)
         if t is ev.ResponseDone:
@@ -807,7 +843,7 @@ class StreamEncoder:
         self._targets[idx] = (m, p)
         return buf
 
-    def _node_delta(self, idx: int, kind: str, delta: str) -> bytes:
+    def _node_delta(self, idx: int, kind: str, delta: str, extra: dict[str, Any]) -> bytes:
         target = self._targets.get(idx)
         if target is None or not delta:
             return b""
@@ -824,7 +860,7 @@ class StreamEncoder:
             return buf + self._text_delta(it, part, delta)
         if it.kind == "reasoning":
             if kind in (ev.REASONING_SUMMARY, ev.REASONING_CONTENT):
-                buf += self._reasoning_delta(it, kind, delta)
+                buf += self._reasoning_delta(it, kind, delta, bool(extra) and E_SUMMARY_SEP in extra)
             return buf
         if it.kind in ("function_call", "custom_tool_call") and kind == ev.ARGUMENTS:
             return buf + self._call_delta(it, delta)

@@ -131,7 +131,7 @@ def test_decoded_nodes_and_controls():
     assert isinstance(user[5], ProviderItemNode) and user[5].item_type == "input_audio_future"
 
     reasoning = next(n for n in nodes if isinstance(n, ReasoningNode))
-    assert reasoning.id == "rs_1" and reasoning.summary == "**Plan**do it"
+    assert reasoning.id == "rs_1" and reasoning.summary == "**Plan**\n\ndo it"
     assert reasoning.content == "raw cot" and reasoning.encrypted == "gAAA=="
 
     calls = [n for n in nodes if isinstance(n, ToolCallNode)]

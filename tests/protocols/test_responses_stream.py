@@ -367,3 +367,46 @@ def test_foreign_provider_items_are_not_streamed_to_responses_clients():
               ev.NodeDone(index=1, node=text), ev.ResponseDone(output=[node, text], finish_reason="stop")]
     parsed = check_responses_stream(encode_events(events, source="messages"))
     assert [i["type"] for i in parsed[-1]["response"]["output"]] == ["message"]
+
+
+def _two_part_reasoning_stream() -> list[dict]:
+    rs_done = {"id": "rs_9", "type": "reasoning", "summary": [{"type": "summary_text", "text": "**One**"},
+                                                              {"type": "summary_text", "text": "**Two**"}]}
+    base = {"item_id": "rs_9", "output_index": 0}
+    return [
+        {"type": "response.created", "response": _resp("in_progress")},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**rs_done, "summary": []}},
+        {"type": "response.reasoning_summary_part.added", **base, "summary_index": 0,
+         "part": {"type": "summary_text", "text": ""}},
+        {"type": "response.reasoning_summary_text.delta", **base, "summary_index": 0, "delta": "**One**"},
+        {"type": "response.reasoning_summary_part.done", **base, "summary_index": 0,
+         "part": {"type": "summary_text", "text": "**One**"}},
+        {"type": "response.reasoning_summary_part.added", **base, "summary_index": 1,
+         "part": {"type": "summary_text", "text": ""}},
+        {"type": "response.reasoning_summary_text.delta", **base, "summary_index": 1, "delta": "**Two**"},
+        {"type": "response.output_item.done", "output_index": 0, "item": rs_done},
+        {"type": "response.completed", "response": _resp("completed", [rs_done])},
+    ]
+
+
+def test_reasoning_summary_parts_survive_same_protocol_and_join_for_others():
+    events = decode_bytes(sse(_two_part_reasoning_stream()))
+    node = events[-1].output[0]
+    assert node.summary == "**One**\n\n**Two**"  # what Chat/Messages clients see
+    parsed = check_responses_stream(encode_events(events))
+    deltas = [(e["summary_index"], e["delta"]) for e in parsed
+              if e["type"] == "response.reasoning_summary_text.delta"]
+    assert deltas == [(0, "**One**"), (1, "**Two**")]
+    assert parsed[-1]["response"]["output"][0]["summary"] == [{"type": "summary_text", "text": "**One**"},
+                                                              {"type": "summary_text", "text": "**Two**"}]
+    # buffered (ResponseDone only) same-protocol stream restores the parts too
+    parsed = check_responses_stream(encode_events([events[0], events[-1]]))
+    assert len(parsed[-1]["response"]["output"][0]["summary"]) == 2
+    # a foreign summary (no part markers) stays one part, blank lines and all
+    foreign = ReasoningNode(summary="**One**\n\n**Two**")
+    parsed = check_responses_stream(encode_events(
+        [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=0, node=ReasoningNode()),
+         ev.NodeDelta(index=0, kind=ev.REASONING_SUMMARY, delta=foreign.summary), ev.NodeDone(index=0, node=foreign),
+         ev.ResponseDone(output=[foreign], finish_reason="stop")], source="messages"))
+    assert parsed[-1]["response"]["output"][0]["summary"] == [{"type": "summary_text",
+                                                               "text": "**One**\n\n**Two**"}]
