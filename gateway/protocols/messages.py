@@ -13,6 +13,8 @@ from typing import Any
 
 from gateway.urp import (
     EnvelopeExtraNode,
+    FileNode,
+    ImageNode,
     Node,
     ProviderItemNode,
     ReasoningConfig,
@@ -418,6 +420,8 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
             elif isinstance(node, ProviderItemNode) and node.origin_protocol == PROTOCOL:
                 system.append(scrub(node.body))
             continue
+        if role == "assistant" and not same and isinstance(node, ImageNode | FileNode):
+            continue  # Anthropic accepts media only from the user (e.g. a Responses image_generation output)
         block = encode_content_block(node, extras=True, same_family=same)
         if block is not None:
             group.add(role, block, node)

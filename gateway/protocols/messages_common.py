@@ -42,6 +42,7 @@ RAW_TOOL_CHOICE = "_gw_messages_tool_choice"  # Request.extra: the exact wire to
 RAW_THINKING = "_gw_messages_thinking"  # ReasoningConfig.extra: the exact `thinking` object
 RAW_OUTPUT_CONFIG = "_gw_messages_output_config"  # Request.extra: the exact `output_config` object
 DERIVED_EFFORT = "_gw_messages_derived_effort"  # ReasoningConfig.extra: effort derived at decode
+IS_ERROR_FALSE = "_gw_messages_is_error_false"  # ToolResultNode.extra: the client wrote is_error: false
 
 SIGIL = "mz1."
 
@@ -245,7 +246,7 @@ def decode_tool_result(block: dict[str, Any], path: str) -> ToolResultNode:
         raise ProtocolError("is_error must be a boolean", param=f"{path}.is_error")
     extra = unknown(block, _TOOL_RESULT_KEYS)
     if is_error is False:
-        extra["_gw_messages_is_error_false"] = True  # explicit false survives a same-protocol hop
+        extra[IS_ERROR_FALSE] = True  # explicit false survives a same-protocol hop
     raw = block.get("content")
     content: list[Node] = []
     if "content" not in block or raw is None:
@@ -383,6 +384,9 @@ def encode_content_block(node: Node, *, extras: bool, same_family: bool,
 
 
 def encode_tool_result(node: ToolResultNode, *, extras: bool, same_family: bool) -> dict[str, Any] | None:
+    """A tool result block. One extra-free text becomes a plain string; a result without content
+    omits ``content`` (the reference sends an empty text block, which Anthropic rejects as an
+    empty text block)."""
     if node.tool_type != "function":
         return None
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": node.call_id}
@@ -409,7 +413,7 @@ def encode_tool_result(node: ToolResultNode, *, extras: bool, same_family: bool)
         block["content"] = ""
     if node.is_error:
         block["is_error"] = True
-    elif node.extra.get("_gw_messages_is_error_false"):
+    elif node.extra.get(IS_ERROR_FALSE):
         block["is_error"] = False
     return put_extra(block, node.extra) if extras else block
 

@@ -343,6 +343,12 @@ class StreamEncoder:
     a node that starts while another block is open is buffered until that block closes. Text
     and thinking blocks open on their first visible content, so nodes that end empty leave no
     block and no index gap. Signatures are written once, from the complete node, at block close.
+
+    Deliberate differences from the reference: any reasoning text (plaintext content or a
+    Responses summary, whichever streams first for that node) is shown as ``thinking_delta`` so
+    Claude-style clients see the model think whatever the upstream; and a text/thinking block is
+    closed early when a later node starts streaming (see ``_preempt_until``) instead of holding
+    that later node back until the earlier one's NodeDone, which Chat upstreams send only at EOF.
     """
 
     def __init__(self, ctx: EncodeContext) -> None:
