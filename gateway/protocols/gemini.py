@@ -88,7 +88,8 @@ def upstream_headers(api_key: str) -> dict[str, str]:
 def clean_schema(schema: Any) -> Any:
     """JSON Schema -> the OpenAPI subset Gemini's ``parameters``/``responseSchema`` accept:
     drops ``$schema``, ``$id``, ``$comment`` and ``additionalProperties`` at every level (Gemini
-    answers 400 to them), never touching property *names*."""
+    answers 400 to them) and turns ``type: [X, "null"]`` into ``type: X, nullable: true``,
+    never touching property *names*."""
     if isinstance(schema, list):
         return [clean_schema(s) for s in schema]
     if not isinstance(schema, dict):
@@ -96,6 +97,14 @@ def clean_schema(schema: Any) -> Any:
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key in _SCHEMA_DROP:
+            continue
+        if key == "type" and isinstance(value, list):
+            # JSON Schema ["string", "null"] -> OpenAPI type + nullable (Gemini takes one type)
+            kinds = [k for k in value if k != "null"]
+            if kinds:
+                out["type"] = kinds[0]
+            if "null" in value:
+                out["nullable"] = True
             continue
         if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
             out[key] = {name: clean_schema(sub) for name, sub in value.items()}

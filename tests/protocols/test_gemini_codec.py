@@ -223,3 +223,10 @@ def test_gemini3_first_function_call_of_a_turn_gets_the_documented_sentinel():
     assert body["contents"][3]["parts"][0]["thoughtSignature"] == "REAL"
     body = gemini.encode_request(req, EncodeContext(model="gemini-2.5-flash"))
     assert "thoughtSignature" not in body["contents"][1]["parts"][0]
+
+
+def test_clean_schema_nullable_types_and_property_names():
+    schema = {"type": "object", "properties": {"type": {"type": ["string", "null"]}, "$id": {"type": "integer"}},
+              "additionalProperties": False}
+    assert gemini.clean_schema(schema) == {
+        "type": "object", "properties": {"type": {"type": "string", "nullable": True}, "$id": {"type": "integer"}}}
