@@ -62,6 +62,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files for admin and viewer under the production ASGI server (the /v1 hot path never
+    # reaches Django, so this costs it nothing).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -114,6 +117,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+WHITENOISE_USE_FINDERS = True  # serve app static files even before collectstatic has run
 LOGIN_URL = "/admin/login/"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
