@@ -216,6 +216,9 @@ class MockUpstreamApp:
             for index, frame in enumerate(frames):
                 if faults.disconnect_after is not None and index >= faults.disconnect_after:
                     break
+                if faults.stall_after is not None and index >= faults.stall_after:
+                    await gone.wait()  # silent but open until the client gives up
+                    break
                 if faults.malformed_sse and index == 1:
                     frame = b'data: {"this is": not json\n\n'
                 if index and faults.frame_delay > 0:

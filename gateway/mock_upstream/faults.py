@@ -12,6 +12,7 @@ go in one segment separated by commas (``/fault/fail-times=2,fail-key=k1/v1``) o
 - ``disconnect-after``: end a stream after N frames, without its terminal event;
 - ``malformed-sse``: the second frame of a stream is not valid JSON;
 - ``hang``: accept and never answer (until the client goes away);
+- ``stall-after``: send N stream frames, then go silent without closing (mid-stream idle timeouts);
 - ``frame-delay``: seconds between stream frames (lets tests act mid-stream);
 - ``arg-chunk``: size of streamed tool-argument fragments (default: the server's setting, 3).
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 FAULT_NAMES = ("status", "fail-times", "fail-key", "delay-first-byte", "disconnect-after", "malformed-sse",
-               "hang", "frame-delay", "arg-chunk")
+               "hang", "stall-after", "frame-delay", "arg-chunk")
 
 
 @dataclass(slots=True)
@@ -34,6 +35,7 @@ class Faults:
     disconnect_after: int | None = None
     malformed_sse: bool = False
     hang: bool = False
+    stall_after: int | None = None
     frame_delay: float = 0.0
     arg_chunk: int | None = None
 
@@ -53,6 +55,8 @@ class Faults:
             self.malformed_sse = value.lower() not in ("", "0", "false", "no")
         elif name == "hang":
             self.hang = value.lower() not in ("", "0", "false", "no")
+        elif name == "stall-after":
+            self.stall_after = int(value)
         elif name == "frame-delay":
             self.frame_delay = float(value)
         elif name == "arg-chunk":

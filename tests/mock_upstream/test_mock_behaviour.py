@@ -115,6 +115,22 @@ def test_disconnect_after_ends_stream_without_terminal(http):
     assert len(frames) == 2 and "[DONE]" not in frames
 
 
+def test_stall_after_goes_silent_mid_stream(mock):
+    with httpx.Client(base_url=mock.url, timeout=httpx.Timeout(10, read=0.5)) as client:
+        frames = []
+        with pytest.raises(httpx.ReadTimeout):
+            with client.stream("POST", "/v1/responses", json={"model": "m", "input": "hi", "stream": True},
+                               headers={"x-mock-stall-after": "3"}) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: "):
+                        frames.append(orjson.loads(line[6:])["type"])
+    assert frames == ["response.created", "response.in_progress", "response.output_item.added"]
+    deadline = time.monotonic() + 10
+    while mock.stats()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert mock.stats()["in_flight"] == 0
+
+
 def test_malformed_sse_second_frame_is_not_json(http):
     response = http.post("/v1/messages", json={**CHAT, "max_tokens": 10, "stream": True},
                          headers={"x-mock-malformed-sse": "1"})
