@@ -1,10 +1,16 @@
 """What the proxy records for one captured request. Plain data: built on the request path
-without touching the ORM, handed to ``captures.sink.submit`` which persists it off the path."""
+without touching the ORM, handed to ``captures.sink.submit`` which persists it off the path.
+
+``attempts``, ``client_frames`` and every kept attempt's ``upstream_frames`` are bounded lists
+(``captures.bounds``) sharing one budget, so the proxy's plain ``append`` calls never grow a
+capture past its limits."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from captures.bounds import BoundedAttempts, BoundedFrames, Budget
 
 
 @dataclass(slots=True)
@@ -44,3 +50,15 @@ class CaptureRecord:
     usage_seen: bool = False
     error: str | None = None
     duration_ms: float | None = None
+    ttfb_ms: float | None = None  # first byte sent to the client, from the request's start
+    budget: Budget | None = None  # shared frame/attempt counters (set in __post_init__)
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            self.budget = Budget()
+        attempts = BoundedAttempts(self.budget)
+        for attempt in self.attempts:
+            attempts.append(attempt)
+        self.attempts = attempts
+        if not isinstance(self.client_frames, BoundedFrames):
+            self.client_frames = BoundedFrames(self.budget, self.client_frames)

@@ -1,10 +1,252 @@
-"""Hand-off point from the proxy to capture persistence. Replaced by the capture issue's writer."""
+"""Hand-off point from the proxy to capture persistence.
+
+``submit`` runs on the proxy's event loop after the client's response is finished. It only puts
+the record on a bounded ``queue.Queue``; one daemon writer thread per process drains it:
+
+1. build the bounded, masked dump and compress it (``captures.dump``);
+2. with ``settings.REDIS_URL``: publish ``captures.tasks.persist_capture`` (meta + base64 blob)
+   to the ``captures`` queue, for a Celery worker to insert; without Redis: insert the row
+   here (``captures.store``) and apply the size budget;
+3. when that fails (Redis unreachable, database locked) the blob is spooled to
+   ``DATA_DIR/capture-spool`` (temp file + rename) and retried every few seconds, oldest first.
+   Several processes may share the spool: a file is claimed by renaming it before delivery.
+
+Nothing here can delay or change the client's response. Every drop (queue full, spool full or
+unwritable, a record that cannot be serialized) is counted in :data:`STATS` and logged.
+
+Knobs (environment): ``GATEWAY_CAPTURE_QUEUE_MAX`` (1000 records), ``GATEWAY_CAPTURE_SPOOL_MAX_MB``
+(256), ``GATEWAY_CAPTURE_RETRY_SECONDS`` (2).
+"""
 
 from __future__ import annotations
 
+import atexit
+import base64
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+
 from captures.record import CaptureRecord
+
+log = logging.getLogger("captures")
+
+QUEUE_MAX = int(os.environ.get("GATEWAY_CAPTURE_QUEUE_MAX", "1000"))
+SPOOL_MAX_BYTES = int(float(os.environ.get("GATEWAY_CAPTURE_SPOOL_MAX_MB", "256")) * 1024 * 1024)
+RETRY_SECONDS = float(os.environ.get("GATEWAY_CAPTURE_RETRY_SECONDS", "2"))
+TASK_NAME = "captures.tasks.persist_capture"
+TASK_QUEUE = "captures"
+
+STATS: Counter[str] = Counter()  # submitted, persisted, published, spooled, retried, dropped
+_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def spool_dir() -> Path:
+    return Path(settings.DATA_DIR) / "capture-spool"
+
+
+class Writer:
+    """The per-process writer thread and its spool."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[CaptureRecord] = queue.Queue(maxsize=QUEUE_MAX)
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.busy = False
+        self._celery = None
+
+    # -- request path -------------------------------------------------------------------------
+    def submit(self, record: CaptureRecord) -> None:
+        if self.thread is None or not self.thread.is_alive():
+            self._start()
+        try:
+            self.queue.put_nowait(record)
+            STATS["submitted"] += 1
+        except queue.Full:
+            STATS["dropped"] += 1
+            log.warning("capture dropped: writer queue full (%d records); request_id=%s",
+                        QUEUE_MAX, record.request_id)
+
+    def _start(self) -> None:
+        with self.lock:
+            if self.thread is not None and self.thread.is_alive():
+                return
+            self.thread = threading.Thread(target=self._run, name="capture-writer", daemon=True)
+            self.thread.start()
+
+    # -- writer thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_retry = time.monotonic()
+        while True:
+            timeout = max(0.05, next_retry - time.monotonic()) if self._spool_pending() else None
+            try:
+                record = self.queue.get(timeout=timeout)
+            except queue.Empty:
+                record = None
+            if record is not None:
+                self.busy = True
+                try:
+                    self._handle(record)
+                except Exception:
+                    STATS["dropped"] += 1
+                    log.exception("capture dropped: could not build request_id=%s", record.request_id)
+                finally:
+                    self.busy = False
+                    self.queue.task_done()
+            if time.monotonic() >= next_retry and self._spool_pending():
+                self.busy = True
+                try:
+                    self.retry_spool()
+                finally:
+                    self.busy = False
+                next_retry = time.monotonic() + RETRY_SECONDS
+
+    def _handle(self, record: CaptureRecord) -> None:
+        from captures.dump import build, compress
+
+        data, meta = build(record)
+        blob = compress(data)
+        meta_dict = meta.as_dict()
+        if self._spool_pending():
+            # Keep the order: older spooled captures go first, this one waits behind them.
+            self.retry_spool()
+            if self._spool_pending():
+                self._spool(meta_dict, blob)
+                return
+        try:
+            self.deliver(meta_dict, blob)
+        except Exception as exc:
+            log.warning("capture delivery failed, spooling request_id=%s: %r", meta.request_id, exc)
+            self._spool(meta_dict, blob)
+
+    def deliver(self, meta: dict[str, Any], blob: bytes) -> None:
+        """Publish to Celery (with Redis) or write the row here; raises on failure."""
+        if settings.REDIS_URL:
+            app = self._celery_app()
+            app.send_task(TASK_NAME, args=[meta, base64.b64encode(blob).decode()], queue=TASK_QUEUE,
+                          retry=False)
+            STATS["published"] += 1
+            return
+        from django.db import close_old_connections, connection
+
+        from captures import retention, store
+
+        close_old_connections()
+        try:
+            store.save(meta, blob)
+        except Exception:
+            connection.close()
+            raise
+        STATS["persisted"] += 1
+        try:
+            retention.enforce_size()
+        except Exception:
+            log.warning("capture size budget pass failed", exc_info=True)
+
+    def _celery_app(self):
+        if self._celery is None:
+            from gateway.celery import app
+
+            # Fail fast instead of hanging the writer on a broker that does not answer.
+            opts = dict(app.conf.broker_transport_options or {})
+            opts.setdefault("socket_connect_timeout", 3)
+            opts.setdefault("socket_timeout", 10)
+            app.conf.broker_transport_options = opts
+            self._celery = app
+        return self._celery
+
+    # -- spool --------------------------------------------------------------------------------
+    def _spool_pending(self) -> bool:
+        d = spool_dir()
+        try:
+            return any(p.suffix == ".cap" for p in d.iterdir())
+        except FileNotFoundError:
+            return False
+
+    def _spool(self, meta: dict[str, Any], blob: bytes) -> None:
+        d = spool_dir()
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            used = sum(p.stat().st_size for p in d.iterdir() if p.is_file())
+            data = orjson.dumps(meta) + b"\n" + blob
+            if used + len(data) > SPOOL_MAX_BYTES:
+                STATS["dropped"] += 1
+                log.error("capture dropped: spool full (%d bytes); request_id=%s", used, meta.get("request_id"))
+                return
+            name = f"{time.time_ns():020d}-{os.getpid()}-{_SAFE.sub('_', str(meta.get('request_id', ''))[:40])}"
+            tmp = d / (name + ".tmp")
+            tmp.write_bytes(data)
+            tmp.rename(d / (name + ".cap"))
+            STATS["spooled"] += 1
+        except OSError:
+            STATS["dropped"] += 1
+            log.exception("capture dropped: spool not writable; request_id=%s", meta.get("request_id"))
+
+    def retry_spool(self) -> int:
+        """Deliver spooled captures oldest first; stop at the first failure. Returns how many
+        were delivered."""
+        d = spool_dir()
+        try:
+            files = sorted(p for p in d.iterdir() if p.suffix == ".cap")
+        except FileNotFoundError:
+            return 0
+        done = 0
+        for path in files:
+            claimed = path.with_suffix(f".claim{os.getpid()}")
+            try:
+                path.rename(claimed)  # another process may have claimed it
+            except FileNotFoundError:
+                continue
+            try:
+                raw = claimed.read_bytes()
+                head, _, blob = raw.partition(b"\n")
+                meta = orjson.loads(head)
+            except (OSError, orjson.JSONDecodeError):
+                STATS["dropped"] += 1
+                log.error("capture dropped: unreadable spool file %s", claimed.name)
+                claimed.unlink(missing_ok=True)
+                continue
+            try:
+                self.deliver(meta, blob)
+            except Exception as exc:
+                claimed.rename(path)
+                log.info("spooled capture still undeliverable (%r); %d waiting", exc, len(files) - done)
+                return done
+            claimed.unlink(missing_ok=True)
+            STATS["retried"] += 1
+            done += 1
+        return done
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until the queue is drained (tests, shutdown). True when it was."""
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks or self.busy:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+
+writer = Writer()
+atexit.register(writer.flush, 5.0)
 
 
 def submit(record: CaptureRecord) -> None:
     """Never blocks, never raises: persisting a capture must not touch the client's response."""
-    return None
+    try:
+        writer.submit(record)
+    except Exception:
+        STATS["dropped"] += 1
+        log.exception("capture dropped: submit failed")
+
+
+def stats() -> dict[str, int]:
+    return dict(STATS)

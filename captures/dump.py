@@ -1,0 +1,191 @@
+"""A capture record -> the bounded, masked, compact JSON dump that is stored.
+
+Every part is serialized once with orjson and the object is assembled from those bytes, so the
+size checks run on exactly the bytes that are written and nothing is re-encoded (reference
+§3.3). Over the per-capture byte budget:
+
+- oversized top-level payloads (client request, client response, client frames) are replaced by
+  a marker ``{"truncated": true, "reason": "capture_bytes", "original_bytes": N}``, biggest first;
+- an attempt that does not fit is replaced by a placeholder (identity fields, a bounded error,
+  payloads null, ``executed_chain: null``, ``truncated: {reason: "attempt_bytes", ...}``); when
+  not even the placeholder fits the attempt is dropped and counted. The reference drops trailing
+  attempts outright; keeping placeholders tells an auditor which routes were tried, which is what
+  a user reading a failover capture wants.
+
+``capture_truncation`` carries the counters: omitted attempts, frames and bytes, frames cut at
+the per-frame limit, and the retained bytes.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from captures.bounds import Budget, cut_utf8
+from captures.record import AttemptRecord, CaptureRecord
+from captures.redact import mask_secrets
+
+SCHEMA_VERSION = 1
+MAX_ID_BYTES = 256
+CHAIN_KEYS = ("scope", "transform", "phase", "rule_id")
+_RESERVE = 512  # room for capture_truncation and the closing brackets
+
+
+@dataclass(slots=True)
+class DumpMeta:
+    """What the Capture row stores next to the blob (the list never opens blobs)."""
+
+    request_id: str
+    created_at: float
+    api_key_id: int | None
+    api_key_name: str
+    client_protocol: str
+    stream: bool
+    logical_model: str
+    status: int
+    is_error: bool
+    attempt_count: int
+    raw_bytes: int
+    truncated: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def _ident(text: Any) -> str:
+    return cut_utf8(str(text or ""), MAX_ID_BYTES)
+
+
+def _chain(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Only scope, transform, phase and rule id: a rule's config may hold secrets."""
+    return [{k: e.get(k) for k in CHAIN_KEYS} for e in entries]
+
+
+def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
+    return {"attempt_number": n, "provider": _ident(a.provider), "channel": _ident(a.channel),
+            "upstream_protocol": a.upstream_protocol, "logical_model": _ident(a.logical_model),
+            "upstream_model": _ident(a.upstream_model), "started_at": a.started_at, "ttfb_ms": a.ttfb_ms,
+            "duration_ms": a.duration_ms, "upstream_status": a.upstream_status,
+            "error": cut_utf8(a.error, 4096) if a.error else None}
+
+
+def _attempt(n: int, a: AttemptRecord) -> dict[str, Any]:
+    out = _identity(n, a)
+    out.update({
+        "executed_chain": _chain(a.executed_chain),
+        "internal_request": mask_secrets(a.internal_request),
+        "upstream_request": mask_secrets(a.upstream_request),
+        "upstream_response": mask_secrets(a.upstream_response),
+        "upstream_frames": list(a.upstream_frames),
+        "response_after_chains": mask_secrets(a.response_after_chains),
+    })
+    return out
+
+
+def _placeholder(n: int, a: AttemptRecord, original: int) -> bytes:
+    out = _identity(n, a)
+    out.update({"executed_chain": None, "internal_request": None, "upstream_request": None,
+                "upstream_response": None, "upstream_frames": None, "response_after_chains": None,
+                "truncated": {"truncated": True, "reason": "attempt_bytes", "original_bytes": original}})
+    return orjson.dumps(out)
+
+
+def _marker(original: int) -> bytes:
+    return orjson.dumps({"truncated": True, "reason": "capture_bytes", "original_bytes": original})
+
+
+def _obj(parts: list[tuple[str, bytes]]) -> bytes:
+    return b"{" + b",".join(b'"' + k.encode() + b'":' + v for k, v in parts) + b"}"
+
+
+def is_error(record: CaptureRecord) -> bool:
+    status = record.client_status or 0
+    return status == 0 or status >= 400 or record.error is not None
+
+
+def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
+    """The dump's JSON bytes (within the byte budget) and the row metadata."""
+    budget = record.budget or Budget()
+    limit = budget.limits.max_bytes
+    created = datetime.fromtimestamp(record.created_at, UTC).isoformat()
+    head: list[tuple[str, bytes]] = [
+        ("version", b"%d" % SCHEMA_VERSION),
+        ("request_id", orjson.dumps(_ident(record.request_id))),
+        ("created_at", orjson.dumps(created)),
+        ("api_key_id", orjson.dumps(record.api_key_id)),
+        ("api_key_name", orjson.dumps(_ident(record.api_key_name))),
+        ("client_protocol", orjson.dumps(record.client_protocol)),
+        ("stream", orjson.dumps(bool(record.stream))),
+        ("logical_model", orjson.dumps(_ident(record.logical_model))),
+        ("status", orjson.dumps(record.client_status)),
+        ("error", orjson.dumps(cut_utf8(record.error, 4096) if record.error else None)),
+        ("duration_ms", orjson.dumps(record.duration_ms)),
+        ("ttfb_ms", orjson.dumps(record.ttfb_ms)),
+    ]
+    payloads = [
+        ["client_request", orjson.dumps(mask_secrets(record.client_request))],
+        ["client_response", orjson.dumps(mask_secrets(record.client_response))],
+        ["client_frames", orjson.dumps(list(record.client_frames))],
+    ]
+    omitted_bytes = budget.omitted_bytes
+    used = sum(len(k) + len(v) + 4 for k, v in head) + _RESERVE + 16
+    # Biggest payload first until the top level leaves room for attempt placeholders.
+    room = max(limit - used - 1024 * min(len(record.attempts), 4), limit // 4)
+    for entry in sorted(payloads, key=lambda p: len(p[1]), reverse=True):
+        total = sum(len(p[1]) for p in payloads)
+        if total <= room:
+            break
+        original = len(entry[1])
+        entry[1] = _marker(original)
+        omitted_bytes += original
+    used += sum(len(k) + len(v) + 4 for k, v in payloads)
+
+    kept: list[bytes] = []
+    omitted_attempts = budget.omitted_attempts
+    for n, a in enumerate(record.attempts, start=1):
+        data = orjson.dumps(_attempt(n, a))
+        if used + len(data) + 1 > limit:
+            omitted_bytes += len(data)
+            data = _placeholder(n, a, len(data))
+            if used + len(data) + 1 > limit:
+                omitted_attempts += 1
+                continue
+        kept.append(data)
+        used += len(data) + 1
+    attempts_bytes = b"[" + b",".join(kept) + b"]"
+
+    truncated = bool(omitted_attempts or budget.omitted_frames or omitted_bytes or budget.cut_frames)
+    body_parts = head + [(k, v) for k, v in payloads] + [("attempts", attempts_bytes)]
+    retained = sum(len(k) + len(v) + 4 for k, v in body_parts)
+    trunc = orjson.dumps({"truncated": truncated, "omitted_attempts": omitted_attempts,
+                          "omitted_frames": budget.omitted_frames, "omitted_bytes": omitted_bytes,
+                          "cut_frames": budget.cut_frames, "retained_bytes": retained})
+    data = _obj(body_parts + [("capture_truncation", trunc)])
+    meta = DumpMeta(
+        request_id=_ident(record.request_id), created_at=record.created_at, api_key_id=record.api_key_id,
+        api_key_name=_ident(record.api_key_name), client_protocol=record.client_protocol,
+        stream=bool(record.stream), logical_model=_ident(record.logical_model),
+        status=record.client_status or 0, is_error=is_error(record),
+        attempt_count=getattr(record.attempts, "seen", len(record.attempts)), raw_bytes=len(data),
+        truncated=truncated)
+    return data, meta
+
+
+def compress(data: bytes) -> bytes:
+    return zlib.compress(data, 6)
+
+
+MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+
+def decompress(blob: bytes) -> bytes:
+    """Bounded: a corrupt or hostile blob cannot expand without limit."""
+    d = zlib.decompressobj()
+    out = d.decompress(bytes(blob), MAX_DECOMPRESSED)
+    if d.unconsumed_tail:
+        raise ValueError("capture blob expands beyond the decompression bound")
+    return out

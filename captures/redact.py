@@ -1,0 +1,50 @@
+"""Defensive masking of secret-looking body fields before a capture is stored.
+
+Captures hold bodies only, never headers, so the client's key and the channel keys are out by
+construction. Clients still sometimes put credentials in a body (``api_key`` in an OpenAI-ish
+payload, a ``password`` in tool arguments given as objects): any dict key whose normalized name
+(lower case, ``-`` and ``_`` removed) is in :data:`SECRET_KEYS` has its value replaced by
+:data:`MASK`.
+
+One deliberate exception: the bare ``token`` key inside a log-probability entry (a dict that
+also has ``logprob``) is the sampled text, not a credential, and is kept — masking it would make
+captured logprobs useless.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MASK = "***"
+
+SECRET_KEYS = frozenset({
+    "apikey", "xapikey", "xgoogapikey", "authorization", "proxyauthorization", "password", "passwd",
+    "secret", "clientsecret", "secretkey", "secretaccesskey", "awssecretaccesskey", "token",
+    "accesstoken", "refreshtoken", "idtoken", "sessiontoken", "authtoken", "bearertoken", "privatekey",
+    "apisecret",
+})
+
+
+def _is_secret(key: str) -> bool:
+    return key.lower().replace("_", "").replace("-", "") in SECRET_KEYS
+
+
+def mask_secrets(value: Any) -> Any:
+    """Mask secret-looking fields in place (the record is ours once submitted) and return
+    ``value``. Strings, numbers and lists of scalars cost one type check each."""
+    if isinstance(value, dict):
+        for key in value:
+            item = value[key]
+            if isinstance(key, str) and _is_secret(key):
+                if item is None or item == "":
+                    continue
+                if key == "token" and "logprob" in value:
+                    continue
+                value[key] = MASK
+            elif isinstance(item, dict | list):
+                mask_secrets(item)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict | list):
+                mask_secrets(item)
+    return value
