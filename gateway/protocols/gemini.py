@@ -531,6 +531,7 @@ class StreamDecoder:
         index = len(self._nodes)
         self._nodes.append(node)
         header = copy(node)
+        header.extra = dict(node.extra)  # the working node keeps growing; the header must not
         if isinstance(header, ToolCallNode):
             header.arguments = ""  # a header carries no content; the arguments follow as a delta
         return [NodeStart(index=index, node=header)]

@@ -197,7 +197,9 @@ class StreamDecoder:
         self._slots[widx] = slot
         self._nodes.append(node)
         self._open.add(index)
-        out.append(NodeStart(index=index, node=copy(node)))
+        header = copy(node)
+        header.extra = dict(node.extra)  # the working node keeps growing; the header must not
+        out.append(NodeStart(index=index, node=header))
         for kind, text, mark in deltas:
             out.extend(self._apply(slot, kind, text, mark))
         return out
@@ -447,6 +449,11 @@ class StreamEncoder:
             full = node.content if isinstance(node, TextNode | RefusalNode) else out.streamed
             if full.startswith(out.streamed):
                 parts.append(self._text_delta(out, full[len(out.streamed):]))
+            citations = node.extra.get("citations") if self.extras else None
+            if out.block is not None and isinstance(citations, list) and "citations" not in out.header.extra:
+                # Upstream citations_delta events were folded into the node; replay them in the block.
+                for citation in citations:
+                    parts.append(self._delta_frame(out, {"type": "citations_delta", "citation": citation}))
         elif kind == "thinking" and isinstance(node, ReasoningNode):
             if out.rkind == ev.REASONING_SUMMARY:
                 full = node.summary or ""

@@ -393,3 +393,21 @@ def test_checker_rejects_interleaved_blocks():
     ])
     with pytest.raises(AssertionError, match="while block 0 is open"):
         check_messages_stream(bad)
+
+
+def test_same_family_citations_survive_the_stream():
+    events = [
+        upstream_events()[0],
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Paris is big."}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": {
+            "type": "web_search_result_location", "cited_text": "Paris...", "url": "https://x.test"}}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
+        {"type": "message_stop"},
+    ]
+    decoded = decode_all(sse(events))
+    assert decoded[-1].output[0].extra["citations"][0]["url"] == "https://x.test"
+    parsed = check_messages_stream(encode_all(decoded))
+    cites = [p["delta"]["citation"] for n, p in parsed if n == "content_block_delta" and p["delta"]["type"] == "citations_delta"]
+    assert cites == [{"type": "web_search_result_location", "cited_text": "Paris...", "url": "https://x.test"}]
