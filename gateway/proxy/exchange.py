@@ -109,6 +109,8 @@ class Exchange:
     async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT) -> None:
         self.status = status
         self.headers_sent = True
+        if self.capture is not None:  # capture issue: client time to first byte
+            self.capture.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
         await self.send({"type": "http.response.start", "status": status, "headers": self._headers(content_type)})
         await self.send({"type": "http.response.body", "body": body})
         self.finished = True
@@ -143,6 +145,8 @@ class Exchange:
                 self.data_sent = True
             if data:
                 if self.frames is not None:
+                    if self.capture is not None and self.capture.ttfb_ms is None:  # capture issue: client TTFB
+                        self.capture.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
                     self.frames.append(data.decode("utf-8", "replace"))
                 await self.send({"type": "http.response.body", "body": data, "more_body": True})
             self.last_write = asyncio.get_running_loop().time()

@@ -416,6 +416,7 @@ async def _stream_one(call: Call, att: Attempt, arec) -> None:
     try:
         if arec is not None:
             arec.upstream_status = resp.status
+            arec.ttfb_ms = (time.perf_counter() - t) * 1000.0  # capture issue: upstream headers arrived
         if resp.status >= 300:
             t = time.perf_counter()
             try:
