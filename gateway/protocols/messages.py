@@ -46,6 +46,7 @@ from .messages_common import (
     encode_content_block,
     encode_tool_result,
     encode_usage,
+    error_type_for,
     finish_from_wire,
     put_extra,
     scrub,
@@ -533,19 +534,6 @@ def encode_response(resp: Response, ctx: EncodeContext) -> dict:
 
 
 # -- errors and transport ----------------------------------------------------------------------
-
-_STATUS_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
-    502: "api_error", 503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error",
-}
-
-
-def error_type_for(status: int, code: str | None, error_type: str | None = None) -> str:
-    """The Anthropic ``error.type``: the upstream's type when known, else our code, else the
-    type Anthropic uses for that HTTP status."""
-    return error_type or code or _STATUS_TYPES.get(status, "api_error")
-
 
 def error_body(status: int, code: str, message: str, *, param: str | None = None,
                error_type: str | None = None) -> dict:

@@ -490,3 +490,18 @@ def stop_to_wire(finish: str | None, extra: dict[str, Any], *, has_tool_use: boo
     if isinstance(native, str) and native and finish == "other":
         return native, extra.get(STOP_SEQUENCE)
     return "end_turn", None
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+_STATUS_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
+    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+    502: "api_error", 503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error",
+}
+
+
+def error_type_for(status: int, code: str | None, error_type: str | None = None) -> str:
+    """The Anthropic ``error.type``: the upstream's type when known, else our code, else the
+    type Anthropic uses for that HTTP status."""
+    return error_type or code or _STATUS_TYPES.get(status, "api_error")

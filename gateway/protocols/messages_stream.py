@@ -40,6 +40,7 @@ from .messages_common import (
     decode_usage,
     dumps,
     encode_usage,
+    error_type_for,
     finish_from_wire,
     put_extra,
     scrub,
@@ -53,8 +54,6 @@ _SUMMARY_MARK = {THINKING_FROM_MESSAGES: True}
 
 
 def _error_type(status: int | None, code: str | None, error_type: str | None) -> str:
-    from .messages import error_type_for  # late: messages imports this module
-
     return error_type_for(status or 500, code, error_type)
 
 
