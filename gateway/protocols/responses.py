@@ -2,8 +2,9 @@
 
 Implements the codec contract of ``gateway.protocols``. The work is split by direction:
 ``responses_items`` (items <-> nodes, shared by input and output), ``responses_request``,
-``responses_response`` (object, usage, status, errors) and ``responses_stream`` (SSE decoder and
-encoder). This module is the public face the proxy imports.
+``responses_response`` (object, usage, status, errors), ``responses_stream_decode`` (upstream SSE
+-> events) and ``responses_stream_encode`` (events -> client SSE). This module is the public face
+the proxy imports.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from .responses_items import PROTOCOL
 from .responses_request import decode_request, encode_request
 from .responses_response import decode_response, encode_response, error_body
-from .responses_stream import StreamDecoder, StreamEncoder
+from .responses_stream_decode import StreamDecoder
+from .responses_stream_encode import StreamEncoder
 
 
 def upstream_path(model: str, stream: bool) -> str:
