@@ -42,6 +42,7 @@ RAW_TOOL_CHOICE = "_gw_messages_tool_choice"  # Request.extra: the exact wire to
 RAW_THINKING = "_gw_messages_thinking"  # ReasoningConfig.extra: the exact `thinking` object
 RAW_OUTPUT_CONFIG = "_gw_messages_output_config"  # Request.extra: the exact `output_config` object
 DERIVED_EFFORT = "_gw_messages_derived_effort"  # ReasoningConfig.extra: effort derived at decode
+FOREIGN_SIGNATURE = "_gw_messages_foreign_signature"  # thinking whose signature carried the mz1. sigil
 IS_ERROR_FALSE = "_gw_messages_is_error_false"  # ToolResultNode.extra: the client wrote is_error: false
 
 SIGIL = "mz1."
@@ -213,7 +214,10 @@ def decode_block(block: Any, role: str, path: str, *, in_tool_result: bool = Fal
             if not isinstance(thinking, str):
                 raise ProtocolError("thinking block needs a string `thinking`", param=f"{path}.thinking")
             rid, sig = split_signature(block.get("signature"))
-            return ReasoningNode(id=rid, summary=thinking, encrypted=sig, extra=unknown(block, _THINKING_KEYS))
+            extra = unknown(block, _THINKING_KEYS)
+            if rid is not None:
+                extra[FOREIGN_SIGNATURE] = True
+            return ReasoningNode(id=rid, summary=thinking, encrypted=sig, extra=extra)
         if btype == "redacted_thinking":
             data = block.get("data")
             if not isinstance(data, str):
@@ -366,6 +370,8 @@ def encode_content_block(node: Node, *, extras: bool, same_family: bool,
         if signature_for_client:
             sig = client_signature(node) or ""  # SDK thinking blocks always carry a signature
         else:
+            if node.extra.get(FOREIGN_SIGNATURE):
+                return None  # another provider's reasoning (Responses id sigil): not an Anthropic signature
             sig = node.encrypted if isinstance(node.encrypted, str) and node.encrypted else None
             if sig is None and not same_family:
                 return None  # Anthropic rejects unsigned thinking in history
