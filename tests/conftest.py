@@ -24,16 +24,19 @@ def mock_upstream():
 
 
 @pytest.fixture(scope="session")
-def gateway_server(django_db_setup, django_db_blocker, mock_upstream):
+def gateway_server(django_db_setup, django_db_blocker, mock_upstream, request):
     """Our production ASGI server on the test database, for the whole session (no Redis).
 
-    The body limit is lowered to 1 MiB so the 413 test does not need a 50 MiB body."""
+    The body limit is lowered to 1 MiB so the 413 test does not need a 50 MiB body. The log file
+    is kept only when some test failed."""
     from tests.servers import GatewayServer
 
     with django_db_blocker.unblock():
         server = GatewayServer({"GATEWAY_MAX_BODY_BYTES": str(1024 * 1024)}).start()
     yield server
     server.stop()
+    if not request.session.testsfailed:
+        server.log_path.unlink(missing_ok=True)
 
 
 def _print_log_on_failure(request, server, since: int) -> None:
@@ -68,3 +71,5 @@ def gateway_factory(transactional_db, django_db_blocker, request):
     for server in started:
         _print_log_on_failure(request, server, 0)
         server.stop()
+        if not getattr(getattr(request.node, "rep_call", None), "failed", False):
+            server.log_path.unlink(missing_ok=True)
