@@ -1,0 +1,81 @@
+"""Process helpers: free ports, waiting for a listener, stopping what we started, and reading
+resident memory from /proc (no psutil in the project venv)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen | None, name: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"{name} exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"{name} did not listen on {port} within {timeout:.0f}s")
+
+
+def stop(proc: subprocess.Popen | None, timeout: float = 15) -> None:
+    """SIGTERM the process we started (its own process group when it has one), then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        pgid = os.getpgid(proc.pid)
+        target = (lambda sig: os.killpg(pgid, sig)) if pgid == proc.pid else (lambda sig: proc.send_signal(sig))
+        target(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            target(signal.SIGKILL)
+            proc.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+
+
+def children(pid: int) -> list[int]:
+    """Direct children, from /proc/<pid>/task/*/children."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def worker_pids(master: int) -> list[int]:
+    """Server worker processes under a master (uvicorn --workers N spawns them with
+    multiprocessing; the resource tracker, when present, is left out)."""
+    return [c for c in children(master) if "resource_tracker" not in cmdline(c)]

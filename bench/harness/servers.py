@@ -1,0 +1,146 @@
+"""Starting the systems under test: the gateway (the production way) and LiteLLM's proxy.
+
+Gateway: a throwaway data directory with its own SQLite database (the documented single-machine
+set-up, no Redis), configured with ``manage.py loadconfig`` like an operator would, served by
+uvicorn with uvloop and httptools, ``--workers 2`` (one per core), no access log.
+
+LiteLLM: its own venv (``bench/.venv-litellm``), ``openai/``-prefixed models with ``api_base``
+pointing at the same upstreams, a master key (the gateway authenticates too), two workers, and
+the local model-cost map (no network at start-up). It gets a minimal environment: nothing of
+ours leaks into a third-party process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .procs import wait_port
+from .tools import LITELLM_VENV
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+PLAIN_KEY = "sk-bench-plain-0001"
+CAPTURE_KEY = "sk-bench-capture-0001"
+LITELLM_KEY = "sk-litellm-bench-0001"
+UPSTREAM_KEY = "sk-upstream-bench"
+
+FIVE_RULES = [
+    {"transform": "prompt_inject_system", "phase": "request", "models": ["*"],
+     "config": {"content": "Answer briefly.", "position": "append"}},
+    {"transform": "role_merge_consecutive", "phase": "request", "models": ["*"], "config": {}},
+    {"transform": "field_strip_sampling", "phase": "request", "models": ["*"],
+     "config": {"fields": ["temperature", "top_p"]}},
+    {"transform": "prompt_append_empty_user", "phase": "request", "models": ["*"], "config": {"content": " "}},
+    {"transform": "role_developer_to_system", "phase": "request", "models": ["*"], "config": {}},
+]
+
+
+@dataclass
+class Upstreams:
+    nginx_port: int
+    paced_port: int
+
+
+def _provider(name: str, protocol: str, base_url: str, transforms: list | None = None) -> dict:
+    return {"name": name, "priority": 0, "transforms": transforms or [],
+            "channels": [{"name": "main", "protocol": protocol, "base_url": base_url, "api_key": UPSTREAM_KEY,
+                          "weight": 1, "models": [{"model": name}]}]}
+
+
+def gateway_config(up: Upstreams, *, capture: bool) -> dict:
+    nginx = f"http://127.0.0.1:{up.nginx_port}/v1"
+    return {
+        "providers": [
+            _provider("bench-chat", "chat_completion", nginx),
+            _provider("bench-responses", "responses", nginx),
+            _provider("bench-messages", "messages", nginx),
+            _provider("bench-chain", "chat_completion", nginx, FIVE_RULES),
+            _provider("bench-stream", "chat_completion", f"http://127.0.0.1:{up.paced_port}/v1"),
+        ],
+        "global_transforms": [],
+        "api_keys": [
+            {"name": "bench-plain", "key": PLAIN_KEY, "capture": "off", "allowed_models": ["*"], "transforms": []},
+            {"name": "bench-capture", "key": CAPTURE_KEY, "capture": "all", "allowed_models": ["*"],
+             "transforms": []},
+        ],
+        "settings": {"capture_enabled": capture},
+    }
+
+
+class Gateway:
+    def __init__(self, workdir: Path, port: int, workers: int = 2) -> None:
+        self.workdir = workdir / "gateway-data"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port
+        self.workers = workers
+        self.proc: subprocess.Popen | None = None
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings", "GATEWAY_DATA_DIR": str(self.workdir),
+                    "DATABASE_URL": f"sqlite:///{self.workdir / 'bench.sqlite3'}",
+                    "SECRET_KEY": secrets.token_urlsafe(40), "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"}
+        for name in ("REDIS_URL", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
+            self.env.pop(name, None)
+
+    def manage(self, *args: str) -> None:
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def configure(self, up: Upstreams, *, capture: bool) -> None:
+        path = self.workdir / f"config-capture-{int(capture)}.json"
+        path.write_text(json.dumps(gateway_config(up, capture=capture), indent=1))
+        self.manage("loadconfig", str(path))
+
+    def prepare(self, up: Upstreams) -> None:
+        self.manage("migrate", "--noinput", "-v", "0")
+        self.configure(up, capture=False)
+
+    def command(self) -> list[str]:
+        return [str(Path(sys.executable).parent / "uvicorn"), "gateway.asgi:application", "--host", "127.0.0.1",
+                "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "httptools",
+                "--no-access-log", "--lifespan", "on", "--log-level", "warning"]
+
+    def start(self) -> None:
+        log = (self.workdir / "uvicorn.log").open("wb")
+        self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        wait_port(self.port, self.proc, "gateway")
+        time.sleep(2)  # both workers up and their snapshots loaded
+
+
+def litellm_config(up: Upstreams) -> dict:
+    def model(name: str, port: int) -> dict:
+        return {"model_name": name, "litellm_params": {"model": "openai/bench-model",
+                                                       "api_base": f"http://127.0.0.1:{port}/v1",
+                                                       "api_key": UPSTREAM_KEY}}
+    return {"model_list": [model("bench-chat", up.nginx_port), model("bench-stream", up.paced_port)],
+            "litellm_settings": {"drop_params": True, "telemetry": False, "json_logs": False},
+            "general_settings": {"master_key": LITELLM_KEY}}
+
+
+class LiteLLM:
+    def __init__(self, workdir: Path, port: int, workers: int = 2) -> None:
+        self.workdir = workdir / "litellm"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port
+        self.workers = workers
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, up: Upstreams) -> None:
+        cfg = self.workdir / "config.yaml"
+        cfg.write_text(json.dumps(litellm_config(up), indent=1))  # JSON is YAML
+        env = {"PATH": f"{LITELLM_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.workdir),
+               "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "LITELLM_MODE": "PRODUCTION",
+               "LITELLM_TELEMETRY": "False", "ANONYMIZED_TELEMETRY": "False", "NO_DOCS": "True"}
+        cmd = [str(LITELLM_VENV / "bin" / "litellm"), "--config", str(cfg), "--host", "127.0.0.1",
+               "--port", str(self.port), "--num_workers", str(self.workers)]
+        log = (self.workdir / "litellm.log").open("wb")
+        self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        wait_port(self.port, self.proc, "litellm", timeout=240)
+        time.sleep(3)
