@@ -148,7 +148,7 @@ def status_for(finish_reason: str | None) -> tuple[str, dict[str, Any] | None]:
 # --------------------------------------------------------------------------------------------
 
 
-def _images(nodes: list[Node]) -> list[Node]:
+def images_from_items(nodes: list[Node]) -> list[Node]:
     """``image_generation_call`` items with a result become assistant images (raw item kept)."""
     out = []
     for n in nodes:
@@ -166,7 +166,7 @@ def decode_output(items: Any) -> list[Node]:
     if not isinstance(items, list):
         raise UpstreamProtocolError("Responses 'output' is not an array")
     try:
-        return _images(decode_items(items, "output", "assistant"))
+        return images_from_items(decode_items(items, "output", "assistant"))
     except ProtocolError as exc:
         raise UpstreamProtocolError(f"malformed Responses output: {exc.message} ({exc.param})") from exc
 

@@ -23,11 +23,27 @@ import orjson
 
 from gateway.urp import events as ev
 from gateway.urp.accumulate import Accumulator
-from gateway.urp.nodes import Node, ProviderItemNode, ReasoningNode, RefusalNode, TextNode, ToolCallNode
+from gateway.urp.nodes import (
+    ImageNode,
+    MediaSource,
+    Node,
+    ProviderItemNode,
+    ReasoningNode,
+    RefusalNode,
+    TextNode,
+    ToolCallNode,
+)
 
 from .errors import ProtocolError
 from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item, new_id, scrub
-from .responses_response import X_OBJECT, X_STATUS, decode_output, decode_usage, finish_from_status
+from .responses_response import (
+    X_OBJECT,
+    X_STATUS,
+    decode_output,
+    decode_usage,
+    finish_from_status,
+    images_from_items,
+)
 
 X_START = "_gw_rsp_start"  # ResponseStart.extra: the upstream start object minus output/usage
 E_SUMMARY_SEP = "_gw_rsp_summary_sep"  # NodeDelta.extra: this delta is the separator between summary parts
@@ -90,6 +106,8 @@ def _kind(item_type: Any) -> str:
         return "reasoning"
     if item_type in ("function_call", "custom_tool_call"):
         return "call"
+    if item_type == "image_generation_call":
+        return "image"  # becomes an ImageNode (or a provider item without result) at done
     return "provider"
 
 
@@ -204,7 +222,7 @@ class StreamDecoder:
             decode_item(item, "output", "assistant", nodes)
         except ProtocolError:
             return []
-        return nodes
+        return images_from_items(nodes)
 
     def _finish_item(self, out: list[ev.Event], slot: _Slot, item: dict[str, Any]) -> None:
         """``output_item.done``: close the slot's nodes with the authoritative done item."""
@@ -226,10 +244,15 @@ class StreamDecoder:
             for idx in slot.parts.values():
                 self._done(out, idx)
             return
-        if slot.node is None:
-            slot.node = self._start_node(out, self._header(item))
-        idx = slot.node
         node = finals[0] if finals else None
+        if slot.node is None:
+            if isinstance(node, ImageNode):
+                header = ImageNode(id=node.id, role="assistant",
+                                   source=MediaSource(kind="base64", media_type=node.source.media_type))
+            else:
+                header = self._header(item)
+            slot.node = self._start_node(out, header)
+        idx = slot.node
         acc = self._acc.nodes[idx]
         if isinstance(node, ToolCallNode) and isinstance(acc, ToolCallNode):
             if not node.arguments:
@@ -293,7 +316,9 @@ class StreamDecoder:
             slot = self._slots[oi] = _Slot(_kind(item.get("type")), item)
             if isinstance(item.get("id"), str):
                 self._ids[item["id"]] = slot
-            if slot.kind != "message":
+            if slot.kind == "image":
+                self._streamed.add("image")
+            elif slot.kind != "message":
                 slot.node = self._start_node(out, self._header(item))
                 self._streamed.add(slot.kind)
                 if slot.kind == "reasoning":

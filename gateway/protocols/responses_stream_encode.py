@@ -37,7 +37,7 @@ from gateway.urp.nodes import (
 )
 
 from .base import EncodeContext
-from .responses_items import M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP, new_id, scrub
+from .responses_items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP, new_id, scrub
 from .responses_response import (
     X_OBJECT,
     client_response_id,
@@ -465,8 +465,10 @@ class StreamEncoder:
             target = self._targets.pop(idx)
         elif target is None:
             if isinstance(node, ImageNode) and node.role == "assistant" and node.source.kind == "base64":
-                head = {"id": self._item_id(node, "ig_"), "type": "image_generation_call", "status": "completed",
-                        "result": node.source.data}
+                raw = node.extra.get(M_BODY) if self.same else None
+                head = scrub(raw) if isinstance(raw, dict) and raw.get("id") else {
+                    "id": self._item_id(node, "ig_"), "type": "image_generation_call", "status": "completed",
+                    "result": node.source.data}
                 it, buf = self._new_item("provider", head["id"], head)
                 return buf + self._close_item(it, head)
             return b""
@@ -524,6 +526,8 @@ class StreamEncoder:
                 reasons.add(("s", it.summary, it.content))
             else:
                 others.add(it.id)
+                if it.head.get("type") == "image_generation_call":
+                    others.add(it.head.get("result"))
         buf = b""
         for node in output:
             t = type(node)
@@ -544,7 +548,10 @@ class StreamEncoder:
             elif t is ProviderItemNode:
                 if not (self.same and node.origin_protocol == PROTOCOL) or node.body.get("id") in others:
                     continue
-            elif t is not ImageNode:
+            elif t is ImageNode:
+                if node.source.data in others:
+                    continue
+            else:
                 continue
             idx = self._synthetic
             self._synthetic -= 1

@@ -410,3 +410,29 @@ def test_reasoning_summary_parts_survive_same_protocol_and_join_for_others():
          ev.ResponseDone(output=[foreign], finish_reason="stop")], source="messages"))
     assert parsed[-1]["response"]["output"][0]["summary"] == [{"type": "summary_text",
                                                                "text": "**One**\n\n**Two**"}]
+
+
+def test_image_generation_call_becomes_an_image_node_and_replays_once():
+    from gateway.urp.nodes import ImageNode
+
+    added = {"id": "ig_1", "type": "image_generation_call", "status": "in_progress"}
+    done = {"id": "ig_1", "type": "image_generation_call", "status": "completed", "result": "iVBORw0K",
+            "output_format": "webp", "revised_prompt": "a cat"}
+    upstream = [
+        {"type": "response.created", "response": _resp("in_progress")},
+        {"type": "response.output_item.added", "output_index": 0, "item": added},
+        {"type": "response.image_generation_call.partial_image", "output_index": 0, "item_id": "ig_1",
+         "partial_image_index": 0, "partial_image_b64": "AAAA"},
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+        {"type": "response.completed", "response": _resp("completed", [done])},
+    ]
+    events = decode_bytes(sse(upstream))
+    check_invariants(events)
+    image = events[-1].output[0]
+    assert isinstance(image, ImageNode) and image.source.data == "iVBORw0K"
+    assert image.source.media_type == "image/webp"
+    parsed = check_responses_stream(encode_events(events))
+    assert parsed[-1]["response"]["output"] == [done]
+    parsed = check_responses_stream(encode_events(events, source="gemini"))
+    out = parsed[-1]["response"]["output"]
+    assert len(out) == 1 and out[0]["type"] == "image_generation_call" and out[0]["result"] == "iVBORw0K"
