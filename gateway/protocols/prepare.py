@@ -1,7 +1,7 @@
 """Per-attempt clean-up of a decoded request before it is encoded for one upstream protocol.
 
-The proxy runs ``prepare_for_upstream`` on each attempt's own copy, before the request chains
-(reference §1 steps 5b, 5c, 5f). Encoders can then stay simple: they only skip what their
+The proxy runs ``prepare_before_chains`` on each attempt's own copy before the request chains and
+``prepare_after_chains`` after them (reference §1 steps 5b, 5c, 5f). Encoders can then stay simple: they only skip what their
 protocol cannot express. Everything here works in place on the copy and allocates little.
 
 ``remove_orphan_tool_exchanges`` is separate so the ``prompt_strip_orphaned_tool_calls``
@@ -244,9 +244,37 @@ def filter_extra(req: Request, upstream_protocol: str, extra_whitelist: list[str
     req.extra = {k: v for k, v in req.extra.items() if k in allowed or k.startswith(INTERNAL_PREFIX)}
 
 
+def prepare_before_chains(req: Request, *, upstream_protocol: str, source_protocol: str, strip_nested: bool,
+                          extra_whitelist: list[str] | None) -> None:
+    """The clean-up of what the client sent, before the request chains run (steps 1, 2, 4, 5
+    of ``prepare_for_upstream``). Filtering the client's top-level fields here, not after the
+    chains, means a field an operator's rule sets (``field_set``) reaches the upstream even
+    when it is not on the built-in whitelist."""
+    same_family = upstream_protocol == source_protocol and upstream_protocol != "gemini"
+    strip = strip_nested and not same_family
+    req.input = _filter_nodes(req.input, upstream_protocol, strip)
+    if strip and req.tools:
+        _strip_tool_extras(req.tools)
+    filter_extra(req, upstream_protocol, extra_whitelist)
+    if not same_family and any(k in req.extra for k in RESPONSES_STATE_KEYS):
+        for key in RESPONSES_STATE_KEYS:
+            req.extra.pop(key, None)
+
+
+def prepare_after_chains(req: Request, *, upstream_protocol: str, source_protocol: str) -> None:
+    """Tool filtering and orphan removal, after the request chains (steps 3 and 6): a rule such
+    as ``field_custom_tools_to_function`` must see the custom and namespaced tools before the
+    upstream family's filter would drop them."""
+    same_family = upstream_protocol == source_protocol and upstream_protocol != "gemini"
+    filter_tools(req, upstream_protocol, same_family)
+    if not is_stateful_responses(req, upstream_protocol, source_protocol):
+        req.input = remove_orphan_tool_exchanges(req.input)
+
+
 def prepare_for_upstream(req: Request, *, upstream_protocol: str, source_protocol: str, strip_nested: bool,
                          extra_whitelist: list[str] | None) -> None:
-    """Make ``req`` (this attempt's own copy) fit for ``upstream_protocol``, in place.
+    """Make ``req`` (this attempt's own copy) fit for ``upstream_protocol``, in place, when no
+    chain runs in between (the proxy calls the two halves around the request chains).
 
     1. Drop provider items of other protocols (reference XTRA-9).
     2. Cross-family with ``strip_nested``: node, tool-result content and tool descriptor extras
@@ -260,15 +288,6 @@ def prepare_for_upstream(req: Request, *, upstream_protocol: str, source_protoco
        ``previous_response_id``).
     6. Remove orphan tool calls/results unless this is a stateful same-Responses request.
     """
-    same_family = upstream_protocol == source_protocol and upstream_protocol != "gemini"
-    strip = strip_nested and not same_family
-    req.input = _filter_nodes(req.input, upstream_protocol, strip)
-    if strip and req.tools:
-        _strip_tool_extras(req.tools)
-    filter_tools(req, upstream_protocol, same_family)
-    filter_extra(req, upstream_protocol, extra_whitelist)
-    if not same_family and any(k in req.extra for k in RESPONSES_STATE_KEYS):
-        for key in RESPONSES_STATE_KEYS:
-            req.extra.pop(key, None)
-    if not is_stateful_responses(req, upstream_protocol, source_protocol):
-        req.input = remove_orphan_tool_exchanges(req.input)
+    prepare_before_chains(req, upstream_protocol=upstream_protocol, source_protocol=source_protocol,
+                          strip_nested=strip_nested, extra_whitelist=extra_whitelist)
+    prepare_after_chains(req, upstream_protocol=upstream_protocol, source_protocol=source_protocol)

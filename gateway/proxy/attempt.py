@@ -11,7 +11,7 @@ import orjson
 
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.prepare import prepare_for_upstream
+from gateway.protocols.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, ExecutedRule, needs_whole_response, run_request, select
@@ -74,13 +74,14 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     areq.model = upstream_model
     upstream_protocol = channel.protocol
     strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
-    prepare_for_upstream(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
-                         strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
+    prepare_before_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
+                          strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
                             provider=provider.name, api_key_id=key.id, stream=client_stream)
     executed = run_request(select(chains, "request", logical_model), areq, tctx)
+    prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
     upstream_stream = bool(areq.stream)
     if upstream_stream and client_stream and response_rules and needs_whole_response(response_rules, tctx):
