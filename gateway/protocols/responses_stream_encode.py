@@ -180,7 +180,9 @@ class StreamEncoder:
         return self._frame("response.output_item.done", {"output_index": it.oi, "item": item})
 
     def _item_id(self, node: Node, prefix: str) -> str:
-        if node.id and (self.same or node.id.startswith(prefix)):
+        """The upstream item id on same-protocol hops (keeps encrypted reasoning bound to its id),
+        else a fresh one; never an id this stream already used."""
+        if node.id and (self.same or node.id.startswith(prefix)) and node.id not in self._by_id:
             return node.id
         return new_id(prefix)
 
@@ -344,12 +346,17 @@ class StreamEncoder:
             buf += self._call_delta(it, args[len(it.args):])
         base = {"item_id": it.id, "output_index": it.oi}
         item = dict(it.head)
+        if node is not None:  # the done node is authoritative (a transform may have restored the name)
+            item["call_id"] = node.call_id
+            item["name"] = node.name
+            if node.namespace is not None:
+                item["namespace"] = node.namespace
         if it.kind == "custom_tool_call":
             buf += self._frame("response.custom_tool_call_input.done", {**base, "input": args})
             item["input"] = args
         else:
             buf += self._frame("response.function_call_arguments.done",
-                               {**base, "name": it.head["name"], "arguments": args})
+                               {**base, "name": item["name"], "arguments": args})
             item["arguments"] = args
             item["status"] = status
         return buf + self._close_item(it, item)
