@@ -240,6 +240,8 @@ class StreamDecoder:
                     self._delta(out, idx, ev.REFUSAL if isinstance(node, RefusalNode) else ev.TEXT, node.content)
                 elif not node.content:
                     node.content = getattr(self._acc.nodes[idx], "content", "")
+                else:  # deltas lost on the way: send the missing suffix before the done node
+                    self._snapshot(out, idx, ev.REFUSAL if isinstance(node, RefusalNode) else ev.TEXT, node.content)
                 self._done(out, idx, node)
             for idx in slot.parts.values():
                 self._done(out, idx)
@@ -266,6 +268,8 @@ class StreamDecoder:
                 node.content = acc.content
             if node.encrypted is None:
                 node.encrypted = slot.encrypted if slot.encrypted is not None else acc.encrypted
+            self._snapshot(out, idx, ev.REASONING_SUMMARY, node.summary)
+            self._snapshot(out, idx, ev.REASONING_CONTENT, node.content)
         self._done(out, idx, node)
 
     # -- feed --------------------------------------------------------------------------------

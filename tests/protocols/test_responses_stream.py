@@ -436,3 +436,21 @@ def test_image_generation_call_becomes_an_image_node_and_replays_once():
     parsed = check_responses_stream(encode_events(events, source="gemini"))
     out = parsed[-1]["response"]["output"]
     assert len(out) == 1 and out[0]["type"] == "image_generation_call" and out[0]["result"] == "iVBORw0K"
+
+
+def test_decoder_fills_lost_deltas_from_done_snapshots():
+    evs = [e for e in upstream_events()
+           if not (e["type"] == "response.output_text.delta" and e["delta"] == " world")]
+    events = decode_bytes(sse(evs))
+    check_invariants(events)
+    text = "".join(e.delta for e in events if isinstance(e, ev.NodeDelta) and e.kind == ev.TEXT)
+    assert text == "Hello world" and events[-1].output[1].content == "Hello world"
+
+
+def test_include_encrypted_option():
+    from gateway.urp import Request
+
+    ctx = EncodeContext(model="m", source_protocol="chat_completion", options={"responses_include_encrypted": True})
+    out = responses.encode_request(Request(model="x", input=[TextNode(role="user", content="q")]), ctx)
+    assert out["include"] == ["reasoning.encrypted_content"]
+    assert "include" not in responses.encode_request(Request(model="x"), EncodeContext(model="m"))
