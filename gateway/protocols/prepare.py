@@ -46,7 +46,7 @@ DEFAULT_EXTRA_WHITELIST: dict[str, frozenset[str]] = {
     }),
     "messages": frozenset({
         "cache_control", "container", "max_tokens", "metadata", "output_config", "service_tier",
-        "stop_sequences", "top_k", "inference_geo",
+        "stop_sequences", "top_k", "inference_geo", "context_management", "mcp_servers",
     }),
     "gemini": frozenset({"generationConfig", "safetySettings", "cachedContent", "labels"}),
 }

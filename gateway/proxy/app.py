@@ -110,6 +110,8 @@ class ProxyApp:
         headers = read_headers(scope)
         protocol = GENERATION_PATHS.get(path)
         ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
+        if protocol == "messages":
+            ex.anthropic_beta = headers.get("anthropic-beta")
         try:
             snapshot = self.holder.current or await self._wait_snapshot()
             if snapshot is None:

@@ -66,7 +66,7 @@ class Attempt:
 
 def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
                   channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
-                  client_stream: bool) -> Attempt:
+                  client_stream: bool, anthropic_beta: str | None = None) -> Attempt:
     """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
     request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
     from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
@@ -99,6 +99,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
         headers[name.lower()] = value
     for name, value in ucodec.upstream_headers(channel.api_key).items():
         headers[name.lower()] = value
+    if anthropic_beta and upstream_protocol == "messages":
+        headers["anthropic-beta"] = anthropic_beta
     settings = snapshot.settings
     return Attempt(
         provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,

@@ -17,7 +17,7 @@ JSON_CT = b"application/json"
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 _WANTED = {b"authorization": "authorization", b"x-api-key": "x-api-key", b"x-request-id": "x-request-id",
-           b"content-length": "content-length"}
+           b"content-length": "content-length", b"anthropic-beta": "anthropic-beta"}
 
 
 class ClientGone(Exception):
@@ -76,7 +76,7 @@ class Exchange:
     upstreams, so ``overhead_ms`` is the gateway's own time."""
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
-                 "finished", "status", "lock", "last_write", "encoder", "capture", "frames")
+                 "finished", "status", "lock", "last_write", "encoder", "capture", "frames", "anthropic_beta")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -84,6 +84,9 @@ class Exchange:
         self.request_id = request_id
         self.t0 = t0
         self.upstream_wait = 0.0
+        # A Messages client's beta opt-ins (Claude Code sends several): forwarded to Messages
+        # upstreams only, the one client header that is.
+        self.anthropic_beta: str | None = None
         self.headers_sent = False
         self.data_sent = False  # protocol data (not a keep-alive) reached the client
         self.finished = False

@@ -208,7 +208,7 @@ async def _route(call: Call, run_one) -> None:
                 att = build_attempt(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
                                     channel=channel, upstream_model=upstream_model,
                                     logical_model=call.logical_model, client_protocol=call.ex.protocol,
-                                    client_stream=call.client_stream)
+                                    client_stream=call.client_stream, anthropic_beta=call.ex.anthropic_beta)
                 arec = None
                 if call.cap is not None:
                     arec = capture_mod.attempt_record(att, call.logical_model)
