@@ -4,6 +4,7 @@ foundation; others may append a route with a minimal edit."""
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
+from captures.api import CaptureDetailView, CaptureListView
 from gateway.api import SettingsView
 from keys.api import ApiKeyViewSet
 from providers.api import ProviderViewSet
@@ -17,5 +18,7 @@ router.register("transforms/rules", TransformRuleViewSet, basename="transformrul
 urlpatterns = [
     path("transforms/registry", RegistryView.as_view(), name="transform-registry"),
     path("settings/", SettingsView.as_view(), name="settings"),
+    path("captures/", CaptureListView.as_view(), name="capture-list"),
+    path("captures/<path:request_id>/", CaptureDetailView.as_view(), name="capture-detail"),
     path("", include(router.urls)),
 ]

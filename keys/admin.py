@@ -24,18 +24,27 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "capture_mode", ("expires_at", admin.EmptyFieldListFilter))
     search_fields = ("name", "prefix", "owner__username")
     list_editable = ("enabled",)
-    readonly_fields = ("prefix_display", "created_at", "last_used_at")
+    readonly_fields = ("prefix_display", "created_at", "last_used_at", "captures_link")
     inlines = [ApiKeyRuleInline]
     actions = ["rotate_secret"]
     fieldsets = (
         (None, {"fields": ("name", "owner", "enabled", "expires_at", "prefix_display")}),
         ("Policy", {"fields": ("allowed_models", "model_redirects", "capture_mode")}),
-        ("Activity", {"fields": ("created_at", "last_used_at")}),
+        ("Activity", {"fields": ("created_at", "last_used_at", "captures_link")}),
     )
 
     @admin.display(description="Key", ordering="prefix")
     def prefix_display(self, obj: ApiKey) -> str:
         return f"{obj.prefix}…" if obj.prefix else "(generated when saved)"
+
+    @admin.display(description="Captures")
+    def captures_link(self, obj: ApiKey) -> str:  # capture issue: link to this key's captures
+        if not obj.pk:
+            return "—"
+        from django.urls import reverse
+        from django.utils.html import format_html
+
+        return format_html('<a href="{}?key={}">View this key\'s request captures</a>', reverse("captures:list"), obj.pk)
 
     def save_model(self, request, obj: ApiKey, form, change: bool) -> None:
         if not change:

@@ -1,0 +1,17 @@
+"""The capture viewer, mounted at ``/captures/``."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path, reverse_lazy
+
+from captures import views
+
+app_name = "captures"
+
+urlpatterns = [
+    path("", views.capture_list, name="list"),
+    path("login/", auth_views.LoginView.as_view(template_name="captures/login.html",
+                                                next_page=reverse_lazy("captures:list")), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page=reverse_lazy("captures:login")), name="logout"),
+    path("raw/<path:request_id>", views.capture_raw, name="raw"),
+    path("<path:request_id>/", views.capture_detail, name="detail"),
+]

@@ -1,0 +1,148 @@
+"""The capture viewer: list, detail (executed chain, stage tabs, side-by-side diffs) and raw
+download. Ordinary Django views, off the hot path.
+
+Access: login required and the ``captures.view_capture`` permission; staff see every capture,
+other users only captures of their own keys. A capture that exists but is not visible gives the
+same 404 as one that does not exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse_lazy
+from django.utils.http import urlencode
+
+from captures import diff as jdiff
+from captures import filters
+from captures.models import Capture
+
+LOGIN_URL = reverse_lazy("captures:login")
+PAGE_SIZE = 50
+MAX_FRAMES_SHOWN = 2000
+
+
+def viewer_required(view):
+    return login_required(permission_required("captures.view_capture", raise_exception=True)(view),
+                          login_url=LOGIN_URL)
+
+
+def find_capture(user, request_id: str) -> Capture:
+    """The newest capture with this request id that ``user`` may see; 404 otherwise, whether it
+    is absent or forbidden."""
+    cap = Capture.objects.visible_to(user).filter(request_id=request_id).order_by("-created_at", "-id").first()
+    if cap is None:
+        raise Http404("capture not found")
+    return cap
+
+
+def load_dump(cap: Capture) -> dict[str, Any]:
+    try:
+        return orjson.loads(cap.dump_bytes())
+    except (ValueError, orjson.JSONDecodeError) as exc:
+        raise Http404("capture dump unreadable") from exc
+
+
+@viewer_required
+def capture_list(request: HttpRequest) -> HttpResponse:
+    visible = Capture.objects.visible_to(request.user)
+    qs, cleaned = filters.apply(visible.listing(), request.GET)
+    page = Paginator(qs.order_by("-created_at", "-id"), PAGE_SIZE).get_page(request.GET.get("page"))
+    from keys.models import ApiKey
+
+    keys = ApiKey.objects.order_by("name")
+    if not (request.user.is_staff or request.user.is_superuser):
+        keys = keys.filter(owner_id=request.user.pk)
+    return render(request, "captures/list.html", {
+        "page": page, "filters": cleaned, "keys": keys.only("id", "name"), "protocols": filters.PROTOCOLS,
+        "query": urlencode(cleaned), "title": "Request captures",
+    })
+
+
+def _pretty(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=repr).decode()
+
+
+def _frames(frames: list[str] | None) -> dict[str, Any]:
+    frames = frames or []
+    return {"items": frames[:MAX_FRAMES_SHOWN], "hidden": max(0, len(frames) - MAX_FRAMES_SHOWN),
+            "count": len(frames)}
+
+
+def _response_side(value: Any, frames: list[str] | None) -> Any:
+    """A whole body, or the stream's events parsed from its frames."""
+    if frames:
+        return jdiff.parse_sse_frames(frames)
+    return value
+
+
+def build_detail(dump: dict[str, Any], selected: int | None) -> dict[str, Any]:
+    attempts = dump.get("attempts") or []
+    index = len(attempts) - 1 if selected is None else max(0, min(selected - 1, len(attempts) - 1))
+    att = attempts[index] if attempts else {}
+    stream = bool(dump.get("stream"))
+    tabs = [
+        {"id": "client-request", "title": "Client request", "kind": "json", "body": _pretty(dump.get("client_request"))},
+        {"id": "internal-request", "title": "After request chains (URP)", "kind": "json",
+         "body": _pretty(att.get("internal_request"))},
+        {"id": "upstream-request", "title": "Upstream request", "kind": "json",
+         "body": _pretty(att.get("upstream_request"))},
+    ]
+    if att.get("upstream_frames"):
+        tabs.append({"id": "upstream-response", "title": "Upstream stream", "kind": "frames",
+                     "frames": _frames(att.get("upstream_frames"))})
+    else:
+        tabs.append({"id": "upstream-response", "title": "Upstream response", "kind": "json",
+                     "body": _pretty(att.get("upstream_response"))})
+    tabs.append({"id": "after-chains", "title": "After response chains (URP)", "kind": "json",
+                 "body": _pretty(att.get("response_after_chains"))})
+    if dump.get("client_frames"):
+        tabs.append({"id": "client-response", "title": "Client stream", "kind": "frames",
+                     "frames": _frames(dump.get("client_frames"))})
+    else:
+        tabs.append({"id": "client-response", "title": "Client response", "kind": "json",
+                     "body": _pretty(dump.get("client_response"))})
+    is_last = index == len(attempts) - 1
+    diffs = [jdiff.side_by_side("Client request → upstream request", "Client request (as received)",
+                                dump.get("client_request"), "Upstream request (as encoded)",
+                                att.get("upstream_request"))]
+    if is_last:
+        diffs.append(jdiff.side_by_side(
+            "Upstream response → client response", "Upstream response", _response_side(
+                att.get("upstream_response"), att.get("upstream_frames")),
+            "Client response", _response_side(dump.get("client_response"), dump.get("client_frames"))))
+    for n, d in enumerate(diffs):
+        tabs.append({"id": f"diff-{n}", "title": d.title, "kind": "diff", "diff": d})
+    chain = att.get("executed_chain")
+    return {
+        "attempts": attempts, "attempt": att, "attempt_index": index + 1, "tabs": tabs,
+        "chain_request": [c for c in chain or [] if c.get("phase") == "request"],
+        "chain_response": [c for c in chain or [] if c.get("phase") == "response"],
+        "chain": chain, "stream": stream, "truncation": dump.get("capture_truncation") or {},
+    }
+
+
+@viewer_required
+def capture_detail(request: HttpRequest, request_id: str) -> HttpResponse:
+    cap = find_capture(request.user, request_id)
+    dump = load_dump(cap)
+    selected = request.GET.get("attempt")
+    context = build_detail(dump, int(selected) if selected and selected.isdigit() else None)
+    context.update({"capture": cap, "dump": dump, "title": f"Capture {cap.request_id}"})
+    return render(request, "captures/detail.html", context)
+
+
+@viewer_required
+def capture_raw(request: HttpRequest, request_id: str) -> HttpResponse:
+    cap = find_capture(request.user, request_id)
+    data = cap.dump_bytes()
+    response = HttpResponse(data, content_type="application/json")
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in cap.request_id[:64])
+    response["Content-Disposition"] = f'attachment; filename="capture-{safe}.json"'
+    response["Cache-Control"] = "no-store"
+    return response
