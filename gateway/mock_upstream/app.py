@@ -4,7 +4,9 @@ Endpoints (a doubled ``/v1/v1`` is accepted as ``/v1``, and the ``/v1`` prefix i
 
 - ``POST /v1/chat/completions``, ``POST /v1/responses``, ``POST /v1/messages``;
 - ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``;
-- ``GET /_mock/requests`` (recorded requests, newest last), ``DELETE /_mock/requests``;
+- ``GET /_mock/requests``: recorded protocol requests, newest last, each ``{method, path (as
+  received), route (after fault prefix and /v1 normalisation), query, headers (lower-case names),
+  body (parsed JSON or null)}``; ``DELETE /_mock/requests`` clears them;
 - ``GET /_mock/stats``: in-flight requests, total requests, client disconnects seen, and open TCP
   connections (when served by ``serve()``; the connection asking is counted too);
 - ``POST /_mock/script`` (a list of turns, or ``{"turns": [...]}``; each turn ``{"text": ...,
