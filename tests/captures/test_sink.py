@@ -1,0 +1,79 @@
+"""The writer without Redis: submit never blocks, the writer thread persists, a failed delivery
+is spooled and retried, and every drop is counted."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from captures import sink
+from captures.models import Capture
+from tests.captures.helpers import record
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def spool(tmp_path, settings):
+    settings.DATA_DIR = tmp_path
+    settings.REDIS_URL = ""
+    return tmp_path / "capture-spool"
+
+
+def test_submit_persists_off_the_calling_thread(spool):
+    from keys.models import ApiKey
+
+    key = ApiKey(name="k")
+    key.set_secret()
+    key.save()
+    before = sink.stats().get("persisted", 0)
+    sink.submit(record("bg-1", key=key))
+    assert sink.writer.flush(10)
+    cap = Capture.objects.get(request_id="bg-1")
+    assert cap.api_key_id == key.pk and cap.api_key_name == key.name and cap.attempt_count == 1
+    assert sink.stats()["persisted"] == before + 1
+    assert sink.writer.thread is not threading.current_thread()
+
+
+def test_failed_delivery_is_spooled_then_retried(spool, monkeypatch):
+    real = sink.Writer.deliver
+    calls = {"fail": True}
+
+    def flaky(self, meta, blob):
+        if calls["fail"]:
+            raise ConnectionError("broker down")
+        return real(self, meta, blob)
+
+    monkeypatch.setattr(sink.Writer, "deliver", flaky)
+    spooled = sink.stats().get("spooled", 0)
+    sink.submit(record("spool-1"))
+    sink.submit(record("spool-2"))
+    assert sink.writer.flush(10)
+    assert sink.stats()["spooled"] == spooled + 2
+    assert len(list(spool.glob("*.cap"))) == 2 and not Capture.objects.exists()
+    calls["fail"] = False
+    assert sink.writer.retry_spool() == 2
+    assert list(spool.glob("*")) == []
+    assert sorted(Capture.objects.values_list("request_id", flat=True)) == ["spool-1", "spool-2"]
+
+
+def test_full_queue_drops_are_counted_and_logged(spool, monkeypatch, caplog):
+    writer = sink.Writer()
+    writer.queue.maxsize = 1
+    monkeypatch.setattr(writer, "_start", lambda: None)  # no thread: the queue stays full
+    writer.thread = threading.current_thread()
+    dropped = sink.stats().get("dropped", 0)
+    writer.submit(record("q1"))
+    writer.submit(record("q2"))
+    assert sink.stats()["dropped"] == dropped + 1
+    assert "capture dropped: writer queue full" in caplog.text
+
+
+def test_a_record_that_cannot_be_built_is_counted(spool, caplog):
+    rec = record("bad")
+    rec.client_request = {"x": object()}  # not JSON-able
+    dropped = sink.stats().get("dropped", 0)
+    sink.submit(rec)
+    assert sink.writer.flush(10)
+    assert sink.stats()["dropped"] == dropped + 1 and "could not build" in caplog.text
