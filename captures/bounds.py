@@ -122,6 +122,22 @@ class BoundedFrames(list):
             self.append(frame)
 
 
+class EventFrames(BoundedFrames):
+    """The client's frames: the proxy appends whole write chunks (several SSE events at a time
+    when the upstream is fast); each event is kept as one frame (``data: ...`` without the blank
+    separator line), so the frame limit counts events like the reference does."""
+
+    __slots__ = ()
+
+    def append(self, chunk: str) -> None:  # type: ignore[override]
+        if "\n\n" not in chunk.rstrip("\n"):
+            super().append(chunk.rstrip("\n"))
+            return
+        for block in chunk.split("\n\n"):
+            if block:
+                super().append(block)
+
+
 class BoundedAttempts(list):
     """The attempts of one capture: at most ``max_attempts`` kept, later ones counted. Each kept
     attempt's ``upstream_frames`` is rebound to a :class:`BoundedFrames` sharing the budget."""

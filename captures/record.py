@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from captures.bounds import BoundedAttempts, BoundedFrames, Budget
+from captures.bounds import BoundedAttempts, BoundedFrames, Budget, EventFrames
 
 
 @dataclass(slots=True)
@@ -61,4 +61,4 @@ class CaptureRecord:
             attempts.append(attempt)
         self.attempts = attempts
         if not isinstance(self.client_frames, BoundedFrames):
-            self.client_frames = BoundedFrames(self.budget, self.client_frames)
+            self.client_frames = EventFrames(self.budget, self.client_frames)

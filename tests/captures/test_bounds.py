@@ -112,3 +112,14 @@ def test_long_identifiers_are_bounded():
     rec = record(request_id="r" * 1000)
     data, meta = build(rec)
     assert len(meta.request_id) == 256 and orjson.loads(data)["request_id"] == "r" * 256
+
+
+def test_client_write_chunks_are_recorded_one_event_per_frame():
+    rec = CaptureRecord(request_id="r", created_at=0.0, api_key_id=None, api_key_name="k",
+                        client_protocol="chat_completion", stream=True, logical_model="m",
+                        budget=Budget(small(max_frames=3)))
+    rec.client_frames.append('data: {"a":1}\n\ndata: {"b":2}\n\n')
+    rec.client_frames.append("data: [DONE]\n\n")
+    rec.client_frames.append('data: {"late":1}\n\n')
+    assert list(rec.client_frames) == ['data: {"a":1}', 'data: {"b":2}', "data: [DONE]"]
+    assert rec.budget.omitted_frames == 1
