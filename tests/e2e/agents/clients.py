@@ -58,13 +58,20 @@ def ensure_installed() -> tuple[dict[str, Path] | None, str]:
             return None, f"npm install of the agent CLIs did not finish within {INSTALL_TIMEOUT}s"
         if done.returncode != 0:
             manifest.unlink(missing_ok=True)
-            tail = (done.stderr or done.stdout).strip()[-800:]
-            return None, f"npm install of the agent CLIs failed (exit {done.returncode}): {tail}"
+            return None, f"npm install of the agent CLIs failed (exit {done.returncode}): {_npm_error(done)}"
         missing = [str(p) for p in paths.values() if not p.exists()]
         if missing:
             manifest.unlink(missing_ok=True)
             return None, f"npm install finished but these CLIs are missing: {', '.join(missing)}"
         return paths, ""
+
+
+def _npm_error(done: subprocess.CompletedProcess) -> str:
+    """npm's own explanation (its ``npm error`` lines, without the stack and the log path)."""
+    lines = [line.removeprefix("npm error").strip() for line in (done.stderr or done.stdout).splitlines()
+             if line.startswith("npm error") and "complete log" not in line]
+    lines = [line for line in lines if line and not line.startswith("at ")]
+    return " | ".join(lines[:6])[:800] or (done.stderr or done.stdout).strip()[-800:]
 
 
 def clean_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
