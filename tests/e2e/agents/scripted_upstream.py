@@ -14,7 +14,8 @@ itself, like a model would:
 - anything else (titles, quota probes) → a short plain answer.
 
 The wire bodies come from the mock's hand-written wire modules (independent of our codecs).
-Every request is recorded with its path, query, headers and body for the tests' assertions.
+Every request is recorded with its path, query, headers and body, and for a streamed answer the
+number of SSE frames sent and whether it was the tool call, for the tests' assertions.
 """
 
 from __future__ import annotations
@@ -95,10 +96,10 @@ class ScriptedUpstream:
             body = None
         path = scope["path"].removesuffix("/")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        record = {"method": scope["method"], "path": path, "query": scope.get("query_string", b"").decode("latin-1"),
+                  "headers": headers, "body": body, "frames": 0, "tool_call": False}
         with self._lock:
-            self.requests.append({"method": scope["method"], "path": path,
-                                  "query": scope.get("query_string", b"").decode("latin-1"),
-                                  "headers": headers, "body": body})
+            self.requests.append(record)
         if path == "/v1/messages/count_tokens":
             await _send_json(send, 200, {"input_tokens": max(1, len(body_bytes) // 4)})
             return
@@ -117,7 +118,9 @@ class ScriptedUpstream:
             return
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        record["tool_call"] = bool(turn.tool_calls)
         for frame in wire.stream(turn, ctx):
+            record["frames"] += 1
             await send({"type": "http.response.body", "body": frame, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -94,6 +94,8 @@ def test_claude_code_write_through_chat_completions_upstream(agent_clis, gateway
     assert len(turns) == 2, [r["path"] for r in recorded]
     first, second = turns[0]["body"], turns[1]["body"]
     assert first["stream"] is True and second["stream"] is True
+    # the upstream streamed the call with its arguments in many small fragments
+    assert turns[0]["tool_call"] and turns[0]["frames"] > 20 and not turns[1]["tool_call"]
     assert all(t.get("type") == "function" for t in first["tools"]), first["tools"]
     write = next(t["function"] for t in first["tools"] if t["function"]["name"] == "Write")
     assert {"file_path", "content"} <= set(write["parameters"]["properties"])
@@ -130,6 +132,7 @@ def test_claude_code_write_through_messages_upstream_is_lossless(agent_clis, gat
                                 upstream_model=UPSTREAM_MODEL, headers=("x-api-key",))
     via = agent_turns(recorded, "/v1/messages", "Write")
     assert len(direct) == len(via) == 2
+    assert via[0]["tool_call"] and via[0]["frames"] > 20 and not via[1]["tool_call"]
 
     for i, (a, b) in enumerate(zip(direct, via, strict=True)):
         diff = first_difference(masked(a["body"], VOLATILE), masked(b["body"], VOLATILE))

@@ -107,6 +107,8 @@ def test_codex_apply_patch_through_chat_completions_upstream(agent_clis, gateway
     assert len(turns) == 2, [r["path"] for r in recorded]
     first, second = turns[0]["body"], turns[1]["body"]
     assert first["stream"] is True and second["stream"] is True
+    # the upstream streamed the call with its arguments in many small fragments
+    assert turns[0]["tool_call"] and turns[0]["frames"] > 20 and not turns[1]["tool_call"]
     # the freeform tool became a JSON function with one string ``input``; no grammar, no built-ins
     assert all(t.get("type") == "function" for t in first["tools"]), first["tools"]
     tool = next(t["function"] for t in first["tools"] if t["function"]["name"] == "apply_patch")
@@ -143,6 +145,7 @@ def test_codex_apply_patch_through_responses_upstream_is_lossless(agent_clis, ga
                                 upstream_model=UPSTREAM_MODEL, headers=("authorization",))
     via = agent_turns(recorded, "/v1/responses", "apply_patch")
     assert len(direct) == len(via) == 2
+    assert via[0]["tool_call"] and via[0]["frames"] > 20 and not via[1]["tool_call"]
 
     for i, (a, b) in enumerate(zip(direct, via, strict=True)):
         diff = first_difference(masked(a["body"], VOLATILE, dropped=KNOWN_LOSSES),
