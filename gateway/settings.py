@@ -117,6 +117,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns at start-up until collectstatic has made it
 WHITENOISE_USE_FINDERS = True  # serve app static files even before collectstatic has run
 LOGIN_URL = "/admin/login/"
 
