@@ -99,6 +99,8 @@ class Writer:
                     STATS["dropped"] += 1
                     log.exception("capture dropped: could not build request_id=%s", record.request_id)
                 finally:
+                    if self.queue.empty():
+                        self._release_db()
                     self.busy = False
                     self.queue.task_done()
             if time.monotonic() >= next_retry and self._spool_pending():
@@ -106,8 +108,22 @@ class Writer:
                 try:
                     self.retry_spool()
                 finally:
+                    self._release_db()
                     self.busy = False
                 next_retry = time.monotonic() + RETRY_SECONDS
+
+    @staticmethod
+    def _release_db() -> None:
+        """Idle: give the database connection back (a writer thread must not pin one, and a
+        test database cannot be dropped while it is open)."""
+        if settings.REDIS_URL:
+            return
+        try:
+            from django.db import connection
+
+            connection.close()
+        except Exception:
+            pass
 
     def _handle(self, record: CaptureRecord) -> None:
         from captures.dump import build, compress
