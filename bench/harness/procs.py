@@ -79,3 +79,24 @@ def worker_pids(master: int) -> list[int]:
     """Server worker processes under a master (uvicorn --workers N spawns them with
     multiprocessing; the resource tracker, when present, is left out)."""
     return [c for c in children(master) if "resource_tracker" not in cmdline(c)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def wait_quiet(pids: list[int], *, busy: float = 0.05, window: float = 0.5, timeout: float = 180) -> float:
+    """Wait until the processes together use less than ``busy`` of a core over ``window``
+    seconds (a background writer has drained its backlog); returns how long that took."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        before = sum(cpu_seconds(p) for p in pids)
+        time.sleep(window)
+        if sum(cpu_seconds(p) for p in pids) - before < busy * window:
+            break
+    return max(0.0, time.monotonic() - start - window)

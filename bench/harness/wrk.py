@@ -49,8 +49,8 @@ def _lua_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def write_script(path: Path, reqs: list[WrkRequest], delay_ms: int = 0) -> Path:
-    """A script for one request shape, or a round-robin over several (the soak's mix)."""
+def write_script(path: Path, reqs: list[WrkRequest], delay_ms: int = 0, weights: list[int] | None = None) -> Path:
+    """A script for one request shape, or a weighted round-robin over several (the soak's mix)."""
     lines = []
     if len(reqs) == 1:
         r = reqs[0]
@@ -61,7 +61,10 @@ def write_script(path: Path, reqs: list[WrkRequest], delay_ms: int = 0) -> Path:
         for k, v in r.headers.items():
             lines.append(f'wrk.headers[{_lua_str(k)}] = {_lua_str(v)}')
     else:
+        ws = weights or [1] * len(reqs)
+        order = [i + 1 for r in range(max(ws)) for i, w in enumerate(ws) if r < w]
         lines.append("local reqs = {}")
+        lines.append("local order = {" + ", ".join(map(str, order)) + "}")
         lines.append("local i = 0")
         lines.append("init = function(args)")
         for r in reqs:
@@ -70,7 +73,7 @@ def write_script(path: Path, reqs: list[WrkRequest], delay_ms: int = 0) -> Path:
             lines.append(f'  local f = io.open({_lua_str(str(r.body_file))}, "rb"); local b = f:read("*a"); f:close()')
             lines.append(f'  table.insert(reqs, wrk.format("POST", {_lua_str(r.path)}, {{{hdrs}}}, b))')
         lines.append("end")
-        lines.append("request = function() i = i % #reqs + 1; return reqs[i] end")
+        lines.append("request = function() i = i % #order + 1; return reqs[order[i]] end")
     if delay_ms:
         lines.append(f"delay = function() return {int(delay_ms)} end")
     path.write_text("\n".join(lines) + "\n" + DONE)
