@@ -42,6 +42,7 @@ log = logging.getLogger("captures")
 QUEUE_MAX = int(os.environ.get("GATEWAY_CAPTURE_QUEUE_MAX", "1000"))
 SPOOL_MAX_BYTES = int(float(os.environ.get("GATEWAY_CAPTURE_SPOOL_MAX_MB", "256")) * 1024 * 1024)
 RETRY_SECONDS = float(os.environ.get("GATEWAY_CAPTURE_RETRY_SECONDS", "2"))
+CLAIM_TTL = 300.0  # seconds before another process's unfinished claim is taken back
 TASK_NAME = "captures.tasks.persist_capture"
 TASK_QUEUE = "captures"
 
@@ -211,6 +212,7 @@ class Writer:
         were delivered."""
         d = spool_dir()
         try:
+            self._adopt_orphans(d)
             files = sorted(p for p in d.iterdir() if p.suffix == ".cap")
         except FileNotFoundError:
             return 0
@@ -219,6 +221,7 @@ class Writer:
             claimed = path.with_suffix(f".claim{os.getpid()}")
             try:
                 path.rename(claimed)  # another process may have claimed it
+                os.utime(claimed)  # the claim's time, for orphan adoption
             except FileNotFoundError:
                 continue
             try:
@@ -240,6 +243,19 @@ class Writer:
             STATS["retried"] += 1
             done += 1
         return done
+
+    @staticmethod
+    def _adopt_orphans(d: Path) -> None:
+        """A claim older than ``CLAIM_TTL`` belongs to a process that died mid-delivery: put it
+        back in the spool (a duplicate row is better than a lost capture)."""
+        now = time.time()
+        for p in d.iterdir():
+            if p.suffix.startswith(".claim"):
+                try:
+                    if now - p.stat().st_mtime > CLAIM_TTL:
+                        p.rename(p.with_suffix(".cap"))
+                except FileNotFoundError:
+                    continue
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until the queue is drained (tests, shutdown). True when it was."""

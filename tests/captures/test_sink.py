@@ -80,3 +80,23 @@ def test_a_record_that_cannot_be_built_is_counted(spool, caplog):
     sink.submit(rec)
     assert sink.writer.flush(10)
     assert sink.stats()["dropped"] == dropped + 1 and "could not build" in caplog.text
+
+
+def test_a_dead_process_claim_is_taken_back(spool):
+    import os
+
+    spool.mkdir(parents=True)
+    orphan = spool / "00000000000000000001-999999-orphan.claim999999"
+    meta = {"request_id": "orphan", "created_at": time.time(), "api_key_id": None, "api_key_name": "",
+            "client_protocol": "chat_completion", "stream": False, "logical_model": "m", "status": 200,
+            "is_error": False, "attempt_count": 1, "raw_bytes": 2, "truncated": False}
+    from captures.dump import compress
+
+    orphan.write_bytes(__import__("orjson").dumps(meta) + b"\n" + compress(b"{}"))
+    fresh = spool / "00000000000000000002-999998-fresh.claim999998"
+    fresh.write_bytes(orphan.read_bytes())
+    old = time.time() - sink.CLAIM_TTL - 10
+    os.utime(orphan, (old, old))
+    assert sink.Writer().retry_spool() == 1
+    assert list(Capture.objects.values_list("request_id", flat=True)) == ["orphan"]
+    assert [p.name for p in spool.iterdir()] == [fresh.name]  # a live claim is left alone

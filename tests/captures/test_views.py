@@ -163,3 +163,38 @@ def test_key_admin_links_to_its_captures(client, people):
     client.force_login(admin)
     html = client.get(f"/admin/keys/apikey/{akey.pk}/change/").content.decode()
     assert f"/captures/?key={akey.pk}" in html
+
+
+def test_detail_of_a_request_without_attempts_or_with_placeholders(client, people):
+    from captures.bounds import Budget, Limits
+
+    alice, *_, akey, _ = people
+    rec = record("none", key=akey, attempts=0, status=404)
+    rec.error = "model_not_found: Model not found: nope"
+    rec.attempts.clear()
+    stored(rec)
+    big = record("big", key=akey, budget=Budget(Limits(max_bytes=8 * 1024)))
+    big.attempts[0].upstream_response = {"blob": "z" * 30000}
+    stored(big)
+    client.force_login(alice)
+    html = client.get("/captures/none/").content.decode()
+    assert "no upstream attempt" in html and "model_not_found" in html
+    r = client.get("/captures/big/")
+    assert r.status_code == 200 and "Not recorded (attempt truncated)." in r.content.decode()
+    assert "This capture was truncated" in r.content.decode()
+
+
+def test_stream_detail_lists_frames_and_diffs_events(client, people):
+    alice, *_, akey, _ = people
+    rec = record("s1", key=akey, stream=True)
+    rec.attempts[0].upstream_response = None
+    rec.attempts[0].upstream_frames.append('{"choices":[{"delta":{"content":"Bon"}}]}')
+    rec.client_frames.append('data: {"choices":[{"delta":{"content":"Bon"}}]}\n\ndata: [DONE]\n\n')
+    rec.client_response = None
+    stored(rec)
+    client.force_login(alice)
+    r = client.get("/captures/s1/")
+    html = r.content.decode()
+    assert "Upstream stream" in html and "Client stream" in html and "2 frames" in html
+    diff = [t for t in r.context["tabs"] if t["id"] == "diff-1"][0]["diff"]
+    assert [(c.op, c.path) for c in diff.changes] == [("added", "$[1]")]  # the [DONE] sentinel
