@@ -114,4 +114,11 @@ def test_auditor_sees_chain_and_injected_prompt_diff(page, live_server, gateway,
     changed = " ".join(panel.locator(".right .ln.chg").all_inner_texts())
     assert "gpt-4o-2024-08-06" in changed  # the redirected upstream model
     page.screenshot(path=str(ARTIFACTS / "capture-detail-diff.png"), full_page=True)
+
+    # The response side: upstream body vs what the client got (the model name is rewritten back).
+    page.click("#tab-diff-1")
+    response_panel = page.locator("#panel-diff-1")
+    assert response_panel.is_visible() and panel.is_hidden()
+    assert "gpt-4o-audit" in " ".join(response_panel.locator(".right .ln.chg").all_inner_texts())
+    page.screenshot(path=str(ARTIFACTS / "capture-detail-response-diff.png"), full_page=True)
     assert page.js_errors == []
