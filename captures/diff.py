@@ -21,6 +21,7 @@ import orjson
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_LINES = 20000
+MAX_DIFF_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +152,7 @@ class SideBySide:
     left: list[Line]
     right: list[Line]
     cut: bool
+    skipped: bool = False
 
     @property
     def counts(self) -> dict[str, int]:
@@ -161,6 +163,11 @@ class SideBySide:
 
 
 def side_by_side(title: str, left_title: str, left: Any, right_title: str, right: Any) -> SideBySide:
+    """The diff and both rendered sides; documents over ``MAX_DIFF_BYTES`` are not diffed (the
+    array alignment is quadratic in the worst case) and come back with ``skipped`` set."""
+    size = max(len(_scalar(left)), len(_scalar(right)))
+    if size > MAX_DIFF_BYTES:
+        return SideBySide(title, left_title, right_title, [], [], [], True, skipped=True)
     changes = diff(left, right)
     lm, rm = marks(changes)
     left_lines, cut_left = render(left, lm)

@@ -53,3 +53,11 @@ def test_sse_frames_parse_from_both_recorders():
     assert parse_sse_frames(upstream) == [{"a": 1}, {"event": "message_stop", "data": {"type": "message_stop"}},
                                           "[DONE]"]
     assert parse_sse_frames(client) == [{"a": 1}, {"b": 2}, "[DONE]"]
+
+
+def test_huge_documents_are_not_diffed(monkeypatch):
+    from captures import diff as jdiff
+
+    monkeypatch.setattr(jdiff, "MAX_DIFF_BYTES", 100)
+    view = side_by_side("t", "L", {"x": "a" * 200}, "R", {"x": "b"})
+    assert view.skipped and view.changes == [] and view.left == []
