@@ -1,68 +1,96 @@
-"""stream_split_sse_frames end to end, as an API-key rule: an Anthropic Messages client streams
-from a Chat Completions upstream whose answer is one long token full of characters JSON must
-escape (quotes, backslashes, non-ASCII). We read the raw SSE bytes: with the rule every delta
-event's ``data:`` line fits the configured limit (measured in bytes, escaped) and the text deltas still concatenate to the original; the same
-request with a key without the rule carries a longer line (the control). The ``anthropic`` SDK
-also parses the split stream into the same text.
+"""stream_split_sse_frames end to end, as an API-key rule, for each client protocol's stream
+encoder (Messages and Responses clients over a Chat Completions upstream, a Chat Completions client
+over a Messages upstream). The upstream's answer is one long token full of characters JSON must
+escape (quotes, backslashes, non-ASCII), which the mock streams as a single delta.
+
+We read the raw SSE bytes: with the rule every text-delta event's ``data:`` line fits the
+configured limit (bytes, after JSON escaping) and the deltas still concatenate to the original;
+the same request with a key without the rule carries one longer line (the control). The official
+SDK then parses the split stream into the same text.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import orjson
+import pytest
 
-from tests.e2e.transforms.rules import RuleSpec, anthropic_client, setup
+from tests.e2e.transforms.rules import RuleSpec, anthropic_client, openai_client, setup
 from tests.servers import make_key
 
-LIMIT = 160
-TOKEN = ('say:"hi"\\path→café;' * 40)  # no whitespace: the mock streams it as a single delta
+LIMIT = 300  # above every protocol's empty delta wrapper (Chat chunks carry id, model, created...)
+TOKEN = 'say:"hi"\\path→café;' * 40  # no whitespace: the mock streams it as a single delta
+UPSTREAM = {"messages": "chat_completion", "responses": "chat_completion", "chat_completion": "messages"}
+PATHS = {"messages": "/v1/messages", "responses": "/v1/responses", "chat_completion": "/v1/chat/completions"}
 
 
-def _stream_lines(gateway, secret: str, model: str) -> list[bytes]:
-    body = {"model": model, "max_tokens": 256, "stream": True, "messages": [{"role": "user", "content": "talk"}]}
-    headers = {"x-api-key": secret, "anthropic-version": "2023-06-01"}
-    with httpx.stream("POST", f"{gateway.url}/v1/messages", json=body, headers=headers, timeout=30) as response:
+def _request_body(client: str, model: str) -> dict[str, Any]:
+    if client == "messages":
+        return {"model": model, "max_tokens": 256, "stream": True, "messages": [{"role": "user", "content": "talk"}]}
+    if client == "responses":
+        return {"model": model, "stream": True, "input": "talk"}
+    return {"model": model, "stream": True, "messages": [{"role": "user", "content": "talk"}]}
+
+
+def _text_delta(client: str, event: dict[str, Any]) -> str | None:
+    """The text a streamed event adds, or None when it is not a text-delta event."""
+    if client == "messages":
+        delta = event.get("delta") or {}
+        return delta.get("text") if event.get("type") == "content_block_delta" else None
+    if client == "responses":
+        return event.get("delta") if event.get("type") == "response.output_text.delta" else None
+    choices = event.get("choices") or []
+    return (choices[0].get("delta") or {}).get("content") if choices else None
+
+
+def _stream(gateway, client: str, secret: str, model: str) -> list[tuple[bytes, str]]:
+    """(raw ``data:`` line, its text delta) for every text-delta event of one streamed request."""
+    headers = {"authorization": f"Bearer {secret}", "anthropic-version": "2023-06-01"}
+    out = []
+    with httpx.stream("POST", f"{gateway.url}{PATHS[client]}", json=_request_body(client, model), headers=headers,
+                      timeout=30) as response:
         assert response.status_code == 200, response.read()
-        return [line.encode() for line in response.iter_lines()]
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            text = _text_delta(client, orjson.loads(line[len("data: "):]))
+            if text:
+                out.append((line.encode(), text))
+    return out
 
 
-def _delta_lines(lines: list[bytes]) -> list[bytes]:
-    """The ``data:`` lines of delta events, the ones the limit applies to (``message_start`` and
-    ``message_delta`` carry no string delta and are never split)."""
-    return [line for line in lines if line.startswith(b'data: {"type":"content_block_delta"')]
+def _sdk_text(gateway, client: str, secret: str, model: str) -> str:
+    if client == "messages":
+        with anthropic_client(gateway, secret).messages.stream(
+                model=model, max_tokens=256, messages=[{"role": "user", "content": "talk"}]) as stream:
+            return stream.get_final_message().content[0].text
+    if client == "responses":
+        with openai_client(gateway, secret).responses.stream(model=model, input="talk") as stream:
+            return stream.get_final_response().output_text
+    with openai_client(gateway, secret).chat.completions.stream(
+            model=model, messages=[{"role": "user", "content": "talk"}]) as stream:
+        return stream.get_final_completion().choices[0].message.content
 
 
-def _text(lines: list[bytes]) -> tuple[str, int]:
-    """(concatenated text deltas, number of text_delta events)."""
-    texts = []
-    for line in lines:
-        if line.startswith(b"data: "):
-            event = orjson.loads(line[len(b"data: "):])
-            if event.get("type") == "content_block_delta" and event["delta"].get("type") == "text_delta":
-                texts.append(event["delta"]["text"])
-    return "".join(texts), len(texts)
-
-
-def test_api_key_rule_caps_every_data_line(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "ssf",
+@pytest.mark.parametrize("client", ["messages", "responses", "chat_completion"])
+def test_api_key_rule_caps_every_delta_line(gateway, mock_upstream, client):
+    s = setup(mock_upstream, UPSTREAM[client], f"ssf-{client}",
               [RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": LIMIT}, scope="api_key")])
     _, plain_secret = make_key("no-split")
     gateway.wait_config()
 
     mock_upstream.script([{"text": TOKEN}])
-    lines = _stream_lines(gateway, s.secret, s.model)
-    assert max(len(line) for line in _delta_lines(lines)) <= LIMIT
-    text, count = _text(lines)
-    assert text == TOKEN
-    assert count > 5
+    deltas = _stream(gateway, client, s.secret, s.model)
+    assert max(len(line) for line, _ in deltas) <= LIMIT
+    assert "".join(text for _, text in deltas) == TOKEN
+    assert len(deltas) >= 3
 
     mock_upstream.script([{"text": TOKEN}])
-    control = _stream_lines(gateway, plain_secret, s.model)
-    assert max(len(line) for line in _delta_lines(control)) > LIMIT
-    assert _text(control) == (TOKEN, 1)
+    control = _stream(gateway, client, plain_secret, s.model)
+    assert [text for _, text in control] == [TOKEN]
+    assert len(control[0][0]) > LIMIT
 
     mock_upstream.script([{"text": TOKEN}])
-    with anthropic_client(gateway, s.secret).messages.stream(
-            model=s.model, max_tokens=256, messages=[{"role": "user", "content": "talk"}]) as stream:
-        assert "".join(stream.text_stream) == TOKEN
-        assert stream.get_final_message().content[0].text == TOKEN
+    assert _sdk_text(gateway, client, s.secret, s.model) == TOKEN
