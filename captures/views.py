@@ -81,7 +81,17 @@ def _response_side(value: Any, frames: list[str] | None) -> Any:
     return value
 
 
-def build_detail(dump: dict[str, Any], selected: int | None) -> dict[str, Any]:
+def visible_chain(chain: list[dict[str, Any]] | None, staff: bool) -> tuple[list[dict[str, Any]] | None, int]:
+    """Staff see the whole executed chain. A key owner sees the rules of their own key's chain
+    and a count of the hidden provider/global ones (reference §3.7): those belong to the
+    operator, not to the key's owner."""
+    if chain is None or staff:
+        return chain, 0
+    own = [c for c in chain if c.get("scope") == "api_key"]
+    return own, len(chain) - len(own)
+
+
+def build_detail(dump: dict[str, Any], selected: int | None, staff: bool = True) -> dict[str, Any]:
     attempts = dump.get("attempts") or []
     index = len(attempts) - 1 if selected is None else max(0, min(selected - 1, len(attempts) - 1))
     att = attempts[index] if attempts else {}
@@ -118,11 +128,10 @@ def build_detail(dump: dict[str, Any], selected: int | None) -> dict[str, Any]:
             "Client response", _response_side(dump.get("client_response"), dump.get("client_frames"))))
     for n, d in enumerate(diffs):
         tabs.append({"id": f"diff-{n}", "title": d.title, "kind": "diff", "diff": d})
-    chain = att.get("executed_chain")
+    chain, hidden = visible_chain(att.get("executed_chain"), staff)
     return {
+        "hidden_transforms": hidden,
         "attempts": attempts, "attempt": att, "attempt_index": index + 1, "tabs": tabs,
-        "chain_request": [c for c in chain or [] if c.get("phase") == "request"],
-        "chain_response": [c for c in chain or [] if c.get("phase") == "response"],
         "chain": chain, "stream": stream, "truncation": dump.get("capture_truncation") or {},
     }
 
@@ -132,7 +141,8 @@ def capture_detail(request: HttpRequest, request_id: str) -> HttpResponse:
     cap = find_capture(request.user, request_id)
     dump = load_dump(cap)
     selected = request.GET.get("attempt")
-    context = build_detail(dump, int(selected) if selected and selected.isdigit() else None)
+    staff = request.user.is_staff or request.user.is_superuser
+    context = build_detail(dump, int(selected) if selected and selected.isdigit() else None, staff)
     context.update({"capture": cap, "dump": dump, "title": f"Capture {cap.request_id}"})
     return render(request, "captures/detail.html", context)
 

@@ -118,11 +118,15 @@ def test_list_is_paginated(client, people):
 def test_detail_shows_chain_tabs_and_diff(client, people):
     alice, bob, staff, akey, bkey = people
     stored(record("d1", key=akey, attempts=2))
-    client.force_login(alice)
+    client.force_login(staff)
     r = client.get("/captures/d1/")
     html = r.content.decode()
     assert r.status_code == 200
     assert 'class="chip scope-provider"' in html and "prompt_inject_system" in html
+    assert "hidden system transform" not in html
+    client.force_login(alice)
+    r = client.get("/captures/d1/")
+    html = r.content.decode()
     for title in ("Client request", "Upstream request", "Upstream response", "Client response",
                   "Client request → upstream request"):
         assert title in html
@@ -198,3 +202,20 @@ def test_stream_detail_lists_frames_and_diffs_events(client, people):
     assert "Upstream stream" in html and "Client stream" in html and "2 frames" in html
     diff = [t for t in r.context["tabs"] if t["id"] == "diff-1"][0]["diff"]
     assert [(c.op, c.path) for c in diff.changes] == [("added", "$[1]")]  # the [DONE] sentinel
+
+
+def test_key_owner_sees_own_key_rules_and_a_hidden_count(client, people):
+    alice, bob, staff, akey, bkey = people
+    rec = record("own", key=akey)
+    rec.attempts[0].executed_chain = [
+        {"scope": "provider", "transform": "prompt_inject_system", "phase": "request", "rule_id": 1},
+        {"scope": "global", "transform": "role_merge_consecutive", "phase": "request", "rule_id": 2},
+        {"scope": "api_key", "transform": "field_strip_sampling", "phase": "request", "rule_id": 3}]
+    stored(rec)
+    client.force_login(alice)
+    r = client.get("/captures/own/")
+    assert [c["transform"] for c in r.context["chain"]] == ["field_strip_sampling"]
+    assert r.context["hidden_transforms"] == 2 and "2 hidden system transforms" in r.content.decode()
+    client.force_login(staff)
+    r = client.get("/captures/own/")
+    assert len(r.context["chain"]) == 3 and r.context["hidden_transforms"] == 0
