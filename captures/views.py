@@ -151,6 +151,11 @@ def capture_detail(request: HttpRequest, request_id: str) -> HttpResponse:
 def capture_raw(request: HttpRequest, request_id: str) -> HttpResponse:
     cap = find_capture(request.user, request_id)
     data = cap.dump_bytes()
+    if not (request.user.is_staff or request.user.is_superuser):
+        doc = load_dump(cap)  # the same chain redaction as the page
+        for att in doc.get("attempts") or []:
+            att["executed_chain"], att["hidden_transforms"] = visible_chain(att.get("executed_chain"), False)
+        data = orjson.dumps(doc)
     response = HttpResponse(data, content_type="application/json")
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in cap.request_id[:64])
     response["Content-Disposition"] = f'attachment; filename="capture-{safe}.json"'

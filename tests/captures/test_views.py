@@ -216,6 +216,10 @@ def test_key_owner_sees_own_key_rules_and_a_hidden_count(client, people):
     r = client.get("/captures/own/")
     assert [c["transform"] for c in r.context["chain"]] == ["field_strip_sampling"]
     assert r.context["hidden_transforms"] == 2 and "2 hidden system transforms" in r.content.decode()
+    raw = orjson.loads(client.get("/captures/raw/own").content)["attempts"][0]
+    assert [c["transform"] for c in raw["executed_chain"]] == ["field_strip_sampling"]
+    assert raw["hidden_transforms"] == 2
     client.force_login(staff)
     r = client.get("/captures/own/")
     assert len(r.context["chain"]) == 3 and r.context["hidden_transforms"] == 0
+    assert len(orjson.loads(client.get("/captures/raw/own").content)["attempts"][0]["executed_chain"]) == 3
