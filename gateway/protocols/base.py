@@ -5,6 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# Token counters beyond this are garbage (2**53 - 1, the largest integer a JavaScript client can
+# hold); accepting them would let sums such as prompt + completion overflow the 64-bit integers
+# orjson can write.
+MAX_TOKEN_COUNT = 2 ** 53 - 1
+
+
+def token_count(value: Any) -> int | None:
+    """An upstream token counter when it is a plausible one (a non-negative integer that is not a
+    bool and not absurdly large), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    return None
+
 
 @dataclass(slots=True)
 class EncodeContext:

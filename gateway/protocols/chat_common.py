@@ -7,6 +7,8 @@ from typing import Any
 
 from gateway.urp import Usage
 
+from .base import token_count
+
 PROTOCOL = "chat_completion"
 
 # Internal markers (never emitted, never accepted from the wire). They carry what a same-Chat
@@ -40,7 +42,7 @@ def finish_from_wire(reason: Any) -> str | None:
     """Chat finish_reason -> URP finish reason (unknown values become ``other``)."""
     if reason is None:
         return None
-    return _FINISH_IN.get(reason, "other")
+    return _FINISH_IN.get(reason, "other") if isinstance(reason, str) else "other"
 
 
 def finish_to_wire(reason: str | None, native: Any, *, has_tool_calls: bool, legacy: bool) -> str:
@@ -66,7 +68,7 @@ _OUT_DETAILS = ("completion_tokens_details", "output_tokens_details")
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return token_count(value)
 
 
 def decode_usage(raw: Any) -> Usage | None:

@@ -243,6 +243,8 @@ def decode_message(msg: Any, where: str, call_types: dict[str, str], out: list[N
     if not isinstance(msg, dict):
         raise ProtocolError("message must be an object", param=where)
     role = msg.get("role")
+    if not isinstance(role, str):
+        raise ProtocolError("message 'role' must be a string", param=f"{where}.role")
     env = accept_extra(msg, _MESSAGE_KEYS)
     nodes: list[Node] = []
     if role == "tool":

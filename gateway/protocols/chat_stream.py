@@ -44,6 +44,7 @@ from .chat_common import (
     finish_to_wire,
 )
 from .chat_encode import chat_id
+from .json_depth import too_deep
 from .sse import DONE
 
 # -- decoder ------------------------------------------------------------------------------
@@ -145,11 +146,13 @@ class StreamDecoder:
 
     # delta handling
     def _reasoning_detail(self, entry: dict[str, Any], out: list[ev.Event]) -> None:
-        dtype = entry.get("type")
-        if entry.get("index") is not None:
-            key: Any = (dtype, "i", entry["index"])
-        elif entry.get("id"):
-            key = (dtype, "id", entry["id"])
+        # Upstream data: only string types, integer indexes and string ids make an entry's key.
+        dtype = entry.get("type") if isinstance(entry.get("type"), str) else None
+        windex, wid = entry.get("index"), entry.get("id")
+        if isinstance(windex, int):
+            key: Any = (dtype, "i", windex)
+        elif isinstance(wid, str) and wid:
+            key = (dtype, "id", wid)
         else:
             key = None
         idx = self._details.get(key) if key is not None else None
@@ -169,17 +172,20 @@ class StreamDecoder:
                     raw[k] += v
                 elif v is not None:
                     raw[k] = v
+        text, summary = entry.get("text"), entry.get("summary")
         if dtype == "reasoning.text":
-            self._delta(idx, ev.REASONING_CONTENT, entry.get("text") or "", out)
+            self._delta(idx, ev.REASONING_CONTENT, text if isinstance(text, str) else "", out)
             if isinstance(entry.get("signature"), str):
                 self._delta(idx, ev.REASONING_ENCRYPTED, entry["signature"], out)
         elif dtype == "reasoning.summary":
-            self._delta(idx, ev.REASONING_SUMMARY, entry.get("summary") or "", out)
+            self._delta(idx, ev.REASONING_SUMMARY, summary if isinstance(summary, str) else "", out)
         elif dtype == "reasoning.encrypted" and isinstance(entry.get("data"), str):
             self._delta(idx, ev.REASONING_ENCRYPTED, entry["data"], out)
 
     def _tool_call(self, pos: Any, tc: dict[str, Any], out: list[ev.Event]) -> None:
         key = tc.get("index", pos)
+        if not isinstance(key, int):  # a garbage index: fall back to the position in the array
+            key = pos
         ctype = tc.get("type")
         inner = tc.get("custom") if ctype == "custom" or "custom" in tc else tc.get("function")
         inner = inner if isinstance(inner, dict) else {}
@@ -274,6 +280,8 @@ class StreamDecoder:
             return self._fail("upstream sent invalid JSON in its stream", "invalid_upstream_response")
         if not isinstance(chunk, dict):
             return self._fail("upstream stream chunk is not an object", "invalid_upstream_response")
+        if too_deep(chunk, data):
+            return self._fail("upstream stream chunk is nested too deeply", "invalid_upstream_response")
         out: list[ev.Event] = []
         if chunk.get("error"):
             return self._error(chunk["error"], out)

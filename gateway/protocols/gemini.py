@@ -45,8 +45,9 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext
+from .base import EncodeContext, token_count
 from .errors import UpstreamProtocolError
+from .json_depth import too_deep
 
 PROTOCOL = "gemini"
 API_VERSION = "v1beta"
@@ -143,7 +144,7 @@ def _tool_input(arguments: str) -> dict[str, Any]:
         value = orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return {"_raw": arguments}
-    return value if isinstance(value, dict) else {"_raw": arguments}
+    return value if isinstance(value, dict) and not too_deep(value, arguments) else {"_raw": arguments}
 
 
 def _function_response(node: ToolResultNode, name: str) -> dict[str, Any]:
@@ -368,7 +369,7 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
 # -- response decode ---------------------------------------------------------------------------
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return token_count(value) or 0
 
 
 def decode_usage(raw: Any) -> Usage | None:
@@ -383,8 +384,8 @@ def decode_usage(raw: Any) -> Usage | None:
     return Usage(
         input_tokens=_int(raw.get("promptTokenCount")) + _int(raw.get("toolUsePromptTokenCount")),
         output_tokens=_int(raw.get("candidatesTokenCount")) + _int(thoughts),
-        cache_read_tokens=cached if isinstance(cached, int) else None,
-        reasoning_tokens=thoughts if isinstance(thoughts, int) else None,
+        cache_read_tokens=token_count(cached),
+        reasoning_tokens=token_count(thoughts),
         extra={k: v for k, v in raw.items() if k not in known and not k.startswith(INTERNAL_PREFIX)},
     )
 
@@ -595,7 +596,8 @@ class StreamDecoder:
         candidates = chunk.get("candidates")
         cand = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) else {}
         content = cand.get("content") if isinstance(cand.get("content"), dict) else {}
-        for part in content.get("parts") or []:
+        parts = content.get("parts")
+        for part in parts if isinstance(parts, list) else ():
             if not isinstance(part, dict):
                 continue
             if "text" in part:
@@ -629,6 +631,8 @@ class StreamDecoder:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
             return self._fail("upstream sent invalid JSON in a stream chunk", "invalid_upstream_response")
+        if too_deep(chunk, data):
+            return self._fail("upstream stream chunk is nested too deeply", "invalid_upstream_response")
         chunks = chunk if isinstance(chunk, list) else [chunk]
         out: list = []
         for item in chunks:

@@ -24,7 +24,9 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
+from .base import token_count
 from .errors import ProtocolError
+from .json_depth import too_deep
 
 PROTOCOL = "messages"
 
@@ -327,7 +329,8 @@ def tool_input(arguments: str) -> dict[str, Any]:
         value = orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return {"_raw": arguments}
-    return value if isinstance(value, dict) else {"_raw": arguments}
+    # too deep to be written back out: kept as text like any other non-object
+    return value if isinstance(value, dict) and not too_deep(value, arguments) else {"_raw": arguments}
 
 
 def reasoning_block(node: ReasoningNode, *, extras: bool, signature: str | None) -> dict[str, Any] | None:
@@ -430,7 +433,7 @@ _USAGE_KNOWN = frozenset({"input_tokens", "output_tokens", "cache_read_input_tok
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return token_count(value)
 
 
 def decode_usage(raw: Any) -> Usage | None:

@@ -29,6 +29,7 @@ from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from .base import EncodeContext
+from .json_depth import too_deep
 from .messages_common import (
     PROTOCOL,
     REASONING_KIND,
@@ -169,14 +170,14 @@ class StreamDecoder:
         if btype == "text":
             node: Node = TextNode(role="assistant", extra=unknown(cb, frozenset({"type", "text"})))
             slot = _Slot(index, "text", node)
-            if cb.get("text"):
+            if isinstance(cb.get("text"), str) and cb["text"]:
                 deltas.append((ev.TEXT, cb["text"], None))
         elif btype == "thinking":
             node = ReasoningNode(summary="", extra=unknown(cb, frozenset({"type", "thinking", "signature"})))
             slot = _Slot(index, "thinking", node)
-            if cb.get("thinking"):
+            if isinstance(cb.get("thinking"), str) and cb["thinking"]:
                 deltas.append((ev.REASONING_SUMMARY, cb["thinking"], _SUMMARY_MARK))
-            if cb.get("signature"):
+            if isinstance(cb.get("signature"), str) and cb["signature"]:
                 deltas.append((ev.REASONING_ENCRYPTED, cb["signature"], None))
         elif btype == "redacted_thinking":
             extra = unknown(cb, frozenset({"type", "data"}))
@@ -216,8 +217,13 @@ class StreamDecoder:
             slot.parts.append(text)
         return [NodeDelta(index=slot.index, kind=kind, delta=text, extra=dict(mark) if mark else {})]
 
+    def _slot_of(self, payload: dict[str, Any]) -> _Slot | None:
+        """The open block a delta/stop event names; None for a missing or non-integer index."""
+        widx = payload.get("index")
+        return self._slots.get(widx) if isinstance(widx, int) else None
+
     def _block_delta(self, payload: dict[str, Any]) -> list:
-        slot = self._slots.get(payload.get("index"))  # type: ignore[arg-type]
+        slot = self._slot_of(payload)
         delta = payload.get("delta")
         if slot is None or slot.index not in self._open or not isinstance(delta, dict):
             return []
@@ -257,13 +263,15 @@ class StreamDecoder:
             return self._fail("upstream sent invalid JSON in a stream event", "invalid_upstream_response")
         if not isinstance(payload, dict):
             return self._fail("upstream stream event is not an object", "invalid_upstream_response")
+        if too_deep(payload, data):
+            return self._fail("upstream stream event is nested too deeply", "invalid_upstream_response")
         etype = payload.get("type") or event_name
         if etype == "content_block_delta":
             return self._block_delta(payload)
         if etype == "content_block_start":
             return self._block_start(payload)
         if etype == "content_block_stop":
-            slot = self._slots.get(payload.get("index"))  # type: ignore[arg-type]
+            slot = self._slot_of(payload)
             return self._close_slot(slot) if slot is not None else []
         if etype == "message_start":
             msg = payload.get("message")

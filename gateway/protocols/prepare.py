@@ -168,17 +168,23 @@ def _names(tools: Iterable[ToolDef]) -> tuple[set[str], set[str], set[str]]:
 
 
 def _selector_ok(sel: Any, names: set[str], kinds: set[str], labels: set[str]) -> bool:
+    """Whether a tool-choice selector still refers to an available tool. A selector whose type,
+    name or label is not a string (the client sent an object there) refers to nothing."""
     if not isinstance(sel, dict):
         return True
     stype = sel.get("type")
+    if not isinstance(stype, str):
+        return False
     if stype in ("function", "custom"):
         inner = sel.get(stype)
         name = inner.get("name") if isinstance(inner, dict) else sel.get("name")
-        return name in names
+        return isinstance(name, str) and name in names
     if stype == "mcp":
-        return sel.get("server_label") in labels
+        label = sel.get("server_label")
+        return isinstance(label, str) and label in labels
     if stype in ("auto", "none", "required", "any", "tool"):
-        return stype != "tool" or sel.get("name") in names
+        name = sel.get("name")
+        return stype != "tool" or (isinstance(name, str) and name in names)
     return stype in kinds
 
 

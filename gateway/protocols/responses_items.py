@@ -176,7 +176,7 @@ def decode_part(part: Any, role: str, path: str) -> Node:
 
 def _decode_message(item: dict[str, Any], path: str, default_role: str, out: list[Node]) -> None:
     role = item.get("role", default_role)
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise ProtocolError(f"unknown role {role!r}", param=f"{path}.role")
     item_id = _opt_str(item, "id", path)
     phase = _opt_str(item, "phase", path)

@@ -18,7 +18,7 @@ from typing import Any
 from gateway.urp.nodes import INTERNAL_PREFIX, ImageNode, MediaSource, Node, ProviderItemNode, ToolCallNode
 from gateway.urp.request import Response, Usage
 
-from .base import EncodeContext
+from .base import EncodeContext, token_count
 from .errors import ProtocolError, UpstreamProtocolError
 from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items, new_id, scrub
 
@@ -47,11 +47,11 @@ _OUT_DETAIL_KEYS = frozenset({"reasoning_tokens"})
 
 
 def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+    return token_count(v) or 0
 
 
 def _opt_int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    return token_count(v)
 
 
 def _typed(u: Usage) -> tuple:

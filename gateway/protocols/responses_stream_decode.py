@@ -35,6 +35,7 @@ from gateway.urp.nodes import (
 )
 
 from .errors import ProtocolError
+from .json_depth import too_deep
 from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item, new_id, scrub
 from .responses_response import (
     X_OBJECT,
@@ -56,9 +57,13 @@ _JSON = json.JSONDecoder()
 def _parse_data(data: str) -> list[Any]:
     """One SSE data field -> its JSON values (some upstreams concatenate several objects)."""
     try:
-        return [orjson.loads(data)]
+        value = orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
+    else:
+        if too_deep(value, data):
+            raise ValueError("stream event nested too deeply")
+        return [value]
     out: list[Any] = []
     i, n = 0, len(data)
     while i < n:
@@ -66,7 +71,12 @@ def _parse_data(data: str) -> list[Any]:
             i += 1
         if i >= n:
             break
-        value, i = _JSON.raw_decode(data, i)  # raises ValueError on garbage
+        try:
+            value, i = _JSON.raw_decode(data, i)  # raises ValueError on garbage
+        except RecursionError:  # the stdlib parser recurses per nesting level
+            raise ValueError("stream event nested too deeply") from None
+        if too_deep(value):
+            raise ValueError("stream event nested too deeply")
         out.append(value)
         if len(out) > _MAX_VALUES:
             raise ValueError("too many JSON values in one SSE data field")
@@ -290,7 +300,8 @@ class StreamDecoder:
             if self.finished:
                 break
             if isinstance(payload, dict):
-                self._handle(out, payload.get("type") or event_name, payload)
+                etype = payload.get("type")
+                self._handle(out, etype if isinstance(etype, str) and etype else event_name, payload)
         return out
 
     def _fail(self, out: list[ev.Event], code: str, message: str, *, error_type: str | None = None,

@@ -400,7 +400,8 @@ class StreamEncoder:
             return b""
         payload = {k: v for k, v in data.items() if k not in ("type", "sequence_number")}
         if "output_index" in payload or "item_id" in payload:
-            it = self._by_id.get(payload.get("item_id"))
+            item_id = payload.get("item_id")  # upstream data: may be any JSON value
+            it = self._by_id.get(item_id) if isinstance(item_id, str) else None
             if it is None or it.final is not None:
                 return b""
             payload["output_index"] = it.oi
@@ -533,8 +534,9 @@ class StreamEncoder:
                 reasons.add(("s", it.summary, it.content))
             else:
                 others.add(it.id)
-                if it.head.get("type") == "image_generation_call":
-                    others.add(it.head.get("result"))
+                result = it.head.get("result")
+                if it.head.get("type") == "image_generation_call" and isinstance(result, str):
+                    others.add(result)
         buf = b""
         for node in output:
             t = type(node)
@@ -553,7 +555,9 @@ class StreamEncoder:
                 if (node.id and node.id in reasons) or ("s", node.summary or "", node.content or "") in reasons:
                     continue
             elif t is ProviderItemNode:
-                if not (self.same and node.origin_protocol == PROTOCOL) or node.body.get("id") in others:
+                body_id = node.body.get("id")  # upstream data: may be any JSON value
+                if not (self.same and node.origin_protocol == PROTOCOL) or (
+                        isinstance(body_id, str) and body_id in others):
                     continue
             elif t is ImageNode:
                 if node.source.data in others:

@@ -30,6 +30,7 @@ from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.errors import ProtocolError, UpstreamProtocolError
 from gateway.protocols.frame_split import with_frame_limit
+from gateway.protocols.json_depth import MAX_DEPTH, too_deep
 from gateway.protocols.sse import SSEParser
 from gateway.urp import Request, Response
 from gateway.urp import events as ev
@@ -159,6 +160,8 @@ def _decode(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_bod
         raise ClientError(400, "invalid_request", "request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise ClientError(400, "invalid_request", "request body must be a JSON object")
+    if too_deep(body, raw_body):  # would parse, but no encoder could write it again
+        raise ClientError(400, "invalid_request", f"request body is nested more than {MAX_DEPTH} levels deep")
     if cap is not None:
         cap.client_request = orjson.loads(raw_body)  # its own copy: rules may mutate shared extras
     try:
@@ -303,6 +306,9 @@ def _decode_whole(att: Attempt, data: bytes, ctype: str, arec) -> Response:
         if arec is not None:
             arec.upstream_response = data[:65536].decode("utf-8", "replace")
         raise AttemptFailed("upstream returned a body that is not JSON", code="invalid_upstream_response") from None
+    if too_deep(body, data):
+        raise AttemptFailed(f"upstream response is nested more than {MAX_DEPTH} levels deep",
+                            code="invalid_upstream_response")
     if arec is not None:
         arec.upstream_response = body
     try:

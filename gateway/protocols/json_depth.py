@@ -1,0 +1,44 @@
+"""A nesting limit for JSON values we parse and later write again.
+
+``orjson.loads`` accepts documents nested up to 1024 levels, but ``orjson.dumps`` refuses
+anything deeper than 254. A client body (or an upstream answer, or tool-call arguments text)
+nested 255..1024 levels deep therefore decodes fine and then makes the encoder raise, which
+would surface as a 500. Every parse boundary checks ``too_deep`` instead and refuses the value
+with the caller's own error (400 for clients, a failed attempt for upstreams).
+
+``MAX_DEPTH`` leaves the encoders room to wrap a passthrough value in their own envelopes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+MAX_DEPTH = 128
+_ORJSON_LIMIT = 254
+_PAD = _ORJSON_LIMIT - MAX_DEPTH
+
+
+def too_deep(value: Any, raw: bytes | str | None = None) -> bool:
+    """Whether ``value`` (parsed JSON; ``raw`` its text when at hand) nests deeper than
+    ``MAX_DEPTH`` levels.
+
+    Cheap on the hot path: a value whose text has at most ``MAX_DEPTH`` brackets cannot be too
+    deep and is not looked at; otherwise orjson itself measures (the value wrapped in ``_PAD``
+    lists fails to serialise exactly when it is too deep), at C speed."""
+    if raw is not None:
+        brackets = raw.count(b"[" if isinstance(raw, bytes) else "[") + raw.count(
+            b"{" if isinstance(raw, bytes) else "{")
+        if brackets <= MAX_DEPTH:
+            return False
+    if not isinstance(value, dict | list):
+        return False
+    wrapped: Any = value
+    for _ in range(_PAD):
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped)
+    except orjson.JSONEncodeError:
+        return True
+    return False
