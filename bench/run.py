@@ -49,6 +49,7 @@ class Case:
     note: str = ""
     settle: bool = False   # wait for the server to go idle before each run, record the wait after it
     drain: dict[str, list[float]] = field(default_factory=dict)
+    cpu_ms: dict[str, list[float]] = field(default_factory=dict)   # server workers' CPU per request
 
 
 @dataclass
@@ -190,6 +191,14 @@ class Bench:
         return {"direct": self.ports["nginx"], "gateway": self.ports["gateway"], "gateway+capture": self.ports["gateway"],
                 "litellm": self.ports["litellm"]}[system]
 
+    def workers_of(self, system: str) -> list[int]:
+        """The worker processes whose CPU a run of ``system`` is charged (none for nginx)."""
+        if system.startswith("gateway"):
+            return procs.worker_pids(self.gateway.proc.pid)
+        if system == "litellm" and self.litellm is not None:
+            return procs.worker_pids(self.litellm.proc.pid)
+        return []
+
     def check(self, case: Case) -> None:
         """One request per system before timing: 200 and the canned answer's text in the body.
         A system that fails is dropped from the case and the reason goes into the report."""
@@ -210,11 +219,16 @@ class Bench:
             for system in case.targets:
                 if case.settle:
                     procs.wait_quiet(workers)
+                served_by = self.workers_of(system)
+                cpu0 = sum(procs.cpu_seconds(p) for p in served_by)
                 res = wrk.run(self.port_of(system), scripts[system], connections=case.connections,
                               seconds=self.args.seconds)
                 case.results.setdefault(system, []).append(res)
                 if case.settle:
                     case.drain.setdefault(system, []).append(procs.wait_quiet(workers))
+                if served_by and res.requests:
+                    cpu = sum(procs.cpu_seconds(p) for p in served_by) - cpu0
+                    case.cpu_ms.setdefault(system, []).append(cpu * 1000 / res.requests)
                 print(f"  {case.key:16s} run {run + 1} {system:16s} {res.rps:9.0f} req/s  p50 {res.p50:7.3f} ms  "
                       f"p99 {res.p99:7.3f} ms  errors {res.errors} non2xx {res.non2xx}", flush=True)
 
@@ -272,9 +286,10 @@ class Bench:
             if not out.exists():
                 self.profiles.append({"case": case.title, "error": f"py-spy wrote nothing for worker {pid}"})
                 continue
-            samples, own, incl = profile.top_frames(out)
+            samples, own, incl, comps = profile.top_frames(out)
             self.profiles.append({"case": case.title, "pid": pid, "samples": samples, "rps": res.rps,
-                                  "own": own, "inclusive": incl, "file": str(out.relative_to(ROOT))})
+                                  "own": own, "inclusive": incl, "components": comps,
+                                  "file": str(out.relative_to(ROOT))})
 
     def run_soak(self) -> None:
         """Back-to-back wrk bursts (each <= 10 s) of a mixed request stream for --soak-seconds,
@@ -342,8 +357,10 @@ class Bench:
                 self.run_profile(next(c for c in self.cases if c.key == f"chat-{self.args.connections}"))
             print("== capture off vs on", flush=True)
             self.set_capture(True)
-            for case in self.capture_cases:
-                self.run_case(case)
+            with memory.Sampler(self.gateway.proc.pid) as sampler:
+                for case in self.capture_cases:
+                    self.run_case(case)
+            self.memory["gateway"]["capture on (peak)"] = sampler.peak_per_worker
             self.set_capture(False)
             print("== soak", flush=True)
             self.run_soak()

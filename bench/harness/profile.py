@@ -28,24 +28,50 @@ def _short(frame: str) -> str:
     return f"{name} ({'/'.join(parts[-3:])})"
 
 
-def top_frames(raw: Path, n: int = 15) -> tuple[int, list[tuple[str, float]], list[tuple[str, float]]]:
-    """(samples, [(frame, % own)], [(frame, % inclusive)])."""
+COMPONENTS = (  # (start of the frame's file path as py-spy prints it, component), first match wins
+    ("gateway/proxy/", "gateway.proxy"), ("gateway/protocols/", "gateway.protocols"), ("gateway/urp/", "gateway.urp"),
+    ("transforms/", "transforms"), ("keys/", "keys"), ("captures/", "captures"), ("providers/", "providers"),
+    ("gateway/", "gateway (other)"), ("aiohttp/", "aiohttp (upstream client)"), ("yarl/", "aiohttp (upstream client)"),
+    ("multidict/", "aiohttp (upstream client)"), ("uvicorn/", "uvicorn + httptools"), ("django/", "django"),
+    ("asyncio/", "event loop (uvloop/asyncio)"), ("uvloop/", "event loop (uvloop/asyncio)"), ("orjson", "orjson"),
+)
+ROOT_FRAMES = ("multiprocessing/", "uvicorn/_subprocess.py", "uvicorn/supervisors/", "uvicorn/server.py",
+               "uvicorn/_compat.py", "asyncio/runners.py", "<string>", "threading.py")
+
+
+def component(frame: str) -> str:
+    path = frame.partition(" (")[2]
+    for needle, name in COMPONENTS:
+        if path.startswith(needle) or "/" + needle in path:
+            return name
+    return "Python stdlib / interpreter"
+
+
+def top_frames(raw: Path, n: int = 15) -> tuple[int, list[tuple[str, float]], list[tuple[str, float]],
+                                                list[tuple[str, float]]]:
+    """(samples, [(frame, % own)], [(frame, % inclusive, start-up chain left out)],
+    [(component, % own)])."""
     own: Counter[str] = Counter()
     incl: Counter[str] = Counter()
+    comp: Counter[str] = Counter()
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
         c = int(count)
-        frames = [_short(f) for f in stack.split(";") if f and not f.startswith("process ") and not f.startswith("thread ")]
-        if not frames:
+        raw_frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        if not raw_frames:
             continue
         total += c
+        comp[component(raw_frames[-1])] += c
+        frames = [_short(f) for f in raw_frames]
         own[frames[-1]] += c
-        for f in set(frames):
-            incl[f] += c
+        for f, r in set(zip(frames, raw_frames, strict=True)):
+            if not any(root in r for root in ROOT_FRAMES):
+                incl[f] += c
     if not total:
-        return 0, [], []
-    return (total, [(f, 100 * c / total) for f, c in own.most_common(n)],
-            [(f, 100 * c / total) for f, c in incl.most_common(n)])
+        return 0, [], [], []
+    pct = [(f, 100 * c / total) for f, c in own.most_common(n)]
+    return (total, pct, [(f, 100 * c / total) for f, c in incl.most_common(n)],
+            [(k, 100 * c / total) for k, c in comp.most_common()])
