@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from tests.e2e.sdk_turns import CONVERSATIONS, WEATHER_ARGS
 from tests.e2e.transforms.rules import RuleSpec, last_upstream_body, openai_client, setup
 
 ALIASES = {"aliases": {"view_image": "client_view_image"}}
@@ -73,3 +74,26 @@ def test_names_outside_the_map_are_untouched(gateway, mock_upstream):
         model=s.model, messages=[{"role": "user", "content": "please call read_file"}], tools=[VIEW_IMAGE, other])
     assert reply.choices[0].message.tool_calls[0].function.name == "read_file"
     assert [tool["name"] for tool in last_upstream_body(mock_upstream)["tools"]] == ["client_view_image", "read_file"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
+@pytest.mark.parametrize(("client", "upstream"), [("responses", "gemini"), ("messages", "chat_completion"),
+                                                  ("chat_completion", "responses")])
+def test_round_trip_through_every_client_encoder(gateway, mock_upstream, client, upstream, stream):
+    """A call round trip through each client protocol's SDK (stream and not): the upstream only
+    ever sees the alias (declaration, replayed call), the client only its own name."""
+    aliases = {"aliases": {"get_weather": "client_get_weather"}}
+    s = setup(mock_upstream, upstream, f"alias-{client}-{upstream}-{int(stream)}",
+              [RuleSpec("field_alias_reserved_tool_names", "request", aliases),
+               RuleSpec("field_alias_reserved_tool_names", "response", aliases)])
+    gateway.wait_config()
+    agent = CONVERSATIONS[client](gateway.url, s.secret, s.model, stream=stream, tools=("get_weather",))
+    turn = agent.ask("please use a tool")
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("get_weather", WEATHER_ARGS)]
+    final = agent.answer_tools({turn.tool_calls[0].call_id: "sunny"})
+    assert final.text == "Tool said: sunny"
+    bodies = [json.dumps(record["body"]) for record in mock_upstream.requests()]
+    assert len(bodies) == 2
+    for body in bodies:
+        assert '"client_get_weather"' in body
+        assert '"get_weather"' not in body
