@@ -1,6 +1,7 @@
 """field_override_max_tokens end to end: an ``anthropic`` SDK Messages client asks for
-``max_tokens=100000``; the provider's upstream speaks Chat Completions. The provider rule caps the
-upstream's ``max_completion_tokens`` at its configured value.
+``max_tokens=100000``; the provider's upstream speaks Chat Completions, Responses or Gemini. The
+provider rule caps the upstream's own field (Chat ``max_completion_tokens``, Responses
+``max_output_tokens``, Gemini ``generationConfig.maxOutputTokens``) at its configured value.
 
 This file also holds the model-glob cases for the whole set: a rule's ``models`` globs are matched
 against the client's logical model, never the provider's redirected upstream model. So a glob
@@ -22,13 +23,22 @@ def _ask(gateway, secret: str, model: str) -> None:
     assert reply.model == model
 
 
-def test_client_max_tokens_is_overridden(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "fomt-all", [RuleSpec("field_override_max_tokens", config={"value": 4096})])
+def _upstream_cap(upstream: str, body: dict) -> int | None:
+    """The output-token cap in an upstream body, in that protocol's own field."""
+    if upstream == "chat_completion":
+        assert "max_tokens" not in body  # one cap, not two
+        return body.get("max_completion_tokens")
+    if upstream == "responses":
+        return body.get("max_output_tokens")
+    return (body.get("generationConfig") or {}).get("maxOutputTokens")
+
+
+@pytest.mark.parametrize("upstream", ["chat_completion", "responses", "gemini"])
+def test_client_max_tokens_is_overridden(gateway, mock_upstream, upstream):
+    s = setup(mock_upstream, upstream, f"fomt-{upstream}", [RuleSpec("field_override_max_tokens", config={"value": 4096})])
     gateway.wait_config()
     _ask(gateway, s.secret, s.model)
-    body = last_upstream_body(mock_upstream)
-    assert body["max_completion_tokens"] == 4096
-    assert "max_tokens" not in body
+    assert _upstream_cap(upstream, last_upstream_body(mock_upstream)) == 4096
 
 
 def test_glob_on_the_logical_model_runs_despite_a_redirect(gateway, mock_upstream):

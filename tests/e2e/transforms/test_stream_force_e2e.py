@@ -52,3 +52,16 @@ def test_disabled_stream_is_replayed_as_a_stream_for_a_streaming_client(gateway,
     assert final.content[0].text == "Echo: hello there friend"
     assert final.stop_reason == "end_turn"
     assert [bool(body.get("stream")) for body in upstream_bodies(mock_upstream)] == [False]
+
+
+def test_forced_stream_switches_the_gemini_endpoint(gateway, mock_upstream):
+    """For Gemini the mode is in the URL: a forced stream must call ``:streamGenerateContent``
+    with ``alt=sse`` (a non-streaming ``openai`` SDK Responses client still gets one response)."""
+    s = setup(mock_upstream, "gemini", "sf-gemini", [RuleSpec("stream_force", config={"enabled": True})])
+    gateway.wait_config()
+    reply = openai_client(gateway, s.secret).responses.create(model=s.model, input="hello gemini")
+    assert reply.output_text == "Echo: hello gemini"
+    assert reply.status == "completed"
+    record = mock_upstream.requests()[-1]
+    assert record["route"] == f"/v1beta/models/up-{s.model}:streamGenerateContent"
+    assert "alt=sse" in record["query"]
