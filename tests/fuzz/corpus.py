@@ -195,9 +195,12 @@ HUGE_NUMBERS = [2 ** 64 - 1, 2 ** 63, -(2 ** 63), 1e30, 1e308, -1e308, 5e-324, -
 UNKNOWN_KINDS = ["banana", "TEXT", "", "function ", "tool_use_result", "unknown_type", "_gw_type"]
 
 
-def all_paths(value: Any, prefix: Path = ()) -> list[Path]:
-    """Every path in a JSON value, the root included."""
+def all_paths(value: Any, prefix: Path = (), max_depth: int = 24) -> list[Path]:
+    """Every path in a JSON value, the root included, down to ``max_depth`` (below that the
+    fuzzers' own deep values live; mutating inside them finds nothing new)."""
     out: list[Path] = [prefix]
+    if len(prefix) >= max_depth:
+        return out
     if isinstance(value, dict):
         for key, item in value.items():
             out.extend(all_paths(item, (*prefix, key)))
@@ -277,7 +280,7 @@ def junk(rng: random.Random, near: Any = None) -> Any:
     if roll == 4:
         return rng.choice([[], {}, [None], [{}], [[]], {"": None}])
     if roll == 5:
-        return deep(rng.choice([rng.randrange(20, 140), rng.randrange(240, 600)]))
+        return deep(rng.choice([rng.randrange(20, 140), rng.randrange(250, 400)]))
     if roll == 6:
         return rng.choice(VOCABULARY + UNKNOWN_KINDS)
     if roll == 7:
