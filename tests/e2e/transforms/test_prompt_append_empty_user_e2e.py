@@ -39,3 +39,17 @@ def test_rule_of_another_key_does_not_run(gateway, mock_upstream):
         model=s.model, messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}])
     assert last_upstream_body(mock_upstream)["messages"][-1] == {
         "role": "assistant", "content": [{"type": "text", "text": "Hello"}]}
+
+
+def test_gemini_upstream_gets_a_trailing_user_turn(gateway, mock_upstream):
+    """The same through an ``anthropic`` SDK Messages client to a Gemini upstream (``contents``
+    must end on a ``user`` turn there), with the default content (one space)."""
+    from tests.e2e.transforms.rules import anthropic_client
+
+    s = setup(mock_upstream, "gemini", "paeu-gemini", [RuleSpec("prompt_append_empty_user", scope="api_key")])
+    gateway.wait_config()
+    anthropic_client(gateway, s.secret).messages.create(model=s.model, max_tokens=64, messages=[
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}])
+    contents = last_upstream_body(mock_upstream)["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert contents[-1]["parts"] == [{"text": " "}]

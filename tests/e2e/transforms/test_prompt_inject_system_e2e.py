@@ -39,3 +39,17 @@ def test_api_key_rule_injects_a_system_segment(gateway, mock_upstream, position)
     body = last_upstream_body(mock_upstream)
     assert chat_system_texts(body) == [OPERATOR]
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_chains_run_provider_then_global_then_api_key(gateway, mock_upstream):
+    """One ``append`` rule per scope: the segments land in execution order."""
+    s = setup(mock_upstream, "chat_completion", "pis-scopes", [
+        RuleSpec("prompt_inject_system", config={"content": "from key", "position": "append"}, scope="api_key"),
+        RuleSpec("prompt_inject_system", config={"content": "from global", "position": "append"}, scope="global"),
+        RuleSpec("prompt_inject_system", config={"content": "from provider", "position": "append"}),
+    ])
+    gateway.wait_config()
+    anthropic_client(gateway, s.secret).messages.create(model=s.model, max_tokens=64, system="Client rules.",
+                                                        messages=[{"role": "user", "content": "hi"}])
+    assert chat_system_texts(last_upstream_body(mock_upstream)) == [
+        "Client rules.", "from provider", "from global", "from key"]

@@ -32,3 +32,14 @@ def test_consecutive_user_texts_are_merged(gateway, mock_upstream):
     blocks = last_upstream_body(mock_upstream)["messages"][0]["content"]
     assert [b["type"] for b in blocks] == ["text", "image", "text"]
     assert [b["text"] for b in blocks if b["type"] == "text"] == ["look ", "at this"]
+
+
+def test_responses_client_to_chat_upstream(gateway, mock_upstream):
+    """Two user input items from an ``openai`` SDK Responses client reach a Chat Completions
+    upstream as one user message with one text."""
+    s = setup(mock_upstream, "chat_completion", "rmc-resp", [RuleSpec("role_merge_consecutive")])
+    gateway.wait_config()
+    reply = openai_client(gateway, s.secret).responses.create(model=s.model, input=[
+        {"role": "user", "content": "first part. "}, {"role": "user", "content": "second part."}])
+    assert reply.output_text == "Echo: first part. second part."
+    assert last_upstream_body(mock_upstream)["messages"] == [{"role": "user", "content": "first part. second part."}]
