@@ -94,3 +94,22 @@ def test_api_key_rule_caps_every_delta_line(gateway, mock_upstream, client):
 
     mock_upstream.script([{"text": TOKEN}])
     assert _sdk_text(gateway, client, s.secret, s.model) == TOKEN
+
+
+@pytest.mark.parametrize(("provider_limit", "key_limit", "expected"), [(300, 1000, 300), (1000, 300, 1000)],
+                         ids=["provider-tighter", "key-tighter"])
+def test_first_matching_rule_wins_provider_before_api_key(gateway, mock_upstream, provider_limit, key_limit,
+                                                         expected):
+    """Unlike ordinary rules (later ones see earlier output), the limit comes from the first
+    matching rule in execution order: the provider's, even when the key asks for a tighter one."""
+    s = setup(mock_upstream, "chat_completion", f"ssf-order-{provider_limit}", [
+        RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": provider_limit}),
+        RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": key_limit}, scope="api_key")])
+    gateway.wait_config()
+    long_token = TOKEN * 2  # ~2 200 escaped bytes: split under both limits
+    mock_upstream.script([{"text": long_token}])
+    deltas = _stream(gateway, "messages", s.secret, s.model)
+    assert "".join(text for _, text in deltas) == long_token
+    longest = max(len(line) for line, _ in deltas)
+    assert longest <= expected
+    assert longest > expected - 20  # chunks are the largest that fit, so the limit in force is nearly reached
