@@ -28,6 +28,7 @@ class RuleSpec:
     config: dict[str, Any] = field(default_factory=dict)
     scope: str = "provider"
     models: list[str] | None = None
+    enabled: bool = True
 
 
 @dataclass
@@ -45,7 +46,7 @@ def save_rules(specs: list[RuleSpec], *, route: Route | None, key: Any) -> None:
 
     for position, spec in enumerate(specs):
         rule = TransformRule(scope=spec.scope, transform=spec.transform, phase=spec.phase, models=spec.models,
-                             config=spec.config, position=position,
+                             config=spec.config, position=position, enabled=spec.enabled,
                              provider=route.provider if spec.scope == "provider" and route else None,
                              api_key=key if spec.scope == "api_key" else None)
         rule.full_clean()  # the same validation the admin and REST API run on save

@@ -61,3 +61,11 @@ def test_glob_that_misses_the_logical_model_does_not_run(gateway, mock_upstream,
     body = last_upstream_body(mock_upstream)
     assert body["model"] == "redirected-upstream-model"
     assert body["max_completion_tokens"] == 100000
+
+
+def test_disabled_rule_does_not_run(gateway, mock_upstream):
+    rule = RuleSpec("field_override_max_tokens", config={"value": 2048}, enabled=False)
+    s = setup(mock_upstream, "chat_completion", "fomt-disabled", [rule])
+    gateway.wait_config()
+    _ask(gateway, s.secret, s.model)
+    assert last_upstream_body(mock_upstream)["max_completion_tokens"] == 100000
