@@ -296,3 +296,36 @@ def test_legacy_functions_become_ordinary_tools_cross_protocol():
     assert out["tools"] == [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     assert out["tool_choice"] == {"type": "function", "function": {"name": "f"}}
     assert "functions" not in out and "function_call" not in out
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("role", [["user"], {"r": 1}, 3])
+def test_non_string_role_is_a_400_naming_it(role):
+    """A list or object as a role used to reach a set lookup and crash (500)."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": role, "content": "x"}]}
+    with pytest.raises(ProtocolError) as exc:
+        cc.decode_request(body)
+    assert exc.value.param == "messages[1].role"
+
+
+@pytest.mark.parametrize("choice", [{"type": {"x": 1}}, {"type": "function", "function": {"name": ["f"]}},
+                                    {"type": "tool", "name": {"n": 1}}, {"type": "mcp", "server_label": [1]}])
+def test_tool_choice_with_non_string_fields_encodes_for_every_upstream(choice):
+    """An object where a tool-choice type or name belongs used to crash the tool filter (which
+    runs when an upstream cannot take every tool: the custom tool here, for Messages and Gemini)."""
+    import orjson
+
+    from gateway.protocols import codec
+    from gateway.protocols.prepare import prepare_for_upstream
+
+    for upstream in ("chat_completion", "responses", "messages", "gemini"):
+        req = cc.decode_request({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                 "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}},
+                                           {"type": "custom", "custom": {"name": "g"}}],
+                                 "tool_choice": choice})
+        prepare_for_upstream(req, upstream_protocol=upstream, source_protocol="chat_completion",
+                             strip_nested=True, extra_whitelist=None)
+        if upstream in ("messages", "gemini"):
+            assert req.tool_choice is None  # it names no available tool
+        orjson.dumps(codec(upstream).encode_request(req, EncodeContext(model="up", source_protocol="chat_completion")))

@@ -142,3 +142,24 @@ def test_refusal_only_and_other_finish():
     out = cc.encode_response(resp, CROSS)
     assert out["choices"][0]["message"] == {"role": "assistant", "content": None, "refusal": "I can't"}
     assert out["choices"][0]["finish_reason"] == "stop"
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_garbage_finish_reason_and_absurd_usage_decode_and_reencode():
+    """A list as finish_reason crashed the reason lookup; counters near 2**64 made the encoders'
+    sums overflow what orjson can write. Both are upstream garbage: tolerated, never a crash."""
+    import orjson
+
+    from gateway.protocols import codec
+
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": ["stop"]}],
+            "usage": {"prompt_tokens": 2 ** 64 - 1, "completion_tokens": 2 ** 64 - 1, "total_tokens": -3,
+                      "prompt_tokens_details": {"cached_tokens": 2 ** 63}}}
+    resp = cc.decode_response(body)
+    assert resp.finish_reason == "other"
+    assert resp.usage.input_tokens == 0 and resp.usage.output_tokens == 0
+    assert resp.usage.cache_read_tokens is None
+    for client in ("chat_completion", "responses", "messages"):
+        orjson.dumps(codec(client).encode_response(resp, EncodeContext(model="l", source_protocol="chat_completion")))

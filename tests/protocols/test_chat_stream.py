@@ -270,3 +270,39 @@ def test_encoder_is_incremental():
     head = enc.encode(ev.NodeStart(index=1, node=ToolCallNode(call_id="c", name="f")))
     assert b'"id":"c"' in head and b'"name":"f"' in head
     assert b'"arguments":"{}"' in enc.encode(ev.NodeDelta(index=1, kind=ev.ARGUMENTS, delta="{}"))
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_garbage_indexes_and_reasoning_fields_do_not_crash_the_decoder():
+    """Objects where the tool-call index, the reasoning-detail index/type or its text belong
+    used to crash dict lookups and string concatenation mid-stream."""
+    raw = "".join([
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"reasoning_details": [{"type": {"t": 1}, "text": "a", "index": {"i": 1}},
+                                     {"type": "reasoning.text", "text": {"x": 1}, "index": 0},
+                                     {"type": "reasoning.summary", "summary": [1], "id": ["x"]}]}),
+        chunk({"tool_calls": [{"index": {"i": 0}, "id": "call_a", "type": "function",
+                               "function": {"name": "get", "arguments": "{}"}}]}),
+        chunk({}, "tool_calls"),
+        "data: [DONE]\n\n",
+    ]).encode()
+    events = decode_all(raw)
+    assert isinstance(events[-1], ev.ResponseDone)
+    assert [n.name for n in events[-1].output if isinstance(n, ToolCallNode)] == ["get"]
+
+
+def test_absurd_usage_and_deep_chunks():
+    """Counters near 2**64 are dropped (their sums would not serialise); a chunk nested deeper
+    than we could write back is a stream error, not an exception."""
+    raw = "".join([chunk({"content": "hi"}), chunk({}, "stop"),
+                   chunk(usage={"prompt_tokens": 2 ** 64 - 1, "completion_tokens": 2 ** 64 - 1}),
+                   "data: [DONE]\n\n"]).encode()
+    events = decode_all(raw)
+    assert events[-1].usage.input_tokens == 0
+    enc = cc.StreamEncoder(EncodeContext(model="l", source_protocol="chat_completion"))
+    assert b"".join(enc.encode(e) for e in events).endswith(b"data: [DONE]\n\n")
+
+    dec = cc.StreamDecoder()
+    out = dec.feed(None, '{"choices": [{"index": 0, "delta": {"content": ' + "[" * 300 + "]" * 300 + "}}]}")
+    assert isinstance(out[-1], ev.StreamError) and out[-1].code == "invalid_upstream_response"

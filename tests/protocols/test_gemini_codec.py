@@ -230,3 +230,18 @@ def test_clean_schema_nullable_types_and_property_names():
               "additionalProperties": False}
     assert gemini.clean_schema(schema) == {
         "type": "object", "properties": {"type": {"type": "string", "nullable": True}, "$id": {"type": "integer"}}}
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_tool_arguments_nested_too_deep_are_kept_as_raw_text():
+    """Tool-call arguments become a ``functionCall.args`` object; JSON nested deeper than orjson
+    writes crashed the upstream body's serialisation."""
+    args = '{"a": ' + "[" * 300 + "]" * 300 + "}"
+    req = Request(model="m", input=[TextNode(role="user", content="hi"),
+                                    ToolCallNode(call_id="call_1", name="f", arguments=args),
+                                    ToolResultNode(call_id="call_1", content=[TextNode(content="ok")])])
+    body = gemini.encode_request(req, CTX)
+    orjson.dumps(body)
+    calls = [p["functionCall"] for c in body["contents"] for p in c["parts"] if "functionCall" in p]
+    assert calls[0]["args"] == {"_raw": args}

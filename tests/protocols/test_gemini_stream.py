@@ -114,3 +114,29 @@ def test_gemini_stream_through_messages_client_encoder():
     delta = [p for n, p in events if n == "message_delta"][0]
     assert delta["delta"]["stop_reason"] == "tool_use"
     assert delta["usage"]["input_tokens"] == 32 and delta["usage"]["cache_read_input_tokens"] == 8
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_non_list_parts_absurd_usage_and_deep_chunks_do_not_crash_the_decoder():
+    """``parts`` as a number crashed the loop over it; usage counters near 2**64 overflowed the
+    client encoders' sums; a chunk nested deeper than we could write back is a stream error."""
+    raw = sse_bytes([
+        {"candidates": [{"content": {"role": "model", "parts": 5}, "index": 0}], "responseId": "r1"},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "index": 0,
+                         "finishReason": "STOP"}],
+         "usageMetadata": {"promptTokenCount": 2 ** 64 - 1, "candidatesTokenCount": 2 ** 64 - 1,
+                           "thoughtsTokenCount": 2 ** 64 - 1, "cachedContentTokenCount": -1}},
+    ])
+    events = decode(raw)
+    assert isinstance(events[-1], ResponseDone)
+    assert events[-1].usage.input_tokens == 0 and events[-1].usage.reasoning_tokens is None
+    for client in ("chat_completion", "responses", "messages"):
+        from gateway.protocols import codec
+
+        enc = codec(client).StreamEncoder(EncodeContext(model="l", source_protocol="gemini"))
+        b"".join(enc.encode(e) for e in events)
+
+    deep = gemini.StreamDecoder()
+    out = deep.feed(None, '{"candidates": ' + "[" * 300 + "]" * 300 + "}")
+    assert isinstance(out[-1], StreamError) and out[-1].code == "invalid_upstream_response"

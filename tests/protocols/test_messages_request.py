@@ -378,3 +378,24 @@ def test_upstream_path_and_headers():
     assert messages.upstream_path("claude-x", True) == "/v1/messages"
     headers = messages.upstream_headers("sk-ant")
     assert headers["x-api-key"] == "sk-ant" and headers["anthropic-version"] == "2023-06-01"
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_tool_arguments_nested_too_deep_are_kept_as_raw_text():
+    """Another protocol's tool-call arguments are text; parsed into Anthropic's ``input`` object,
+    JSON nested deeper than orjson writes crashed the upstream body's serialisation."""
+    import orjson
+
+    from gateway.protocols import chat_completions as cc
+
+    args = '{"a": ' + "[" * 300 + "]" * 300 + "}"
+    req = cc.decode_request({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": args}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]})
+    body = messages.encode_request(req, EncodeContext(model="claude", source_protocol="chat_completion"))
+    orjson.dumps(body)
+    tool_use = [b for m in body["messages"] for b in m["content"] if isinstance(b, dict) and b["type"] == "tool_use"]
+    assert tool_use[0]["input"] == {"_raw": args}

@@ -130,3 +130,23 @@ def test_error_body_shape():
     assert body["error"]["type"] == "invalid_request" and body["error"]["message"] == "bad field"
     assert messages.error_body(529, "", "busy")["error"]["type"] == "overloaded_error"
     assert messages.error_body(502, "upstream_error", "x", error_type="api_error")["error"]["type"] == "api_error"
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_absurd_usage_counters_are_dropped_not_summed_past_64_bits():
+    """``input_tokens`` here is input + cache reads + cache writes: three counters near 2**64
+    summed past what orjson can write, so encoding the response crashed."""
+    import orjson
+
+    from gateway.protocols import codec
+
+    body = anthropic_body()
+    body["usage"] = {"input_tokens": 2 ** 64 - 1, "cache_creation_input_tokens": 2 ** 64 - 1,
+                     "cache_read_input_tokens": 5, "output_tokens": -7}
+    resp = messages.decode_response(body)
+    assert resp.usage.input_tokens == 5 and resp.usage.output_tokens == 0
+    assert resp.usage.cache_creation_tokens is None
+    for client in ("chat_completion", "responses", "messages"):
+        orjson.dumps(codec(client).encode_response(copy.deepcopy(resp),
+                                                   EncodeContext(model="l", source_protocol="messages")))

@@ -411,3 +411,39 @@ def test_same_family_citations_survive_the_stream():
     parsed = check_messages_stream(encode_all(decoded))
     cites = [p["delta"]["citation"] for n, p in parsed if n == "content_block_delta" and p["delta"]["type"] == "citations_delta"]
     assert cites == [{"type": "web_search_result_location", "cited_text": "Paris...", "url": "https://x.test"}]
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_garbage_indexes_block_fields_and_deep_events_do_not_crash_the_decoder():
+    """An object as a delta/stop ``index`` crashed the slot lookup; an object as a started
+    block's text/thinking/signature crashed the concatenation; an event nested deeper than we
+    could write back is a stream error."""
+    raw = sse([
+        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                                              "content": [], "usage": {"input_tokens": 3, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": {"x": 1}}},
+        {"type": "content_block_delta", "index": {"i": 0}, "delta": {"type": "text_delta", "text": "lost"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "kept"}},
+        {"type": "content_block_stop", "index": [0]},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1,
+         "content_block": {"type": "thinking", "thinking": ["t"], "signature": {"s": 1}}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+         "usage": {"output_tokens": 2, "cache_creation_input_tokens": 2 ** 64 - 1}},
+        {"type": "message_stop"},
+    ])
+    events = decode_all(raw)
+    assert isinstance(events[-1], ev.ResponseDone)
+    assert [n.content for n in events[-1].output if isinstance(n, TextNode)] == ["kept"]
+    for client in ("chat_completion", "responses", "messages"):
+        from gateway.protocols import codec
+
+        enc = codec(client).StreamEncoder(EncodeContext(model="l", source_protocol="messages"))
+        b"".join(enc.encode(e) for e in events)
+
+    deep = messages.StreamDecoder()
+    out = deep.feed("content_block_delta", '{"type": "content_block_delta", "index": 0, "delta": '
+                    + "[" * 300 + "]" * 300 + "}")
+    assert isinstance(out[-1], ev.StreamError) and out[-1].code == "invalid_upstream_response"

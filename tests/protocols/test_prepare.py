@@ -155,3 +155,22 @@ def test_orphans_kept_for_stateful_same_responses():
     assert len(prep(req, "chat_completion", "responses").input) == 6
     req = Request(model="m", input=list(CONVERSATION))
     assert len(prep(req, "responses", "responses").input) == 6
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_tool_choice_selectors_with_non_string_type_or_name_are_dropped_not_crashed():
+    """Selectors come from the client verbatim; an object where a string belongs names nothing."""
+    for choice in ({"type": {"x": 1}}, {"type": "function", "function": {"name": ["f"]}},
+                   {"type": "custom", "name": {"n": 1}}, {"type": "tool", "name": [1]},
+                   {"type": "mcp", "server_label": {"a": 1}},
+                   {"type": "allowed_tools", "tools": [{"type": ["function"]}, {"type": "function", "name": "f"}]}):
+        req = Request(model="m", input=[TextNode(role="user", content="hi")],
+                      tools=[ToolDef(kind="function", name="f", parameters={}),
+                             ToolDef(kind="web_search", origin_protocol="responses")],  # dropped for Chat
+                      tool_choice=choice)
+        prep(req, "chat_completion", "responses")
+        if choice.get("type") == "allowed_tools":
+            assert req.tool_choice == {"type": "allowed_tools", "tools": [{"type": "function", "name": "f"}]}
+        else:
+            assert req.tool_choice is None

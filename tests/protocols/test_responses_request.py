@@ -305,3 +305,14 @@ def test_namespace_tool_call_keeps_namespace_on_encode():
 def test_upstream_path_and_headers():
     assert responses.upstream_path("gpt-5", True) == "/v1/responses"
     assert responses.upstream_headers("sk-1")["authorization"] == "Bearer sk-1"
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("role", [{"type": "auto"}, ["user"]])
+def test_non_string_input_role_is_a_400_naming_it(role):
+    """An object or list as an item role used to reach a set lookup and crash (500)."""
+    with pytest.raises(ProtocolError) as exc:
+        responses.decode_request({"model": "m", "input": [{"role": "user", "content": "hi"},
+                                                          {"role": role, "content": "x"}]})
+    assert exc.value.param == "input[1].role"

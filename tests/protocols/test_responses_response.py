@@ -165,3 +165,32 @@ def test_error_body_shape():
                   "code": "invalid_request_error"}}
     body = responses.error_body(502, "upstream_error", "All upstream attempts failed")
     assert body["error"]["type"] == "server_error" and body["error"]["param"] is None
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_garbage_output_ids_roles_and_absurd_usage_never_crash():
+    """An output item with an object as its role was a crash (now an upstream protocol error);
+    an object as a native item's id crashed the synthesised client stream; counters near 2**64
+    overflowed the encoders' sums."""
+    import orjson
+
+    from gateway.protocols import codec
+    from gateway.urp.synth import response_to_events
+
+    bad_role = upstream_object()
+    bad_role["output"][1]["role"] = [{"content": "x"}]
+    with pytest.raises(UpstreamProtocolError):
+        responses.decode_response(bad_role)
+
+    body = upstream_object()
+    body["output"].append({"type": "integer_thing", "id": {"a": 1}})
+    body["usage"] = {"input_tokens": 2 ** 64 - 1, "output_tokens": 2 ** 64 - 1, "total_tokens": 3,
+                     "input_tokens_details": {"cached_tokens": -1}}
+    resp = responses.decode_response(body)
+    assert resp.usage.input_tokens == 0 and resp.usage.cache_read_tokens is None
+    for client in ("chat_completion", "responses", "messages"):
+        ctx = EncodeContext(model="l", source_protocol="responses")
+        orjson.dumps(codec(client).encode_response(copy.deepcopy(resp), ctx))
+        enc = codec(client).StreamEncoder(ctx)
+        b"".join(enc.encode(e) for e in response_to_events(copy.deepcopy(resp)))

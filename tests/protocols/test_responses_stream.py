@@ -454,3 +454,36 @@ def test_include_encrypted_option():
     out = responses.encode_request(Request(model="x", input=[TextNode(role="user", content="q")]), ctx)
     assert out["include"] == ["reasoning.encrypted_content"]
     assert "include" not in responses.encode_request(Request(model="x"), EncodeContext(model="m"))
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_non_string_event_types_and_deep_events_do_not_crash_the_decoder():
+    """A payload whose ``type`` is an object used to crash the terminal lookup; an event nested
+    deeper than we could write back (or deeper than orjson reads, which sent it to the stdlib
+    parser's recursion) is a stream error."""
+    dec = responses.StreamDecoder()
+    assert all(isinstance(e, ev.Event.__args__) for e in dec.feed("response.created", '{"type": ["x"]}'))
+    assert not dec.finished
+    for data in ('{"type":"response.output_text.delta","delta":' + "[" * 300 + "]" * 300 + "}",
+                 "[" * 5000 + "]" * 5000):
+        dec = responses.StreamDecoder()
+        out = dec.feed("response.output_text.delta", data)
+        assert dec.finished and isinstance(out[-1], ev.StreamError)
+
+
+def test_encoder_ignores_non_string_item_ids_from_upstream():
+    """Same-protocol replays and completion-only items carry upstream ids verbatim; an object
+    there crashed the encoder's id lookups."""
+    from gateway.urp import ProviderItemNode
+
+    enc = responses.StreamEncoder(EncodeContext(model="alias", source_protocol="responses"))
+    out = enc.encode(ev.ResponseStart(id="resp_1", model="up"))
+    out += enc.encode(ev.ProviderControl(protocol="responses", event_name="response.web_search_call.searching",
+                                         data={"item_id": {"a": 1}, "output_index": 0}))
+    item = ProviderItemNode(origin_protocol="responses", item_type="web_search_call",
+                            body={"type": "web_search_call", "id": {"x": 1}})
+    out += enc.encode(ev.ResponseDone(output=[item], finish_reason="stop"))
+    out += enc.close()
+    assert b"response.completed" in out
+    assert all(orjson.loads(d) is not None for _, d in parse_frames(out) if d != "[DONE]")

@@ -276,3 +276,22 @@ async def test_messages_client_gets_anthropic_shapes(app, upstream):
     assert b"event: message_start" in reply.body and b"event: message_stop" in reply.body
     reply = await call(app, "POST", "/v1/messages", {**body, "model": "unknown"})
     assert reply.status == 404 and reply.json()["type"] == "error"
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+async def test_body_nested_deeper_than_encoders_can_write_is_400(app, upstream):
+    """orjson reads 1024 levels but writes only 254: such a body decoded, then crashed the
+    upstream encoder (500). It is the client's mistake: a 400 before anything is sent."""
+    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"})])]))
+    deep: object = "x"
+    for _ in range(300):
+        deep = [deep]
+    import json  # orjson itself refuses to write such a body
+
+    reply = await call(app, "POST", CHAT, json.dumps(chat_body(metadata={"k": deep})).encode())
+    assert reply.status == 400, reply.body
+    assert "nested" in reply.json()["error"]["message"]
+    assert upstream.bodies == []
+    reply = await call(app, "POST", CHAT, chat_body(metadata={"k": [[["fine"]]]}))
+    assert reply.status == 200, reply.body

@@ -188,3 +188,31 @@ def test_to_jsonable():
     assert data["extra"] == {"k": [1, "AA=="]}
     import orjson
     orjson.dumps(data)
+
+
+# -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
+def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt():
+    """Such an answer decoded and then crashed the client encoder (500); it is upstream garbage:
+    a failed attempt the router may fail over from."""
+    from types import SimpleNamespace
+
+    import orjson
+
+    from gateway.protocols import chat_completions
+    from gateway.proxy.attempt import AttemptFailed
+    from gateway.proxy.generate import _decode_whole
+
+    deep: object = "x"
+    for _ in range(300):
+        deep = [deep]
+    body = {"id": "c", "object": "chat.completion", "created": 1, "model": "up", "extra": deep,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+    att = SimpleNamespace(upstream_stream=False, codec=chat_completions, channel=SimpleNamespace(api_key="k"))
+    import json  # orjson itself refuses to write such a body
+
+    with pytest.raises(AttemptFailed) as exc:
+        _decode_whole(att, json.dumps(body).encode(), "application/json", None)
+    assert exc.value.code == "invalid_upstream_response"
+    body["extra"] = [[["fine"]]]
+    assert _decode_whole(att, orjson.dumps(body), "application/json", None).output
