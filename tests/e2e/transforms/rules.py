@@ -8,6 +8,7 @@ rules before the first request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,7 @@ def save_rules(specs: list[RuleSpec], *, route: Route | None, key: Any) -> None:
     config_version.bump()
 
 
-def setup(mock_upstream, upstream: str, model: str, rules: list[RuleSpec] = (), *,  # type: ignore[assignment]
+def setup(mock_upstream, upstream: str, model: str, rules: Sequence[RuleSpec] = (), *,
           upstream_model: str = "") -> Setup:
     """A route ``model`` → ``upstream_model`` (default ``up-<model>``) on the mock speaking
     ``upstream``, a fresh key, and ``rules``."""
