@@ -27,6 +27,10 @@ X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstre
 X_USAGE = "_gw_rsp_usage"  # Usage.extra: (raw usage object, typed counters at decode)
 
 # Fields of the Responses object itself; anything else an upstream sends is a true unknown.
+# What the Response dataclass itself carries; every other top-level field of an upstream object
+# lives in Response.extra, where response rules (field_set / field_remove) can change it.
+_TYPED_FIELDS = frozenset({"id", "object", "created_at", "completed_at", "status", "error", "incomplete_details",
+                           "model", "output", "output_text", "usage"})
 _OBJECT_FIELDS = frozenset({
     "id", "object", "created_at", "completed_at", "status", "error", "incomplete_details", "instructions",
     "max_output_tokens", "max_tool_calls", "model", "output", "output_text", "parallel_tool_calls",
@@ -199,7 +203,7 @@ def decode_response(body: dict) -> Response:
         usage=decode_usage(body.get("usage")),
         created=_opt_int(body.get("created_at")),
     )
-    extra = {k: v for k, v in body.items() if k not in _OBJECT_FIELDS and not k.startswith(INTERNAL_PREFIX)}
+    extra = {k: v for k, v in body.items() if k not in _TYPED_FIELDS and not k.startswith(INTERNAL_PREFIX)}
     extra[X_OBJECT] = {k: scrub(v) for k, v in body.items()
                        if k not in ("output", "usage", "output_text") and not k.startswith(INTERNAL_PREFIX)}
     if isinstance(body.get("status"), str):
@@ -228,6 +232,14 @@ def response_object(*, rid: str, model: str, created_at: int, status: str, outpu
         obj["output"] = output
         if usage is not None or "usage" in obj:
             obj["usage"] = usage
+        if extra is not None:
+            # The untyped fields come from ``extra`` as the response rules left it: a field a rule
+            # removed goes, a value it set wins over the upstream's.
+            for k in [k for k in obj if k not in _TYPED_FIELDS and k not in extra]:
+                del obj[k]
+            for k, v in extra.items():
+                if not k.startswith(INTERNAL_PREFIX):
+                    obj[k] = v
         return obj
     obj = {
         "id": rid, "object": "response", "created_at": created_at, "status": status, "background": False,

@@ -194,3 +194,16 @@ def test_garbage_output_ids_roles_and_absurd_usage_never_crash():
         orjson.dumps(codec(client).encode_response(copy.deepcopy(resp), ctx))
         enc = codec(client).StreamEncoder(ctx)
         b"".join(enc.encode(e) for e in response_to_events(copy.deepcopy(resp)))
+
+
+def test_same_protocol_encode_takes_untyped_fields_from_extra_as_rules_left_them():
+    body = {"id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": "m",
+            "service_tier": "priority", "metadata": {"a": "1"}, "output": [], "usage": None}
+    resp = responses.decode_response(body)
+    assert resp.extra["service_tier"] == "priority"
+    del resp.extra["service_tier"]  # what a field_remove response rule does
+    resp.extra["metadata"] = {"b": "2"}  # what a field_set response rule does
+    out = responses.encode_response(resp, EncodeContext(model="logical", source_protocol="responses"))
+    assert "service_tier" not in out
+    assert out["metadata"] == {"b": "2"}
+    assert out["model"] == "logical" and out["id"] == "resp_1"

@@ -10,8 +10,6 @@ path), so the client sees the object without that key.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.e2e.transforms.rules import RuleSpec, last_upstream_body, openai_client, post_raw, setup
 
 
@@ -45,10 +43,6 @@ def test_response_field_is_removed(gateway, mock_upstream):
     assert raw.json()["output"][0]["content"][0]["text"] == "Echo: hi"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Known bug (reported, not ours to fix): on a Responses -> Responses hop the client object is "
-    "rebuilt from the upstream object kept in resp.extra[X_OBJECT], so removing an upstream field from "
-    "resp.extra does not remove it from what the client receives."))
 def test_upstream_response_field_is_removed_on_a_same_protocol_responses_hop(gateway, mock_upstream):
     s = setup(mock_upstream, "responses", "frm-resp-same",
               [RuleSpec("field_remove", "response", {"path": "service_tier"})])

@@ -11,8 +11,6 @@ top-level field to the Responses object the client receives.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.e2e.transforms.rules import RuleSpec, last_upstream_body, openai_client, post_raw, setup
 
 
@@ -50,10 +48,6 @@ def test_response_field_is_set_for_the_client(gateway, mock_upstream):
     assert reply.model_extra["gateway_info"] == {"region": "eu-west"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Known bug (reported, not ours to fix): on a Responses -> Responses hop the client object is "
-    "rebuilt from the upstream object kept in resp.extra[X_OBJECT] (responses_response.response_object "
-    "with a template) and resp.extra is ignored, so response rules that edit resp.extra have no effect."))
 def test_response_field_is_set_on_a_same_protocol_responses_hop(gateway, mock_upstream):
     s = setup(mock_upstream, "responses", "fset-resp-same",
               [RuleSpec("field_set", "response", {"path": "gateway_info.region", "value": "eu-west"})])
