@@ -12,7 +12,7 @@ from providers.models import Provider
 SCOPE_CHOICES = [("provider", "Provider"), ("global", "Global"), ("api_key", "API key")]
 PHASE_CHOICES = [("request", "Request"), ("response", "Response")]
 MODELS_HELP = ("Optional list of globs matched against the client's logical model (never the redirected "
-               "upstream model): * any run, ? one character, case-sensitive, whole name. Empty: every model.")
+               "upstream model): * any run, ? one character, case-sensitive, whole name. Left empty (null): every model; an empty list matches none.")
 
 
 class TransformRule(models.Model):

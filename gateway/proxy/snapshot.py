@@ -146,7 +146,9 @@ def compile_rule(rule) -> CompiledRule | None:
         return None
     type_id = canonical_id(rule.transform)
     cls = registry().get(type_id)
-    models = tuple(rule.models) if rule.models else None  # empty list: every model (see MODELS_HELP)
+    # null: every model; a list: one glob must match, so an empty list matches nothing (the
+    # admin form turns an empty input into null).
+    models = tuple(rule.models) if rule.models is not None else None
     if cls is None:
         transform: Transform = BrokenTransform(type_id, "unknown transform")
     elif rule.scope not in cls.scopes:

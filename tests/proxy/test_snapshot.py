@@ -46,7 +46,9 @@ def test_build_snapshot_from_database():
     TransformRule.objects.create(scope="global", transform="stream_force", position=1, enabled=False,
                                  config={"enabled": True})
     TransformRule.objects.create(scope="provider", provider=p_early, transform="stream_force", position=0,
-                                 config={"enabled": True}, models=[])
+                                 config={"enabled": True}, models=None)
+    TransformRule.objects.create(scope="provider", provider=p_early, transform="stream_force", position=1,
+                                 config={"enabled": False}, models=[])
     gs = GlobalSettings.load()
     gs.capture_enabled = True
     gs.save()
@@ -70,8 +72,11 @@ def test_build_snapshot_from_database():
     assert isinstance(broken.transform, BrokenTransform) and broken.type_id == "no_such_transform"
     with pytest.raises(TransformFailed):
         broken.transform.apply_request(None, None)
-    [force] = early.chain
+    force, never = early.chain
     assert force.type_id == "stream_force" and force.models is None and force.scope == "provider"
+    # null matches every model; an empty list is kept as such and matches none
+    assert force.matches("request", "anything") and never.models == ()
+    assert not never.matches("request", "anything")
     k = snap.keys_by_hash[hash_api_key(secret)]
     assert k.allowed_models == ("m*",) and k.capture_mode == "abnormal"
     assert k.redirects[0][0].fullmatch("alias-1") and k.redirects[0][1] == "m"
