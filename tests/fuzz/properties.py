@@ -15,6 +15,7 @@ Any other exception escaping a codec propagates, which is the crash being hunted
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -31,6 +32,7 @@ from gateway.urp.nodes import INTERNAL_PREFIX
 from gateway.urp.synth import response_to_events
 
 TERMINALS = (ev.ResponseDone, ev.StreamError)
+REQUIRED_FIELDS = frozenset({"model", "messages", "input", "max_tokens"})
 
 
 def internal_keys(value: Any, found: set[str] | None = None) -> set[str]:
@@ -61,6 +63,9 @@ def check_request(protocol: str, body: Any) -> Request | None:
     except ProtocolError as exc:
         if isinstance(body, dict):  # a non-object body is refused by the proxy before decoding
             _assert_names_field(exc, f"{protocol}.decode_request")
+            root = re.split(r"[.\[]", exc.param)[0]
+            assert root in body or root in REQUIRED_FIELDS, (
+                f"{protocol}.decode_request: param {exc.param!r} names no field of the body")
         return None
     assert isinstance(req, Request)
     sent = internal_keys(body)

@@ -103,6 +103,13 @@ def _assert_success_shape(protocol: str, response: httpx.Response, stream: bool,
         if isinstance(error, dict):
             code = error.get("code") or error.get("type")
         assert code not in ("internal_error", "api_error", "server_error"), (what, name, data)
+    # Nothing half-written: the stream ends with its protocol's terminal.
+    last_name, last_data = frames[-1]
+    if protocol == "messages":
+        assert last_name in ("message_stop", "error"), (what, frames[-3:])
+    else:
+        assert last_data == "[DONE]", (what, frames[-3:])
+        assert sum(1 for _, d in frames if d == "[DONE]") == 1, what
 
 
 def _assert_clean(response: httpx.Response, secrets: list[str], mock_url: str, what: str) -> None:
