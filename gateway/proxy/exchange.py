@@ -36,9 +36,10 @@ def read_headers(scope) -> dict[str, str]:
 
 
 def request_id_from(headers: dict[str, str]) -> str:
-    """The client's ``x-request-id`` when it is a sane token, else a fresh one."""
+    """The client's ``x-request-id`` when it is a sane token (printable ASCII: it is echoed back
+    in headers and error bodies, and other bytes would come back garbled), else a fresh one."""
     rid = headers.get("x-request-id", "").strip()
-    if 0 < len(rid) <= 128 and rid.isprintable() and " " not in rid:
+    if 0 < len(rid) <= 128 and rid.isascii() and rid.isprintable() and " " not in rid:
         return rid
     return uuid.uuid4().hex
 

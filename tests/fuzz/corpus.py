@@ -145,7 +145,6 @@ MESSAGES_SEED: dict[str, Any] = {
     "thinking": {"type": "enabled", "budget_tokens": 1024},
     "stop_sequences": ["END"],
     "metadata": {"user_id": "user-1"},
-    "top_k": 5,
     "stream": False,
 }
 

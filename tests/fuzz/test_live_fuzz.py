@@ -144,3 +144,38 @@ def test_mutated_bodies_never_crash_the_server(routed, mock_upstream, protocol, 
     # The mutations must exercise both sides: plenty of refusals and plenty of answers.
     assert statuses.get(200, 0) >= BODIES_PER_CASE // 10, statuses
     assert sum(n for s, n in statuses.items() if 400 <= s < 500) >= BODIES_PER_CASE // 10, statuses
+
+
+RAW_BODIES = [b"", b"null", b"[]", b"42", b'"text"', b"\xef\xbb\xbf{}", b"{\"model\": \"fuzz-chat\"", b"\xff\xfe{}",
+              b'{"model": "fuzz-chat", "model": 1}', b"{" * 2000 + b"}" * 2000, b'{"stream": true}',
+              b'{"model": "\\ud800", "stream": true}', b"[" * 600 + b"]" * 600]
+ODD_HEADERS = [{}, {"content-type": "text/plain"}, {"x-request-id": "\u00e9" * 3}, {"x-request-id": "a b"},
+               {"anthropic-beta": "\u00ff\u00fe,tools-2024"}, {"content-length-ignored": "x"}]
+
+
+@pytest.mark.parametrize("protocol", list(PATHS))
+def test_odd_envelopes_are_client_errors(routed, mock_upstream, protocol):
+    """Raw bodies that are not a request object, odd headers, wrong methods: 4xx in shape."""
+    server, secret, upstream_keys = routed
+    since = server.log_size()
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for raw in RAW_BODIES:
+            for extra in ODD_HEADERS:
+                headers = {"authorization": f"Bearer {secret}", **{k: v.encode("latin-1") for k, v in extra.items()}}
+                what = f"{protocol} {raw[:30]!r} {extra}"
+                response = http.post(PATHS[protocol], content=raw, headers=headers)
+                _assert_clean(response, [secret, *upstream_keys], mock_upstream.url, what)
+                assert 400 <= response.status_code < 500, (what, response.status_code, response.text[:300])
+                _assert_error_shape(protocol, response, what)
+        for method in ("GET", "PUT", "DELETE", "PATCH"):
+            response = http.request(method, PATHS[protocol], headers={"authorization": f"Bearer {secret}"})
+            assert response.status_code == 405, (method, response.status_code)
+            _assert_error_shape(protocol, response, method)
+        # A valid request with odd but legal headers still works.
+        body = dict(REQUEST_SEEDS[protocol], model="fuzz-messages")  # anthropic-beta is forwarded there
+        for extra in ODD_HEADERS[2:]:
+            headers = {"authorization": f"Bearer {secret}", **{k: v.encode("latin-1") for k, v in extra.items()}}
+            response = http.post(PATHS[protocol], content=orjson.dumps(body), headers=headers)
+            assert response.status_code == 200, (extra, response.text[:300])
+    log = server.log_tail(since, limit=200_000)
+    assert "unexpected error in the proxy" not in log and "Traceback" not in log, log[-5000:]

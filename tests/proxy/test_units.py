@@ -216,3 +216,13 @@ def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt
     assert exc.value.code == "invalid_upstream_response"
     body["extra"] = [[["fine"]]]
     assert _decode_whole(att, orjson.dumps(body), "application/json", None).output
+
+
+def test_request_id_must_be_printable_ascii():
+    """A non-ASCII id was echoed back UTF-8 encoded (garbled for the client): a fresh id instead."""
+    from gateway.proxy.exchange import request_id_from
+
+    assert request_id_from({"x-request-id": "rid-1"}) == "rid-1"
+    for odd in ("\u00e9\u00e9", "a b", "x\x00y", "", "r" * 129):
+        rid = request_id_from({"x-request-id": odd})
+        assert rid != odd and rid.isascii() and len(rid) == 32
