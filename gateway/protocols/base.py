@@ -1,4 +1,4 @@
-"""Shared shapes for codecs."""
+"""Shared shapes and small wire helpers for codecs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,17 @@ def token_count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
         return value
     return None
+
+
+def split_data_url(url: str) -> tuple[str, str] | None:
+    """``data:<mime>;base64,<data>`` -> (mime, data); None for anything else (a plain URL, a
+    data URL that is not base64). The mime may be empty."""
+    if not url.startswith("data:"):
+        return None
+    header, sep, data = url[5:].partition(",")
+    if not sep or not header.endswith(";base64"):
+        return None
+    return header[:-7], data
 
 
 @dataclass(slots=True)

@@ -140,15 +140,5 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
 
 # -- data URLs ----------------------------------------------------------------------------
 
-def split_data_url(url: str) -> tuple[str, str] | None:
-    """``data:<mime>;base64,<data>`` -> (mime, data); None for anything else."""
-    if not url.startswith("data:"):
-        return None
-    header, sep, data = url[5:].partition(",")
-    if not sep or not header.endswith(";base64"):
-        return None
-    return header[:-7], data
-
-
 def data_url(media_type: str | None, data: str) -> str:
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"

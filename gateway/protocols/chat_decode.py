@@ -33,6 +33,7 @@ from gateway.urp import (
 )
 from gateway.urp.request import REASONING_EFFORTS
 
+from .base import split_data_url
 from .chat_common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
@@ -52,7 +53,6 @@ from .chat_common import (
     THINKING_CONFIG,
     decode_usage,
     finish_from_wire,
-    split_data_url,
 )
 from .errors import ProtocolError, UpstreamProtocolError
 

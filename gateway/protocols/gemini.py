@@ -45,7 +45,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, token_count
+from .base import EncodeContext, split_data_url, token_count
 from .errors import UpstreamProtocolError
 from .json_depth import too_deep
 
@@ -114,20 +114,11 @@ def clean_schema(schema: Any) -> Any:
     return out
 
 
-def _split_data_url(url: str) -> tuple[str, str] | None:
-    if not url.startswith("data:"):
-        return None
-    header, sep, data = url[5:].partition(",")
-    if not sep or not header.endswith(";base64"):
-        return None
-    return header[:-7], data
-
-
 def _media_part(src: MediaSource, default_mime: str) -> dict[str, Any] | None:
     if src.kind == "base64" and src.data is not None:
         return {"inlineData": {"mimeType": src.media_type or default_mime, "data": src.data}}
     if src.kind == "url" and src.url:
-        parts = _split_data_url(src.url)
+        parts = split_data_url(src.url)
         if parts is not None:
             return {"inlineData": {"mimeType": parts[0], "data": parts[1]}}
         mime = src.media_type or mimetypes.guess_type(src.url.split("?", 1)[0])[0] or default_mime

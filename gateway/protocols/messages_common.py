@@ -24,7 +24,7 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import token_count
+from .base import split_data_url, token_count
 from .errors import ProtocolError
 from .json_depth import too_deep
 
@@ -269,16 +269,6 @@ def decode_tool_result(block: dict[str, Any], path: str) -> ToolResultNode:
 
 
 # -- nodes -> blocks ---------------------------------------------------------------------------
-
-def split_data_url(url: str) -> tuple[str, str] | None:
-    """``data:<mime>;base64,<data>`` -> (mime, data); None for anything else."""
-    if not url.startswith("data:"):
-        return None
-    header, sep, data = url[5:].partition(",")
-    if not sep or not header.endswith(";base64"):
-        return None
-    return header[:-7], data
-
 
 def encode_source(src: MediaSource, extra: dict[str, Any], *, document: bool) -> dict[str, Any] | None:
     """MediaSource -> Anthropic source object; None when Anthropic cannot express it (the node is

@@ -35,6 +35,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
+from .base import split_data_url
 from .errors import ProtocolError
 
 PROTOCOL = "responses"
@@ -114,12 +115,11 @@ def _req_str(raw: dict[str, Any], key: str, path: str) -> str:
 
 
 def _split_data_url(value: str) -> tuple[str | None, str]:
-    """``data:<mime>;base64,<b64>`` -> (mime, b64); anything else -> (None, value)."""
-    if value.startswith("data:"):
-        head, sep, data = value.partition(",")
-        if sep and head.endswith(";base64"):
-            return head[5:-7] or None, data
-    return None, value
+    """``data:<mime>;base64,<b64>`` -> (mime or None, b64); anything else -> (None, value)."""
+    split = split_data_url(value)
+    if split is None:
+        return None, value
+    return split[0] or None, split[1]
 
 
 def decode_part(part: Any, role: str, path: str) -> Node:
