@@ -67,21 +67,17 @@ _IN_DETAILS = ("prompt_tokens_details", "input_tokens_details")
 _OUT_DETAILS = ("completion_tokens_details", "output_tokens_details")
 
 
-def _int(value: Any) -> int | None:
-    return token_count(value)
-
-
 def decode_usage(raw: Any) -> Usage | None:
     """Chat usage (also Responses-style names) -> Usage. Unknown members stay under their
     details key in ``extra`` so a same-Chat hop re-emits them."""
     if not isinstance(raw, dict):
         return None
-    inp = _int(raw.get("prompt_tokens"))
+    inp = token_count(raw.get("prompt_tokens"))
     if inp is None:
-        inp = _int(raw.get("input_tokens")) or 0
-    out = _int(raw.get("completion_tokens"))
+        inp = token_count(raw.get("input_tokens")) or 0
+    out = token_count(raw.get("completion_tokens"))
     if out is None:
-        out = _int(raw.get("output_tokens")) or 0
+        out = token_count(raw.get("output_tokens")) or 0
     usage = Usage(input_tokens=inp, output_tokens=out)
     extra: dict[str, Any] = {}
     for key, value in raw.items():
@@ -90,14 +86,14 @@ def decode_usage(raw: Any) -> Usage | None:
         if key.startswith("_gw_"):
             continue
         if key in _IN_DETAILS and isinstance(value, dict):
-            usage.cache_read_tokens = _int(value.get("cached_tokens"))
-            cw = _int(value.get("cache_write_tokens"))
+            usage.cache_read_tokens = token_count(value.get("cached_tokens"))
+            cw = token_count(value.get("cache_write_tokens"))
             if cw is None:
-                cw = _int(value.get("cache_creation_tokens"))
+                cw = token_count(value.get("cache_creation_tokens"))
             usage.cache_creation_tokens = cw
             extra[key] = {k: v for k, v in value.items() if k != "cached_tokens"}
         elif key in _OUT_DETAILS and isinstance(value, dict):
-            usage.reasoning_tokens = _int(value.get("reasoning_tokens"))
+            usage.reasoning_tokens = token_count(value.get("reasoning_tokens"))
             extra[key] = {k: v for k, v in value.items() if k != "reasoning_tokens"}
         else:
             extra[key] = value

@@ -422,26 +422,22 @@ def encode_tool_result(node: ToolResultNode, *, extras: bool, same_family: bool)
 _USAGE_KNOWN = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"})
 
 
-def _int(value: Any) -> int | None:
-    return token_count(value)
-
-
 def decode_usage(raw: Any) -> Usage | None:
     """Anthropic usage -> Usage. Anthropic's ``input_tokens`` excludes cache reads and writes;
     ours includes them, so both cache counters are added back here."""
     if not isinstance(raw, dict):
         return None
-    cr = _int(raw.get("cache_read_input_tokens"))
-    cc = _int(raw.get("cache_creation_input_tokens"))
+    cr = token_count(raw.get("cache_read_input_tokens"))
+    cc = token_count(raw.get("cache_creation_input_tokens"))
     usage = Usage(
-        input_tokens=(_int(raw.get("input_tokens")) or 0) + (cr or 0) + (cc or 0),
-        output_tokens=_int(raw.get("output_tokens")) or 0,
+        input_tokens=(token_count(raw.get("input_tokens")) or 0) + (cr or 0) + (cc or 0),
+        output_tokens=token_count(raw.get("output_tokens")) or 0,
         cache_read_tokens=cr,
         cache_creation_tokens=cc,
     )
     details = raw.get("output_tokens_details")
     if isinstance(details, dict):
-        usage.reasoning_tokens = _int(details.get("thinking_tokens"))
+        usage.reasoning_tokens = token_count(details.get("thinking_tokens"))
     usage.extra = unknown(raw, _USAGE_KNOWN)
     return usage
 
