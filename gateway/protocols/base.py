@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,12 @@ def token_count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
         return value
     return None
+
+
+def new_id(prefix: str, nbytes: int = 12) -> str:
+    """A fresh random wire id: ``prefix`` + ``2 * nbytes`` hex characters (``msg_3f9c...``, 24
+    hex by default, like OpenAI's and Anthropic's)."""
+    return prefix + os.urandom(nbytes).hex()
 
 
 def split_data_url(url: str) -> tuple[str, str] | None:

@@ -8,7 +8,6 @@ so decode -> encode gives back an equal body.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 from gateway.urp import (
@@ -29,7 +28,7 @@ from gateway.urp import (
     wire_extra,
 )
 
-from .base import EncodeContext
+from .base import EncodeContext, new_id
 from .chat_common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
@@ -487,7 +486,7 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
 def chat_id(resp_id: str | None) -> str:
     if resp_id and resp_id.startswith("chatcmpl"):
         return resp_id
-    return f"chatcmpl-{uuid.uuid4().hex}"
+    return new_id("chatcmpl-", 16)
 
 
 def encode_response(resp: Response, ctx: EncodeContext) -> dict:

@@ -13,7 +13,6 @@ per-node counters, never the stream.
 from __future__ import annotations
 
 import time
-import uuid
 from copy import copy
 from typing import Any
 
@@ -29,7 +28,7 @@ from gateway.urp import (
 )
 from gateway.urp import events as ev
 
-from .base import EncodeContext
+from .base import EncodeContext, new_id
 from .chat_common import (
     CHOICE_EXTRA,
     LEGACY_FUNCTION,
@@ -193,7 +192,7 @@ class StreamDecoder:
         idx = self._calls.get(key)
         if idx is None:
             name = inner.get("name") if isinstance(inner.get("name"), str) else ""
-            call_id = tc.get("id") if isinstance(tc.get("id"), str) and tc["id"] else f"call_{uuid.uuid4().hex[:24]}"
+            call_id = tc.get("id") if isinstance(tc.get("id"), str) and tc["id"] else new_id("call_")
             idx = self._start(ToolCallNode(call_id=call_id, name=name, tool_type="custom" if custom else "function"),
                               out)
             self._calls[key] = idx

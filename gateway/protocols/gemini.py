@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import mimetypes
 import re
-import uuid
 from copy import copy
 from typing import Any
 from urllib.parse import quote
@@ -45,7 +44,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, split_data_url, token_count
+from .base import EncodeContext, new_id, split_data_url, token_count
 from .errors import UpstreamProtocolError
 from .json_depth import too_deep
 
@@ -404,7 +403,7 @@ class _Calls:
     __slots__ = ("base", "n")
 
     def __init__(self, response_id: str | None) -> None:
-        self.base = re.sub(r"[^A-Za-z0-9_-]", "", response_id or "") or uuid.uuid4().hex[:16]
+        self.base = re.sub(r"[^A-Za-z0-9_-]", "", response_id or "") or new_id("", 8)
         self.n = 0
 
     def node(self, fc: dict[str, Any], part: dict[str, Any]) -> ToolCallNode:
@@ -479,7 +478,7 @@ def decode_response(body: dict) -> Response:
     if not isinstance(candidates, list) or not candidates:
         feedback = body.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
-            return Response(id=rid or "gemini-" + uuid.uuid4().hex[:16], model=model, output=[],
+            return Response(id=rid or new_id("gemini-", 8), model=model, output=[],
                             finish_reason="content_filter", usage=usage,
                             extra={NATIVE_FINISH: feedback["blockReason"]})
         raise UpstreamProtocolError("upstream response has no candidates")
@@ -488,7 +487,7 @@ def decode_response(body: dict) -> Response:
     parts = content.get("parts") if isinstance(content.get("parts"), list) else []
     output = _parts_to_nodes(parts, _Calls(rid))
     native = cand.get("finishReason")
-    return Response(id=rid or "gemini-" + uuid.uuid4().hex[:16], model=model, output=output,
+    return Response(id=rid or new_id("gemini-", 8), model=model, output=output,
                     finish_reason=_finish(native, output), usage=usage,
                     extra={NATIVE_FINISH: native} if native else {})
 
@@ -578,7 +577,7 @@ class StreamDecoder:
             self._started = True
             rid = chunk.get("responseId") if isinstance(chunk.get("responseId"), str) else None
             self._calls = _Calls(rid)
-            out.append(ResponseStart(id=rid or "gemini-" + uuid.uuid4().hex[:16],
+            out.append(ResponseStart(id=rid or new_id("gemini-", 8),
                                      model=str(chunk.get("modelVersion") or "")))
         assert self._calls is not None
         usage = decode_usage(chunk.get("usageMetadata"))

@@ -8,7 +8,6 @@ halves live in ``messages_stream`` and are re-exported here.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from gateway.urp import (
@@ -29,7 +28,7 @@ from gateway.urp import (
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from . import messages_thinking as thinking_rules
-from .base import EncodeContext
+from .base import EncodeContext, new_id
 from .errors import ProtocolError, UpstreamProtocolError
 from .messages_common import (
     DERIVED_EFFORT,
@@ -468,10 +467,6 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
 
 # -- response ----------------------------------------------------------------------------------
 
-def _new_id() -> str:
-    return "msg_" + uuid.uuid4().hex[:24]
-
-
 def decode_response(body: dict) -> Response:
     """A Messages response body -> Response. Embedded errors and garbage raise
     UpstreamProtocolError."""
@@ -498,7 +493,7 @@ def decode_response(body: dict) -> Response:
     if finish is None:
         finish = "tool_calls" if any(isinstance(n, ToolCallNode) for n in output) else "stop"
     rid = body.get("id")
-    return Response(id=rid if isinstance(rid, str) and rid else _new_id(), model=str(body.get("model") or ""),
+    return Response(id=rid if isinstance(rid, str) and rid else new_id("msg_"), model=str(body.get("model") or ""),
                     output=output, finish_reason=finish, usage=decode_usage(body.get("usage")), extra=extra)
 
 
@@ -519,7 +514,7 @@ def encode_response(resp: Response, ctx: EncodeContext) -> dict:
         blocks.append(block)
     stop_reason, stop_sequence = stop_to_wire(resp.finish_reason, resp.extra, has_tool_use=has_tool)
     body: dict[str, Any] = {
-        "id": resp.id or _new_id(),
+        "id": resp.id or new_id("msg_"),
         "type": "message",
         "role": "assistant",
         "model": ctx.model,

@@ -3,7 +3,6 @@ canonical events -> client SSE (``StreamEncoder``), reference §4.5 and §4.8.""
 
 from __future__ import annotations
 
-import uuid
 from copy import copy
 from typing import Any
 
@@ -28,7 +27,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext
+from .base import EncodeContext, new_id
 from .json_depth import too_deep
 from .messages_common import (
     PROTOCOL,
@@ -103,7 +102,7 @@ class StreamDecoder:
             return []
         self._started = True
         msg = msg or {}
-        self._id = msg.get("id") if isinstance(msg.get("id"), str) else "msg_" + uuid.uuid4().hex[:24]
+        self._id = msg.get("id") if isinstance(msg.get("id"), str) else new_id("msg_")
         self._model = msg.get("model") if isinstance(msg.get("model"), str) else ""
         extra = unknown(msg, _MESSAGE_KNOWN)
         self._extra.update(extra)
@@ -187,7 +186,7 @@ class StreamDecoder:
             if isinstance(cb.get("data"), str):
                 deltas.append((ev.REASONING_ENCRYPTED, cb["data"], None))
         elif btype == "tool_use":
-            node = ToolCallNode(call_id=str(cb.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"), name=str(cb.get("name") or ""),
+            node = ToolCallNode(call_id=str(cb.get("id") or new_id("toolu_")), name=str(cb.get("name") or ""),
                                 extra=unknown(cb, frozenset({"type", "id", "name", "input"})))
             slot = _Slot(index, "tool", node)
             slot.fallback_input = cb.get("input")
@@ -385,7 +384,7 @@ class StreamEncoder:
                 usage = start.extra.get(START_USAGE)
                 msg_extra = start.extra
         message: dict[str, Any] = {
-            "id": self._id or "msg_" + uuid.uuid4().hex[:24],
+            "id": self._id or new_id("msg_"),
             "type": "message",
             "role": "assistant",
             "model": self.ctx.model,

@@ -12,7 +12,6 @@ role's default, raw reasoning summary/content part lists, and the shape of a too
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import orjson
@@ -35,7 +34,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import split_data_url
+from .base import new_id, split_data_url
 from .errors import ProtocolError
 
 PROTOCOL = "responses"
@@ -68,10 +67,6 @@ _REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_cont
 
 ITEM_PREFIXES = {"message": "msg_", "reasoning": "rs_", "function_call": "fc_", "custom_tool_call": "ctc_"}
 
-
-def new_id(prefix: str) -> str:
-    """A fresh wire id such as ``msg_3f9c...`` (24 hex chars, like OpenAI's)."""
-    return prefix + os.urandom(12).hex()
 
 
 def scrub(value: Any) -> Any:
