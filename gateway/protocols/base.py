@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 # Token counters beyond this are garbage (2**53 - 1, the largest integer a JavaScript client can
 # hold); accepting them would let sums such as prompt + completion overflow the 64-bit integers
 # orjson can write.
@@ -24,6 +26,12 @@ def new_id(prefix: str, nbytes: int = 12) -> str:
     """A fresh random wire id: ``prefix`` + ``2 * nbytes`` hex characters (``msg_3f9c...``, 24
     hex by default, like OpenAI's and Anthropic's)."""
     return prefix + os.urandom(nbytes).hex()
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text; a string is taken to be JSON text already (tool arguments, custom
+    tool input, encrypted content and SSE payloads arrive either way)."""
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
 def split_data_url(url: str) -> tuple[str, str] | None:

@@ -33,7 +33,7 @@ from gateway.urp import (
 )
 from gateway.urp.request import REASONING_EFFORTS
 
-from .base import split_data_url
+from .base import json_text, split_data_url
 from .chat_common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
@@ -212,15 +212,13 @@ def _tool_call(call: Any, where: str) -> ToolCallNode:
         _inner(inner, frozenset({"name", "input"}), extra)
         args = inner.get("input", "")
         return ToolCallNode(call_id=call_id, name=inner["name"], tool_type="custom",
-                            arguments=args if isinstance(args, str) else orjson.dumps(args).decode(), extra=extra)
+                            arguments=json_text(args), extra=extra)
     inner = call.get("function")
     if not isinstance(inner, dict) or not isinstance(inner.get("name"), str):
         raise ProtocolError("tool call needs function.name", param=f"{where}.function")
     _inner(inner, frozenset({"name", "arguments"}), extra)
-    args = inner.get("arguments", "")
-    if not isinstance(args, str):
-        args = orjson.dumps(args).decode()
-    return ToolCallNode(call_id=call_id, name=inner["name"], arguments=args, extra=extra)
+    return ToolCallNode(call_id=call_id, name=inner["name"], arguments=json_text(inner.get("arguments", "")),
+                        extra=extra)
 
 
 def _content_nodes(content: Any, role: str, where: str) -> tuple[list[Node], str]:
@@ -316,7 +314,7 @@ def decode_message(msg: Any, where: str, call_types: dict[str, str], out: list[N
         if isinstance(fc, dict) and isinstance(fc.get("name"), str) and role == "assistant":
             args = fc.get("arguments", "")
             nodes.append(ToolCallNode(call_id=LEGACY_PREFIX + fc["name"], name=fc["name"],
-                                      arguments=args if isinstance(args, str) else orjson.dumps(args).decode(),
+                                      arguments=json_text(args),
                                       extra={LEGACY_FUNCTION: True}))
         elif "function_call" in msg:
             env["function_call"] = fc

@@ -44,7 +44,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, new_id, split_data_url, token_count
+from .base import EncodeContext, json_text, new_id, split_data_url, token_count
 from .errors import UpstreamProtocolError
 from .json_depth import too_deep
 
@@ -61,10 +61,6 @@ _FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "
 _BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 16384, "xhigh": 24576, "max": 24576}
 _VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
 _SCHEMA_DROP = frozenset({"$schema", "$id", "$comment", "additionalProperties"})
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
 
 
 # -- transport ---------------------------------------------------------------------------------
@@ -419,7 +415,7 @@ class _Calls:
             extra[SIGNATURE] = part["thoughtSignature"]
         args = fc.get("args")
         return ToolCallNode(call_id=call_id, name=str(fc.get("name") or ""),
-                            arguments=_dumps(args if isinstance(args, dict) else {}), extra=extra)
+                            arguments=json_text(args if isinstance(args, dict) else {}), extra=extra)
 
 
 def _media_node(data: dict[str, Any]) -> Node:

@@ -24,7 +24,7 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import split_data_url, token_count
+from .base import json_text, split_data_url, token_count
 from .errors import ProtocolError
 from .json_depth import too_deep
 
@@ -56,10 +56,6 @@ _FINISH_IN = {
     "tool_use": "tool_calls",
     "refusal": "content_filter",
 }
-
-
-def dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
 
 
 def _has_internal(value: Any) -> bool:
@@ -237,7 +233,7 @@ def decode_block(block: Any, role: str, path: str, *, in_tool_result: bool = Fal
                 inp = {}
             if not isinstance(inp, dict):
                 raise ProtocolError("tool_use input must be an object", param=f"{path}.input")
-            return ToolCallNode(call_id=cid, name=name, arguments=dumps(inp), extra=unknown(block, _TOOL_USE_KEYS))
+            return ToolCallNode(call_id=cid, name=name, arguments=json_text(inp), extra=unknown(block, _TOOL_USE_KEYS))
         if btype == "tool_result":
             return decode_tool_result(block, path)
     return ProviderItemNode(origin_protocol=PROTOCOL, item_type=btype, body=scrub(block), role=role)

@@ -27,7 +27,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, new_id
+from .base import EncodeContext, json_text, new_id
 from .json_depth import too_deep
 from .messages_common import (
     PROTOCOL,
@@ -38,7 +38,6 @@ from .messages_common import (
     THINKING_FROM_MESSAGES,
     client_signature,
     decode_usage,
-    dumps,
     encode_usage,
     error_type_for,
     finish_from_wire,
@@ -126,7 +125,7 @@ class StreamDecoder:
         if slot.kind == "tool":
             assert isinstance(node, ToolCallNode)
             if not slot.parts:
-                node.arguments = dumps(slot.fallback_input if isinstance(slot.fallback_input, dict) else {})
+                node.arguments = json_text(slot.fallback_input if isinstance(slot.fallback_input, dict) else {})
         elif slot.kind == "item" and slot.parts:
             assert isinstance(node, ProviderItemNode)
             try:

@@ -34,7 +34,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import new_id, split_data_url
+from .base import json_text, new_id, split_data_url
 from .errors import ProtocolError
 
 PROTOCOL = "responses"
@@ -394,7 +394,7 @@ def encode_reasoning(node: ReasoningNode, same: bool, output: bool) -> dict[str,
         item["content"] = _reasoning_parts(node.extra.get(M_CONTENT), node.content, "reasoning_text")
     if node.encrypted is not None:
         enc = node.encrypted
-        item["encrypted_content"] = enc if isinstance(enc, str) else orjson.dumps(enc).decode()
+        item["encrypted_content"] = json_text(enc)
     if same:
         _fill(item, node.extra)
     return item

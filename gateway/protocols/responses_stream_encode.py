@@ -36,7 +36,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import EncodeContext
+from .base import EncodeContext, json_text
 from .responses_items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP, new_id, scrub
 from .responses_response import (
     X_OBJECT,
@@ -313,7 +313,7 @@ class StreamEncoder:
             item["content"] = [{"type": "reasoning_text", "text": content}]
         if node is not None and node.encrypted is not None:
             enc = node.encrypted
-            item["encrypted_content"] = enc if isinstance(enc, str) else orjson.dumps(enc).decode()
+            item["encrypted_content"] = json_text(enc)
         if status != "completed":
             item["status"] = status
         return buf + self._close_item(it, item)

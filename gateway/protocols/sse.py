@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import orjson
+from .base import json_text
 
 
 class SSEParser:
@@ -59,7 +59,7 @@ class SSEParser:
 
 def frame(data: dict | str, event: str | None = None) -> bytes:
     """One SSE frame. ``data`` is JSON-encoded unless it is already a string."""
-    payload = data if isinstance(data, str) else orjson.dumps(data).decode()
+    payload = json_text(data)
     if event is None:
         return f"data: {payload}\n\n".encode()
     return f"event: {event}\ndata: {payload}\n\n".encode()
