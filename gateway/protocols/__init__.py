@@ -1,6 +1,6 @@
 """Wire protocol codecs. One module per protocol; each knows nothing of HTTP or the ORM.
 
-Every module exposes the same functions (see ``base.Codec``):
+Every module exposes the same functions (there is no Codec base class; this list is the contract):
 
 - ``decode_request(body: dict) -> Request``          client protocols only; raises ProtocolError
 - ``encode_request(req: Request, ctx: EncodeContext) -> dict``   upstream wire body
