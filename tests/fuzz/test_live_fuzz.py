@@ -126,11 +126,27 @@ def _assert_clean(response: httpx.Response, secrets: list[str], mock_url: str, w
 @pytest.mark.parametrize("protocol", list(PATHS))
 def test_mutated_bodies_never_crash_the_server(routed, mock_upstream, protocol, stream):
     server, secret, upstream_keys = routed
+    _post_all(server, secret, upstream_keys, mock_upstream, protocol, stream, _bodies(protocol, stream))
+
+
+@pytest.mark.parametrize("protocol", list(PATHS))
+def test_mutated_bodies_with_capture_on(routed, mock_upstream, protocol):
+    """The same with a capturing key: recording odd requests must not break answering them."""
+    server, _, upstream_keys = routed
+    _, secret = make_key("capture", allowed_models=["fuzz-*"], capture_mode="all")
+    server.wait_config()
+    for stream in (False, True):
+        bodies = _bodies(protocol, stream)[: BODIES_PER_CASE // 3]
+        _post_all(server, secret, upstream_keys, mock_upstream, protocol, stream, bodies)
+
+
+def _post_all(server, secret: str, upstream_keys: list[str], mock_upstream, protocol: str, stream: bool,
+              bodies: list[tuple[str, bytes]]) -> None:
     since = server.log_size()
     statuses: dict[int, int] = {}
     headers = {"authorization": f"Bearer {secret}", "content-type": "application/json"}
     with httpx.Client(base_url=server.url, timeout=30) as http:
-        for what, raw in _bodies(protocol, stream):
+        for what, raw in bodies:
             response = http.post(PATHS[protocol], content=raw, headers=headers)
             statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
             _assert_clean(response, [secret, *upstream_keys], mock_upstream.url, what)
@@ -142,8 +158,8 @@ def test_mutated_bodies_never_crash_the_server(routed, mock_upstream, protocol, 
     log = server.log_tail(since, limit=200_000)
     assert "unexpected error in the proxy" not in log and "Traceback" not in log, log[-5000:]
     # The mutations must exercise both sides: plenty of refusals and plenty of answers.
-    assert statuses.get(200, 0) >= BODIES_PER_CASE // 10, statuses
-    assert sum(n for s, n in statuses.items() if 400 <= s < 500) >= BODIES_PER_CASE // 10, statuses
+    assert statuses.get(200, 0) >= len(bodies) // 10, statuses
+    assert sum(n for s, n in statuses.items() if 400 <= s < 500) >= len(bodies) // 10, statuses
 
 
 RAW_BODIES = [b"", b"null", b"[]", b"42", b'"text"', b"\xef\xbb\xbf{}", b"{\"model\": \"fuzz-chat\"", b"\xff\xfe{}",
