@@ -78,7 +78,7 @@ def scrub(value: Any) -> Any:
     return value
 
 
-def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+def unknown_fields(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     """Unknown wire keys of ``raw``; a known key whose value is null also stays here so that
     "absent" and "null" remain distinct on replay."""
     out = {}
@@ -128,17 +128,17 @@ def decode_part(part: Any, role: str, path: str) -> Node:
         text = part.get("text")
         if not isinstance(text, str):
             raise ProtocolError("'text' must be a string", param=f"{path}.text")
-        extra = _extra(part, _TEXT_PART_KEYS)
+        extra = unknown_fields(part, _TEXT_PART_KEYS)
         if ptype != ("output_text" if role == "assistant" else "input_text"):
             extra[M_PART] = ptype
         return TextNode(role=role, content=text, extra=extra)
     if ptype == "refusal":
-        return RefusalNode(content=_req_str(part, "refusal", path), extra=_extra(part, _REFUSAL_KEYS))
+        return RefusalNode(content=_req_str(part, "refusal", path), extra=unknown_fields(part, _REFUSAL_KEYS))
     if ptype == "input_image":
         url = _opt_str(part, "image_url", path)
         file_id = _opt_str(part, "file_id", path)
         detail = _opt_str(part, "detail", path)
-        extra = _extra(part, _IMAGE_KEYS)
+        extra = unknown_fields(part, _IMAGE_KEYS)
         if url is not None:
             src = MediaSource(kind="url", url=url, detail=detail)
         elif file_id is not None:
@@ -148,7 +148,7 @@ def decode_part(part: Any, role: str, path: str) -> Node:
             raise ProtocolError("input_image needs 'image_url' or 'file_id'", param=path)
         return ImageNode(role=role, source=src, extra=extra)
     if ptype == "input_file":
-        extra = _extra(part, _FILE_KEYS)
+        extra = unknown_fields(part, _FILE_KEYS)
         filename = _opt_str(part, "filename", path)
         file_id = _opt_str(part, "file_id", path)
         file_data = _opt_str(part, "file_data", path)
@@ -175,7 +175,7 @@ def _decode_message(item: dict[str, Any], path: str, default_role: str, out: lis
         raise ProtocolError(f"unknown role {role!r}", param=f"{path}.role")
     item_id = _opt_str(item, "id", path)
     phase = _opt_str(item, "phase", path)
-    env = _extra(item, _MESSAGE_KEYS)
+    env = unknown_fields(item, _MESSAGE_KEYS)
     if env:
         out.append(EnvelopeExtraNode(extra=env))
     content = item.get("content")
@@ -210,7 +210,7 @@ def _arguments(item: dict[str, Any], key: str, path: str) -> str:
 
 def _decode_output(item: dict[str, Any], path: str, tool_type: str) -> ToolResultNode:
     output = item.get("output")
-    extra = _extra(item, _OUTPUT_KEYS)
+    extra = unknown_fields(item, _OUTPUT_KEYS)
     if isinstance(output, str):
         content: list[Node] = [TextNode(role="tool", content=output)]
     elif isinstance(output, list):
@@ -239,7 +239,7 @@ def _joined(parts: Any, kind: str, path: str, sep: str = "") -> str | None:
 
 
 def _decode_reasoning(item: dict[str, Any], path: str) -> ReasoningNode:
-    extra = _extra(item, _REASONING_KEYS)
+    extra = unknown_fields(item, _REASONING_KEYS)
     summary = item.get("summary")
     content = item.get("content")
     node = ReasoningNode(id=_opt_str(item, "id", path), extra=extra,
@@ -271,7 +271,7 @@ def decode_item(item: Any, path: str, default_role: str, out: list[Node]) -> Non
             arguments=_arguments(item, "input" if custom else "arguments", path),
             tool_type="custom" if custom else "function",
             namespace=_opt_str(item, "namespace", path),
-            extra=_extra(item, _CUSTOM_CALL_KEYS if custom else _CALL_KEYS),
+            extra=unknown_fields(item, _CUSTOM_CALL_KEYS if custom else _CALL_KEYS),
         ))
     elif itype == "function_call_output":
         out.append(_decode_output(item, path, "function"))

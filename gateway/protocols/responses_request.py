@@ -26,6 +26,7 @@ from .responses_items import (
     decode_items,
     encode_items,
     scrub,
+    unknown_fields,
 )
 
 # Request.extra markers
@@ -79,32 +80,22 @@ def _decode_tool(tool: Any, path: str) -> ToolDef:
         if strict is not None and not isinstance(strict, bool):
             raise ProtocolError("'strict' must be a boolean", param=f"{path}.strict")
         return ToolDef(kind="function", name=name, description=desc, parameters=params, strict=strict,
-                       extra=_extra(tool, _FUNCTION_TOOL_KEYS))
+                       extra=unknown_fields(tool, _FUNCTION_TOOL_KEYS))
     if kind == "custom":
         fmt = tool.get("format")
         if fmt is not None and not isinstance(fmt, dict):
             raise ProtocolError("'format' must be an object", param=f"{path}.format")
         return ToolDef(kind="custom", name=name, description=desc, format=fmt,
-                       extra=_extra(tool, _CUSTOM_TOOL_KEYS))
+                       extra=unknown_fields(tool, _CUSTOM_TOOL_KEYS))
     if kind == "namespace":
         members = tool.get("tools")
         if not isinstance(members, list):
             raise ProtocolError("namespace 'tools' must be an array", param=f"{path}.tools")
         return ToolDef(kind="namespace", name=name, description=desc, origin_protocol=PROTOCOL,
                        tools=[_decode_tool(m, f"{path}.tools[{i}]") for i, m in enumerate(members)],
-                       extra=_extra(tool, _NAMESPACE_KEYS))
+                       extra=unknown_fields(tool, _NAMESPACE_KEYS))
     return ToolDef(kind=kind, name=name, description=desc, origin_protocol=PROTOCOL,
-                   extra=scrub(_extra(tool, _NATIVE_KEYS)))
-
-
-def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
-    out = {}
-    for k, v in raw.items():
-        if k.startswith(INTERNAL_PREFIX):
-            continue
-        if k not in known or (v is None and k != "type"):
-            out[k] = v
-    return out
+                   extra=scrub(unknown_fields(tool, _NATIVE_KEYS)))
 
 
 def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
@@ -163,7 +154,7 @@ def _decode_format(fmt: Any, path: str) -> ResponseFormat:
     if schema is not None and not isinstance(schema, dict):
         raise ProtocolError("'schema' must be an object", param=f"{path}.schema")
     return ResponseFormat(type=fmt["type"], name=fmt.get("name"), description=fmt.get("description"),
-                          schema=schema, strict=fmt.get("strict"), extra=_extra(fmt, _FORMAT_KEYS))
+                          schema=schema, strict=fmt.get("strict"), extra=unknown_fields(fmt, _FORMAT_KEYS))
 
 
 def _check(body: dict[str, Any], key: str, types: tuple[type, ...], what: str) -> Any:
