@@ -128,10 +128,13 @@ class StreamDecoder:
                 node.arguments = json_text(slot.fallback_input if isinstance(slot.fallback_input, dict) else {})
         elif slot.kind == "item" and slot.parts:
             assert isinstance(node, ProviderItemNode)
+            text = "".join(slot.parts)
             try:
-                node.body["input"] = orjson.loads("".join(slot.parts))
+                value = orjson.loads(text)
             except orjson.JSONDecodeError:
-                node.body["input"] = "".join(slot.parts)
+                value = text
+            # fragments may add up to JSON nested deeper than any encoder could write back
+            node.body["input"] = text if too_deep(value, text) else value
         self._nodes[slot.index] = node
         done = copy(node)
         return [NodeDone(index=slot.index, node=done)]

@@ -447,3 +447,29 @@ def test_garbage_indexes_block_fields_and_deep_events_do_not_crash_the_decoder()
     out = deep.feed("content_block_delta", '{"type": "content_block_delta", "index": 0, "delta": '
                     + "[" * 300 + "]" * 300 + "}")
     assert isinstance(out[-1], ev.StreamError) and out[-1].code == "invalid_upstream_response"
+
+
+def test_server_tool_input_assembled_too_deep_stays_text():
+    """Each fragment is shallow, but together they can spell JSON nested deeper than orjson
+    writes; the assembled input then stays text instead of crashing the client encoder."""
+    from gateway.protocols import codec
+
+    deep = "[" * 300 + "]" * 300
+    raw = sse([
+        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                                              "content": [], "usage": {"input_tokens": 3, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}},
+        *({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": part}}
+          for part in ('{"q": ', deep[:300], deep[300:], "}")),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+        {"type": "message_stop"},
+    ])
+    events = decode_all(raw)
+    assert isinstance(events[-1], ev.ResponseDone)
+    item = events[-1].output[0]
+    assert item.body["input"] == '{"q": ' + deep + "}"
+    for client in ("chat_completion", "responses", "messages"):
+        enc = codec(client).StreamEncoder(EncodeContext(model="l", source_protocol="messages"))
+        b"".join(enc.encode(e) for e in events)
