@@ -187,6 +187,15 @@ def test_odd_envelopes_are_client_errors(routed, mock_upstream, protocol):
             response = http.request(method, PATHS[protocol], headers={"authorization": f"Bearer {secret}"})
             assert response.status_code == 405, (method, response.status_code)
             _assert_error_shape(protocol, response, method)
+        # Odd model names: 404 (or 403 outside the key's globs), never a crash in routing.
+        for model in ("", " ", "\u0000", "fuzz-*", "fuzz-?", "fuzz-[a]", "../fuzz-chat_completion", "%2e",
+                      "fuzz-" + "x" * 5000, "fuzz-\u202e\U0001f984", "FUZZ-CHAT_COMPLETION", "fuzz-chat_completion "):
+            body = dict(REQUEST_SEEDS[protocol], model=model)
+            response = http.post(PATHS[protocol], content=orjson.dumps(body),
+                                 headers={"authorization": f"Bearer {secret}"})
+            _assert_clean(response, [secret, *upstream_keys], mock_upstream.url, repr(model))
+            assert response.status_code in (400, 403, 404), (model, response.status_code, response.text[:300])
+            _assert_error_shape(protocol, response, repr(model))
         # A valid request with odd but legal headers still works.
         body = dict(REQUEST_SEEDS[protocol], model="fuzz-messages")  # anthropic-beta is forwarded there
         for extra in ODD_HEADERS[2:]:
