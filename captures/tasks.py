@@ -10,9 +10,6 @@ from celery import shared_task
 
 log = logging.getLogger("captures")
 
-QUEUE = "captures"
-
-
 @shared_task(name="captures.tasks.persist_capture", ignore_result=True)
 def persist_capture(meta: dict[str, Any], blob_b64: str) -> int:
     """Insert one capture (``blob_b64``: base64 of the zlib-compressed dump), then keep the

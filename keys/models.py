@@ -8,7 +8,6 @@ import secrets
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.utils import timezone
 
 from gateway import crypto
 
@@ -81,7 +80,3 @@ class ApiKey(models.Model):
         self.prefix = secret[:min(PREFIX_LEN, len(secret) // 2)]
         self.key_hash = crypto.hash_api_key(secret)
         return secret
-
-    @property
-    def is_expired(self) -> bool:
-        return self.expires_at is not None and self.expires_at <= timezone.now()

@@ -14,8 +14,6 @@ from gateway.urp.events import Event
 from transforms.base import Transform, TransformContext, TransformFailed, TransformRejected
 from transforms.globs import any_glob
 
-SCOPE_ORDER = ("provider", "global", "api_key")
-
 
 @dataclass(slots=True, frozen=True)
 class CompiledRule:

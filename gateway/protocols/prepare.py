@@ -52,7 +52,6 @@ DEFAULT_EXTRA_WHITELIST: dict[str, frozenset[str]] = {
 }
 
 RESPONSES_STATE_KEYS = ("store", "conversation", "previous_response_id")
-_PORTABLE_TOOLS = frozenset({"function", "custom", "namespace"})
 
 
 def _internal_only(extra: dict[str, Any]) -> dict[str, Any]:

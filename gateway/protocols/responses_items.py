@@ -65,9 +65,6 @@ _CUSTOM_CALL_KEYS = frozenset({"type", "id", "call_id", "name", "input", "namesp
 _OUTPUT_KEYS = frozenset({"type", "id", "call_id", "output"})
 _REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_content"})
 
-ITEM_PREFIXES = {"message": "msg_", "reasoning": "rs_", "function_call": "fc_", "custom_tool_call": "ctc_"}
-
-
 
 def scrub(value: Any) -> Any:
     """Recursively drop ``_gw_`` keys from opaque JSON (provider item bodies)."""
