@@ -155,21 +155,22 @@ def decode_part(part: Any, role: str, where: str) -> Node:
 
 def reasoning_from_detail(entry: dict[str, Any]) -> ReasoningNode:
     """One OpenRouter ``reasoning_details[]`` entry -> one node; the raw entry is kept for an
-    exact same-Chat replay (ids, formats, signatures, order)."""
+    exact same-Chat replay (ids, formats, signatures, order), less any spoofed internal marker.
+    Only string signatures and payloads become the node's opaque reasoning."""
     dtype = entry.get("type")
-    node = ReasoningNode(extra={REASONING_DETAIL: entry})
+    node = ReasoningNode(extra={REASONING_DETAIL: accept_extra(entry, ())})
     if isinstance(entry.get("id"), str):
         node.id = entry["id"]
     if isinstance(entry.get("format"), str) and entry["format"]:
         node.source = entry["format"]
     if dtype == "reasoning.text":
         node.content = entry.get("text") if isinstance(entry.get("text"), str) else ""
-        if entry.get("signature"):
+        if isinstance(entry.get("signature"), str) and entry["signature"]:
             node.encrypted = entry["signature"]
     elif dtype == "reasoning.summary":
         node.summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
-    elif dtype == "reasoning.encrypted":
-        node.encrypted = entry.get("data")
+    elif dtype == "reasoning.encrypted" and isinstance(entry.get("data"), str):
+        node.encrypted = entry["data"]
     return node
 
 

@@ -329,3 +329,18 @@ def test_tool_choice_with_non_string_fields_encodes_for_every_upstream(choice):
         if upstream in ("messages", "gemini"):
             assert req.tool_choice is None  # it names no available tool
         orjson.dumps(codec(upstream).encode_request(req, EncodeContext(model="up", source_protocol="chat_completion")))
+
+
+def test_reasoning_detail_entries_drop_spoofed_markers_and_non_string_payloads():
+    """The raw entry kept for replay no longer carries client ``_gw_`` keys; a signature or
+    payload that is not a string is not taken as opaque reasoning."""
+    req = cc.decode_request({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "x", "reasoning_details": [
+            {"type": "reasoning.text", "text": "r", "signature": {"s": 1}, "index": 0, "_gw_chat_msg": "spoof"},
+            {"type": "reasoning.encrypted", "data": ["d"], "index": 1}]},
+        {"role": "user", "content": "go"}]})
+    nodes = [n for n in req.input if isinstance(n, ReasoningNode)]
+    assert [n.encrypted for n in nodes] == [None, None]
+    raw = nodes[0].extra["_gw_chat_reasoning_detail"]
+    assert "_gw_chat_msg" not in raw and raw["text"] == "r"
