@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from .json_depth import too_deep
+
 # Token counters beyond this are garbage (2**53 - 1, the largest integer a JavaScript client can
 # hold); accepting them would let sums such as prompt + completion overflow the 64-bit integers
 # orjson can write.
@@ -32,6 +34,19 @@ def json_text(value: Any) -> str:
     """``value`` as JSON text; a string is taken to be JSON text already (tool arguments, custom
     tool input, encrypted content and SSE payloads arrive either way)."""
     return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def arguments_object(arguments: str) -> dict[str, Any]:
+    """Tool-call arguments text -> the JSON object Anthropic's ``input`` and Gemini's ``args``
+    require. Text that is not a JSON object (or is too deep to be written back out) is kept as
+    ``{"_raw": text}`` rather than lost or turned into an error."""
+    if not arguments or not arguments.strip():
+        return {}
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {"_raw": arguments}
+    return value if isinstance(value, dict) and not too_deep(value, arguments) else {"_raw": arguments}
 
 
 def split_data_url(url: str) -> tuple[str, str] | None:

@@ -44,7 +44,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, json_text, new_id, split_data_url, token_count
+from .base import EncodeContext, arguments_object, json_text, new_id, split_data_url, token_count
 from .errors import UpstreamProtocolError
 from .json_depth import too_deep
 
@@ -123,16 +123,6 @@ def _media_part(src: MediaSource, default_mime: str) -> dict[str, Any] | None:
     return None
 
 
-def _tool_input(arguments: str) -> dict[str, Any]:
-    if not arguments or not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"_raw": arguments}
-    return value if isinstance(value, dict) and not too_deep(value, arguments) else {"_raw": arguments}
-
-
 def _function_response(node: ToolResultNode, name: str) -> dict[str, Any]:
     """Gemini's documented convention: ``{"output": ...}`` for results, ``{"error": ...}`` for
     failures (the reference's ``{result, is_error}`` is not what the model was trained on)."""
@@ -156,7 +146,7 @@ def _node_part(node: Node, call_names: dict[str, str], wire_ids: set[str]) -> tu
         if node.tool_type != "function":
             return None
         call_names[node.call_id] = node.name
-        fc: dict[str, Any] = {"name": node.name, "args": _tool_input(node.arguments)}
+        fc: dict[str, Any] = {"name": node.name, "args": arguments_object(node.arguments)}
         if node.extra.get(WIRE_CALL_ID):
             fc["id"] = node.call_id
             wire_ids.add(node.call_id)

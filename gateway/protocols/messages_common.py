@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.urp import (
     AudioNode,
     FileNode,
@@ -24,9 +22,8 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import json_text, split_data_url, token_count
+from .base import arguments_object, json_text, split_data_url, token_count
 from .errors import ProtocolError
-from .json_depth import too_deep
 
 PROTOCOL = "messages"
 
@@ -306,19 +303,6 @@ def _media_block(node: ImageNode | FileNode, extras: bool) -> dict[str, Any] | N
     return put_extra(block, node.extra) if extras else block
 
 
-def tool_input(arguments: str) -> dict[str, Any]:
-    """Tool-call arguments text -> the ``input`` object Anthropic requires. Text that is not a
-    JSON object is kept as ``{"_raw": text}`` rather than lost or turned into a 400."""
-    if not arguments or not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"_raw": arguments}
-    # too deep to be written back out: kept as text like any other non-object
-    return value if isinstance(value, dict) and not too_deep(value, arguments) else {"_raw": arguments}
-
-
 def reasoning_block(node: ReasoningNode, *, extras: bool, signature: str | None) -> dict[str, Any] | None:
     """Reasoning -> thinking / redacted_thinking block by the reference's ordered rule."""
     if node.extra.get(REASONING_KIND) == "redacted_thinking":
@@ -353,7 +337,7 @@ def encode_content_block(node: Node, *, extras: bool, same_family: bool,
     if isinstance(node, ToolCallNode):
         if node.tool_type != "function":
             return None
-        block = {"type": "tool_use", "id": node.call_id, "name": node.name, "input": tool_input(node.arguments)}
+        block = {"type": "tool_use", "id": node.call_id, "name": node.name, "input": arguments_object(node.arguments)}
         return put_extra(block, node.extra) if extras else block
     if isinstance(node, ReasoningNode):
         if signature_for_client:
