@@ -538,6 +538,9 @@ async def _pump(call: Call, att: Attempt, arec, resp) -> bool:
             if after_chain is not None:
                 after_chain.extend(processed)
             for item in processed:
+                if call.cap is not None and isinstance(item, ev.StreamError):
+                    # A stream that failed after its 200 is still an error for captures.
+                    call.cap.error = call.cap.error or f"{item.code or 'stream_error'}: {item.message}"
                 data = enc.encode(item)
                 if data:
                     out.append(data)

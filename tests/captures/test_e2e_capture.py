@@ -147,6 +147,20 @@ def test_stream_capture_holds_the_frames(gw, mock_upstream):
     assert d["capture_truncation"]["truncated"] is False
 
 
+def test_stream_that_fails_after_its_first_bytes_is_captured_as_an_error(gw, mock_upstream):
+    make_route("chat_completion", "cap-broken", mock_upstream.base_url("chat_completion", "disconnect-after=3"))
+    key, secret = make_key("cap-broken", capture_mode="abnormal")
+    gw.wait_config()
+    stream = client_for(gw, secret).chat.completions.create(
+        model="cap-broken", messages=[{"role": "user", "content": "a long answer please"}], stream=True)
+    with pytest.raises(openai.APIError):
+        for _ in stream:
+            pass
+    (cap,) = wait_captures(1, api_key=key)
+    assert cap.status == 200 and cap.is_error  # the 200 went out before the upstream broke
+    assert "upstream_stream_incomplete" in dump(cap)["error"]
+
+
 def test_truncation_counters(gw, mock_upstream, tmp_path_factory, capture_redis):
     make_route("chat_completion", "cap-trunc", mock_upstream.base_url("chat_completion"))
     key, secret = make_key("cap-trunc", capture_mode="all")
