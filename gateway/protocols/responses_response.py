@@ -26,19 +26,10 @@ X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object min
 X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstream status
 X_USAGE = "_gw_rsp_usage"  # Usage.extra: (raw usage object, typed counters at decode)
 
-# Fields of the Responses object itself; anything else an upstream sends is a true unknown.
 # What the Response dataclass itself carries; every other top-level field of an upstream object
 # lives in Response.extra, where response rules (field_set / field_remove) can change it.
 _TYPED_FIELDS = frozenset({"id", "object", "created_at", "completed_at", "status", "error", "incomplete_details",
                            "model", "output", "output_text", "usage"})
-_OBJECT_FIELDS = frozenset({
-    "id", "object", "created_at", "completed_at", "status", "error", "incomplete_details", "instructions",
-    "max_output_tokens", "max_tool_calls", "model", "output", "output_text", "parallel_tool_calls",
-    "previous_response_id", "prompt", "prompt_cache_key", "prompt_cache_retention", "reasoning",
-    "safety_identifier", "service_tier", "store", "temperature", "text", "tool_choice", "tools",
-    "top_logprobs", "top_p", "truncation", "usage", "user", "metadata", "background", "conversation",
-    "billing",
-})
 _USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens", "input_tokens_details",
                          "output_tokens_details"})
 _IN_DETAIL_KEYS = frozenset({"cached_tokens", "cache_write_tokens", "cache_creation_tokens"})
