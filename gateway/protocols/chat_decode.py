@@ -526,15 +526,15 @@ _RESPONSE_KEYS = frozenset({"id", "object", "created", "model", "choices", "usag
 _CHOICE_KEYS = frozenset({"index", "message", "finish_reason"})
 
 
-def raise_embedded_error(err: Any, status: Any = None) -> None:
+def raise_embedded_error(err: Any) -> None:
     """An ``error`` object inside a 200 body is a failed attempt, not a success."""
     if isinstance(err, dict):
         message = err.get("message") if isinstance(err.get("message"), str) else "upstream error"
         code = err.get("code")
         etype = err.get("type") if isinstance(err.get("type"), str) else None
         raise UpstreamProtocolError(message, code=str(code) if code is not None else "upstream_error",
-                                    status=code if isinstance(code, int) else status, error_type=etype)
-    raise UpstreamProtocolError(str(err) if err else "upstream error", code="upstream_error", status=status)
+                                    status=code if isinstance(code, int) else None, error_type=etype)
+    raise UpstreamProtocolError(str(err) if err else "upstream error", code="upstream_error")
 
 
 def decode_response(body: dict) -> Response:

@@ -166,12 +166,12 @@ def decode_output(items: Any) -> list[Node]:
         raise UpstreamProtocolError(f"malformed Responses output: {exc.message} ({exc.param})") from exc
 
 
-def raise_embedded_error(err: Any, status: Any = None) -> None:
+def raise_embedded_error(err: Any) -> None:
+    """An ``error`` object in an upstream body is a failed attempt; anything else returns."""
     if isinstance(err, dict):
         raise UpstreamProtocolError(str(err.get("message") or "upstream error"),
                                     code=str(err.get("code") or "upstream_error"),
-                                    error_type=err.get("type") if isinstance(err.get("type"), str) else None,
-                                    status=status if isinstance(status, int) else None)
+                                    error_type=err.get("type") if isinstance(err.get("type"), str) else None)
 
 
 def decode_response(body: dict) -> Response:
