@@ -46,6 +46,7 @@ from .responses_response import (
     terminal_state,
 )
 from .responses_stream_decode import E_SUMMARY_SEP, X_START
+from .sse import DONE
 
 
 class _Part:
@@ -584,14 +585,14 @@ class StreamEncoder:
         name = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(status,
                                                                                             "response.failed")
         self._terminal = True
-        return buf + self._frame(name, {"response": obj}) + b"data: [DONE]\n\n"
+        return buf + self._frame(name, {"response": obj}) + DONE
 
     def _failed(self, code: str, message: str) -> bytes:
         buf = self._close_open("incomplete")
         err = {"code": code, "message": message}
         obj = self._object("failed", [it.final for it in self._items if it.final is not None], error=err)
         self._terminal = True
-        return buf + self._frame("response.failed", {"response": obj}) + b"data: [DONE]\n\n"
+        return buf + self._frame("response.failed", {"response": obj}) + DONE
 
     def error(self, status: int, code: str, message: str) -> bytes:
         """Pre-stream error: ``error`` then ``response.failed`` then ``[DONE]`` (§4.9)."""
@@ -605,7 +606,7 @@ class StreamEncoder:
         self._terminal = True
         buf = self._frame("error", {"code": code, "message": message, "param": None})
         obj = self._object("failed", [], error={"code": code, "message": message})
-        return buf + self._frame("response.failed", {"response": obj}) + b"data: [DONE]\n\n"
+        return buf + self._frame("response.failed", {"response": obj}) + DONE
 
     def close(self) -> bytes:
         if self._terminal:
