@@ -18,9 +18,9 @@ from typing import Any
 from gateway.urp.nodes import INTERNAL_PREFIX, ImageNode, MediaSource, Node, ProviderItemNode, ToolCallNode
 from gateway.urp.request import Response, Usage
 
-from .base import EncodeContext, token_count
+from .base import EncodeContext, new_id, token_count
 from .errors import ProtocolError, UpstreamProtocolError
-from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items, new_id, scrub
+from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items, scrub
 
 X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object minus output/usage
 X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstream status

@@ -34,9 +34,10 @@ from gateway.urp.nodes import (
     ToolCallNode,
 )
 
+from .base import new_id
 from .errors import ProtocolError
 from .json_depth import too_deep
-from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item, new_id, scrub
+from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item, scrub
 from .responses_response import (
     X_OBJECT,
     X_STATUS,

@@ -36,8 +36,8 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import EncodeContext, json_text
-from .responses_items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP, new_id, scrub
+from .base import EncodeContext, json_text, new_id
+from .responses_items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP, scrub
 from .responses_response import (
     X_OBJECT,
     client_response_id,
