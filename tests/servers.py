@@ -37,6 +37,33 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class ThreadedUvicorn:
+    """An ASGI app served by uvicorn on 127.0.0.1 in a background thread (its own event loop):
+    how the mock, scripted and garbage upstreams run next to the test process."""
+
+    def __init__(self, app: Any, port: int, label: str, **config: Any) -> None:
+        import uvicorn
+
+        self.label = label
+        self.port = port
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                                    lifespan="on", access_log=False, loop="asyncio", **config))
+        self._thread = threading.Thread(target=self.server.run, name=f"{label.replace(' ', '-')}-{port}",
+                                        daemon=True)
+
+    def start(self, timeout: float = 15) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.label} did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+
+
 # -- mock upstream ---------------------------------------------------------------------------------
 
 
@@ -49,31 +76,18 @@ class MockUpstreamServer:
         self.port = port or free_port()
         self.app = create_app(arg_chunk=arg_chunk)
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._uvicorn: ThreadedUvicorn | None = None
         self.client = httpx.Client(base_url=self.url, timeout=10)
 
     def start(self, timeout: float = 15) -> MockUpstreamServer:
-        import uvicorn
-
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="on", access_log=False, loop="asyncio")
-        self._server = uvicorn.Server(config)
-        self.app.state.server_state = self._server.server_state
-        self._thread = threading.Thread(target=self._server.run, name=f"mock-upstream-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"mock upstream did not start on port {self.port}")
-            time.sleep(0.02)
+        self._uvicorn = ThreadedUvicorn(self.app, self.port, "mock upstream")
+        self.app.state.server_state = self._uvicorn.server.server_state
+        self._uvicorn.start(timeout)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._uvicorn is not None:
+            self._uvicorn.stop()
         self.client.close()
 
     def base_url(self, protocol: str, fault: str = "") -> str:

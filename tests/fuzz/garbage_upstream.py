@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import random
 import re
-import threading
-import time
 from typing import Any
 
 import orjson
 
-from tests.servers import free_port
+from tests.servers import ThreadedUvicorn, free_port
 
 from .corpus import mutate, response_seeds, stream_seeds
 
@@ -99,8 +97,7 @@ class GarbageUpstream:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.seen = 0
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._uvicorn: ThreadedUvicorn | None = None
 
     async def app(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -135,22 +132,10 @@ class GarbageUpstream:
         await send({"type": "http.response.body", "body": payload})
 
     def start(self, timeout: float = 15) -> GarbageUpstream:
-        import uvicorn
-
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on",
-                                access_log=False, loop="asyncio", interface="asgi3")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"garbage-upstream-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"garbage upstream did not start on port {self.port}")
-            time.sleep(0.02)
+        self._uvicorn = ThreadedUvicorn(self.app, self.port, "garbage upstream", interface="asgi3")
+        self._uvicorn.start(timeout)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._uvicorn is not None:
+            self._uvicorn.stop()

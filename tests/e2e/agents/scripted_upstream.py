@@ -32,6 +32,7 @@ import orjson
 from gateway.mock_upstream import inbound
 from gateway.mock_upstream.behaviour import ToolCall, Turn
 from gateway.mock_upstream.wire import WireContext, chat, messages, responses
+from tests.servers import ThreadedUvicorn, free_port
 
 FINAL_TEXT = "AGENT-E2E-DONE: the file is written."
 UNEXPECTED_RESULT = "AGENT-E2E-UNEXPECTED-TOOL-RESULT:"
@@ -170,31 +171,16 @@ class ScriptedUpstreamServer:
     """``ScriptedUpstream`` served by uvicorn in a background thread on a free port."""
 
     def __init__(self, arg_chunk: int = 7) -> None:
-        from tests.servers import free_port
-
         self.app = ScriptedUpstream(arg_chunk=arg_chunk)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._uvicorn: ThreadedUvicorn | None = None
 
     def start(self, timeout: float = 15) -> ScriptedUpstreamServer:
-        import uvicorn
-
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="on", access_log=False, loop="asyncio")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"agent-upstream-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"scripted upstream did not start on port {self.port}")
-            time.sleep(0.02)
+        self._uvicorn = ThreadedUvicorn(self.app, self.port, "scripted upstream")
+        self._uvicorn.start(timeout)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._uvicorn is not None:
+            self._uvicorn.stop()
