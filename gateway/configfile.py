@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -397,6 +398,16 @@ class _Applier:
             )
             self.clean_save(rule, f"{path}[{j}]")
 
+    def prune_missing(self, stored: dj_models.QuerySet, key: str, entries: list[dict[str, Any]], kind: str,
+                      label: Callable[[Any], str]) -> None:
+        """With ``prune``, delete the stored objects whose ``key`` no entry of the file names."""
+        if not self.prune:
+            return
+        names = {e[key].strip() for e in entries}
+        for obj in stored.exclude(**{f"{key}__in": names}):
+            self.report.note(kind, "deleted", label(obj))
+            obj.delete()
+
     # -- kinds ----------------------------------------------------------------------------
     def providers(self, entries: list[dict[str, Any]]) -> None:
         mapping = {k: k for k in PROVIDER_FIELDS if k not in ("name", "channels", "transforms")}
@@ -412,11 +423,7 @@ class _Applier:
                 self.channels(obj, entry["channels"], path)
             if "transforms" in entry:
                 self.replace_chain(entry["transforms"], f"{path}.transforms", scope="provider", provider=obj)
-        if self.prune:
-            names = {e["name"].strip() for e in entries}
-            for obj in Provider.objects.exclude(name__in=names):
-                self.report.note("providers", "deleted", obj.name)
-                obj.delete()
+        self.prune_missing(Provider.objects.all(), "name", entries, "providers", lambda p: p.name)
 
     def channels(self, provider: Provider, entries: list[dict[str, Any]], ppath: str) -> None:
         mapping = {"protocol": "protocol", "base_url": "base_url", "weight": "weight", "enabled": "enabled",
@@ -436,11 +443,8 @@ class _Applier:
                 continue
             if "models" in entry:
                 self.channel_models(obj, entry["models"], path)
-        if self.prune:
-            names = {e["name"].strip() for e in entries}
-            for obj in provider.channels.exclude(name__in=names):
-                self.report.note("channels", "deleted", f"{provider.name}/{obj.name}")
-                obj.delete()
+        self.prune_missing(provider.channels.all(), "name", entries, "channels",
+                           lambda c: f"{provider.name}/{c.name}")
 
     def channel_models(self, channel: Channel, entries: list[dict[str, Any]], cpath: str) -> None:
         for m_i, entry in enumerate(entries):
@@ -451,11 +455,7 @@ class _Applier:
             obj.upstream_model = entry.get("upstream_model") or ""
             obj.multiplier = _decimal_in(entry["multiplier"]) if "multiplier" in entry else Decimal("1")
             self.clean_save(obj, path, kind="models", label=f"{channel}:{name}")
-        if self.prune:
-            names = {e["model"].strip() for e in entries}
-            for obj in channel.models.exclude(model__in=names):
-                self.report.note("models", "deleted", f"{channel}:{obj.model}")
-                obj.delete()
+        self.prune_missing(channel.models.all(), "model", entries, "models", lambda m: f"{channel}:{m.model}")
 
     def api_keys(self, entries: list[dict[str, Any]]) -> None:
         from gateway.crypto import hash_api_key
@@ -507,11 +507,7 @@ class _Applier:
                 self.report.generated_secrets[name] = generated
             if "transforms" in entry:
                 self.replace_chain(entry["transforms"], f"{path}.transforms", scope="api_key", api_key=obj)
-        if self.prune:
-            names = {e["name"].strip() for e in entries}
-            for obj in ApiKey.objects.exclude(name__in=names):
-                self.report.note("api_keys", "deleted", obj.name)
-                obj.delete()
+        self.prune_missing(ApiKey.objects.all(), "name", entries, "api_keys", lambda k: k.name)
 
     def settings(self, entry: dict[str, Any]) -> None:
         obj = GlobalSettings.load()
