@@ -100,9 +100,6 @@ class FieldAliasReservedToolNames(Transform):
         if rev:
             resp.output = [_restored(node, rev) for node in resp.output]
 
-    def new_stream_state(self, ctx: TransformContext) -> Any:
-        return None
-
     def apply_event(self, event: Event, state: Any, ctx: TransformContext) -> list[Event]:
         rev = self._reverse_map(ctx)
         if not rev:
