@@ -10,12 +10,6 @@ import orjson
 
 from gateway.protocols import codec
 
-ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-    408: "timeout_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 502: "api_error",
-    503: "overloaded_error", 504: "timeout_error",
-}
-
 
 class ClientError(Exception):
     """Stop and answer the client with this status/code/message in its protocol's shape."""
@@ -31,29 +25,16 @@ class ClientError(Exception):
         self.upstream = upstream  # upstream_status / upstream_code / upstream_type diagnostics
 
 
-def _fallback_body(protocol: str, status: int, code: str, message: str, param: str | None,
-                   error_type: str | None) -> dict[str, Any]:
-    """Used only if the client codec is missing or its error_body fails: still the right shape."""
-    if protocol == "messages":
-        return {"type": "error", "error": {"type": error_type or ERROR_TYPES.get(status, "api_error"),
-                                           "message": message}}
-    return {"error": {"message": message, "type": error_type or ("invalid_request_error" if status < 500
-                                                                  else "server_error"),
-                      "param": param, "code": code}}
-
-
 def error_body(protocol: str, err: ClientError, request_id: str | None = None) -> dict[str, Any]:
-    try:
-        body = codec(protocol).error_body(err.status, err.code, err.message, param=err.param,
-                                          error_type=err.error_type)
-    except Exception:
-        body = _fallback_body(protocol, err.status, err.code, err.message, err.param, err.error_type)
-    inner = body.get("error") if isinstance(body, dict) else None
+    """The client codec's error envelope, plus upstream diagnostics and (Messages) the request id."""
+    body = codec(protocol).error_body(err.status, err.code, err.message, param=err.param,
+                                      error_type=err.error_type)
+    inner = body.get("error")
     if err.upstream and isinstance(inner, dict):
         for k, v in err.upstream.items():
             if v is not None:
                 inner.setdefault(k, v)
-    if protocol == "messages" and request_id and isinstance(body, dict):
+    if protocol == "messages" and request_id:
         body.setdefault("request_id", request_id)
     return body
 
