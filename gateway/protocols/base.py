@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from gateway.urp.nodes import INTERNAL_PREFIX
+
 from .json_depth import too_deep
 
 # Token counters beyond this are garbage (2**53 - 1, the largest integer a JavaScript client can
@@ -34,6 +36,17 @@ def json_text(value: Any) -> str:
     """``value`` as JSON text; a string is taken to be JSON text already (tool arguments, custom
     tool input, encrypted content and SSE payloads arrive either way)."""
     return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def without_internal(value: Any) -> Any:
+    """A copy of an opaque JSON value with every internal ``_gw_`` key removed at any depth (no
+    spoofed markers on the way in, no leakage on the way out)."""
+    if isinstance(value, dict):
+        return {k: without_internal(v) for k, v in value.items()
+                if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))}
+    if isinstance(value, list):
+        return [without_internal(v) for v in value]
+    return value
 
 
 def arguments_object(arguments: str) -> dict[str, Any]:

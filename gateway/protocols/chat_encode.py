@@ -28,7 +28,7 @@ from gateway.urp import (
     wire_extra,
 )
 
-from .base import EncodeContext, new_id
+from .base import EncodeContext, new_id, without_internal
 from .chat_common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
@@ -54,15 +54,6 @@ from .chat_decode import normalise_effort, reasoning_from_detail
 
 PART_TYPE = "_gw_chat_part_type"
 _AUDIO_FORMATS = {"wav": "wav", "x-wav": "wav", "wave": "wav", "mp3": "mp3", "mpeg": "mp3"}
-
-
-def scrub(obj: Any) -> Any:
-    """A copy of an opaque JSON value without internal keys at any depth."""
-    if isinstance(obj, dict):
-        return {k: scrub(v) for k, v in obj.items() if not (isinstance(k, str) and k.startswith("_gw_"))}
-    if isinstance(obj, list):
-        return [scrub(v) for v in obj]
-    return obj
 
 
 def _fill(target: dict[str, Any], extra: dict[str, Any]) -> None:
@@ -122,7 +113,7 @@ def encode_part(node: Node, same: bool, keep_extra: bool = True) -> dict[str, An
     elif isinstance(node, ProviderItemNode):
         if node.origin_protocol != PROTOCOL or node.item_type == MESSAGE_AUDIO:
             return None
-        return scrub(node.body)
+        return without_internal(node.body)
     else:
         return None
     if keep_extra:
@@ -199,7 +190,7 @@ class _Message:
     def add_reasoning(self, node: ReasoningNode) -> None:
         raw = node.extra.get(REASONING_DETAIL)
         if isinstance(raw, dict) and raw_detail_matches(node, raw):
-            self.details.append(scrub(raw))
+            self.details.append(without_internal(raw))
             return
         surface = node.extra.get(REASONING_SURFACE)
         if surface in ("reasoning", "reasoning_content") and not node.summary and node.encrypted in (None, ""):
@@ -334,7 +325,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
             else:
                 cur.calls.append(encode_tool_call(node, same, keep_extra))
         elif isinstance(node, ProviderItemNode):
-            cur.audio = scrub(node.body)
+            cur.audio = without_internal(node.body)
     if cur is not None:
         out.append(cur.build(response=response))
     return out
@@ -403,7 +394,7 @@ def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool
     cfg = r.extra.get(REASONING_CONFIG)
     deepseek = "deepseek" in model.lower()
     if isinstance(cfg, dict):
-        obj = scrub(cfg)
+        obj = without_internal(cfg)
         if effort is not None and _effort_of(obj.get("effort")) != effort and not (
                 effort == "none" and obj.get("enabled") is False):
             obj["effort"] = effort
@@ -417,7 +408,7 @@ def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool
         body["reasoning_effort"] = "xhigh" if effort == "max" and not deepseek else effort
     thinking = r.extra.get(THINKING_CONFIG)
     if isinstance(thinking, dict):
-        body["thinking"] = scrub(thinking)
+        body["thinking"] = without_internal(thinking)
     elif deepseek and effort is not None:
         if effort == "none":
             body["thinking"] = {"type": "disabled"}
@@ -453,7 +444,7 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         if legacy:
             body["functions"] = [e["function"] for e in (encode_tool(t) for t in legacy) if e is not None]
     if req.tool_choice is not None:
-        choice = req.tool_choice if isinstance(req.tool_choice, str) else scrub(req.tool_choice)
+        choice = req.tool_choice if isinstance(req.tool_choice, str) else without_internal(req.tool_choice)
         if same and req.extra.get(LEGACY_FUNCTION) and "functions" in body:
             if isinstance(choice, dict):
                 choice = {"name": (choice.get("function") or {}).get("name")}

@@ -22,7 +22,7 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import arguments_object, json_text, split_data_url, token_count
+from .base import arguments_object, json_text, split_data_url, token_count, without_internal
 from .errors import ProtocolError
 
 PROTOCOL = "messages"
@@ -67,19 +67,11 @@ def _has_internal(value: Any) -> bool:
     return False
 
 
-def _scrubbed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _scrubbed(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))}
-    if isinstance(value, list):
-        return [_scrubbed(v) for v in value]
-    return value
-
-
 def scrub(value: Any) -> Any:
     """Opaque JSON with every ``_gw_*`` key removed at any depth (anti-spoofing on the way in, no
     leakage on the way out). Returns the very same object when there is nothing to remove, so
     the common case costs one read-only walk and no copy."""
-    return _scrubbed(value) if _has_internal(value) else value
+    return without_internal(value) if _has_internal(value) else value
 
 
 def unknown(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:

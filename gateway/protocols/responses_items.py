@@ -34,7 +34,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import json_text, new_id, split_data_url
+from .base import json_text, new_id, split_data_url, without_internal
 from .errors import ProtocolError
 
 PROTOCOL = "responses"
@@ -64,15 +64,6 @@ _CALL_KEYS = frozenset({"type", "id", "call_id", "name", "arguments", "namespace
 _CUSTOM_CALL_KEYS = frozenset({"type", "id", "call_id", "name", "input", "namespace"})
 _OUTPUT_KEYS = frozenset({"type", "id", "call_id", "output"})
 _REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_content"})
-
-
-def scrub(value: Any) -> Any:
-    """Recursively drop ``_gw_`` keys from opaque JSON (provider item bodies)."""
-    if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))}
-    if isinstance(value, list):
-        return [scrub(v) for v in value]
-    return value
 
 
 def unknown_fields(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
@@ -243,9 +234,9 @@ def _decode_reasoning(item: dict[str, Any], path: str) -> ReasoningNode:
                          summary=_joined(summary, "summary", path, SUMMARY_SEP) or None,
                          content=_joined(content, "content", path))
     if summary is not None:
-        extra[M_SUMMARY] = scrub(summary)
+        extra[M_SUMMARY] = without_internal(summary)
     if content is not None:
-        extra[M_CONTENT] = scrub(content)
+        extra[M_CONTENT] = without_internal(content)
     enc = item.get("encrypted_content")
     if enc is not None:
         node.encrypted = enc
@@ -278,7 +269,7 @@ def decode_item(item: Any, path: str, default_role: str, out: list[Node]) -> Non
         out.append(_decode_reasoning(item, path))
     elif isinstance(itype, str):
         role = item.get("role") if isinstance(item.get("role"), str) else "assistant"
-        out.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=itype, body=scrub(item), role=role,
+        out.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=itype, body=without_internal(item), role=role,
                                     id=item.get("id") if isinstance(item.get("id"), str) else None))
     else:
         raise ProtocolError("item 'type' must be a string", param=f"{path}.type")
@@ -352,7 +343,7 @@ def encode_part(node: Node, same: bool, output: bool) -> dict[str, Any] | None:
             part["filename"] = src.filename
         return _fill(part, node.extra)
     if isinstance(node, ProviderItemNode) and node.origin_protocol == PROTOCOL:
-        return scrub(node.body)
+        return without_internal(node.body)
     return None
 
 
@@ -560,7 +551,7 @@ def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozens
                 items.append(item)
         elif t is ProviderItemNode:
             if node.origin_protocol == PROTOCOL:
-                items.append(scrub(node.body))
+                items.append(without_internal(node.body))
         elif t is AudioNode:
             continue  # Responses has no audio input part
     flush()

@@ -18,14 +18,13 @@ from typing import Any
 from gateway.urp.nodes import INTERNAL_PREFIX, Node, TextNode, wire_extra
 from gateway.urp.request import REASONING_EFFORTS, ReasoningConfig, Request, ResponseFormat, ToolDef
 
-from .base import EncodeContext
+from .base import EncodeContext, without_internal
 from .errors import ProtocolError
 from .responses_items import (
     M_INSTR,
     PROTOCOL,
     decode_items,
     encode_items,
-    scrub,
     unknown_fields,
 )
 
@@ -95,7 +94,7 @@ def _decode_tool(tool: Any, path: str) -> ToolDef:
                        tools=[_decode_tool(m, f"{path}.tools[{i}]") for i, m in enumerate(members)],
                        extra=unknown_fields(tool, _NAMESPACE_KEYS))
     return ToolDef(kind=kind, name=name, description=desc, origin_protocol=PROTOCOL,
-                   extra=scrub(unknown_fields(tool, _NATIVE_KEYS)))
+                   extra=without_internal(unknown_fields(tool, _NATIVE_KEYS)))
 
 
 def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
@@ -108,7 +107,7 @@ def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
     if kind in ("function", "custom"):
         if not isinstance(choice.get("name"), str):
             raise ProtocolError("tool_choice needs a 'name'", param=f"{path}.name")
-        return {"type": kind, kind: {k: scrub(v) for k, v in choice.items()
+        return {"type": kind, kind: {k: without_internal(v) for k, v in choice.items()
                                      if k != "type" and not k.startswith(INTERNAL_PREFIX)}}
     if kind == "allowed_tools":
         tools = choice.get("tools")
@@ -123,7 +122,7 @@ def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
         return {"type": "allowed_tools", "allowed_tools": inner}
     if not isinstance(kind, str):
         raise ProtocolError("tool_choice 'type' must be a string", param=f"{path}.type")
-    return scrub(choice)
+    return without_internal(choice)
 
 
 def _decode_reasoning(raw: Any) -> ReasoningConfig:
@@ -288,7 +287,7 @@ def encode_tool(tool: ToolDef, same: bool) -> dict[str, Any] | None:
             out["description"] = tool.description
         for k, v in tool.extra.items():
             if k not in out and not k.startswith(INTERNAL_PREFIX):
-                out[k] = scrub(v)
+                out[k] = without_internal(v)
         return out
     else:
         return None  # another family's native tool
@@ -315,7 +314,7 @@ def encode_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
                 continue
             out[k] = [encode_tool_choice(t) for t in v] if k == "tools" and isinstance(v, list) else v
         return out
-    return scrub(choice)
+    return without_internal(choice)
 
 
 def _encode_format(fmt: ResponseFormat, same: bool) -> dict[str, Any]:

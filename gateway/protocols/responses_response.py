@@ -18,9 +18,9 @@ from typing import Any
 from gateway.urp.nodes import INTERNAL_PREFIX, ImageNode, MediaSource, Node, ProviderItemNode, ToolCallNode
 from gateway.urp.request import Response, Usage
 
-from .base import EncodeContext, new_id, token_count
+from .base import EncodeContext, new_id, token_count, without_internal
 from .errors import ProtocolError, UpstreamProtocolError
-from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items, scrub
+from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items
 
 X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object minus output/usage
 X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstream status
@@ -77,7 +77,7 @@ def decode_usage(raw: Any) -> Usage | None:
     if out_extra:
         extra["output_tokens_details"] = out_extra
     usage.extra = extra
-    extra[X_USAGE] = (scrub(raw), _typed(usage))
+    extra[X_USAGE] = (without_internal(raw), _typed(usage))
     return usage
 
 
@@ -195,7 +195,7 @@ def decode_response(body: dict) -> Response:
         created=_opt_int(body.get("created_at")),
     )
     extra = {k: v for k, v in body.items() if k not in _TYPED_FIELDS and not k.startswith(INTERNAL_PREFIX)}
-    extra[X_OBJECT] = {k: scrub(v) for k, v in body.items()
+    extra[X_OBJECT] = {k: without_internal(v) for k, v in body.items()
                        if k not in ("output", "usage", "output_text") and not k.startswith(INTERNAL_PREFIX)}
     if isinstance(body.get("status"), str):
         extra[X_STATUS] = body["status"]

@@ -34,10 +34,10 @@ from gateway.urp.nodes import (
     ToolCallNode,
 )
 
-from .base import new_id
+from .base import new_id, without_internal
 from .errors import ProtocolError
 from .json_depth import too_deep
-from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item, scrub
+from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
 from .responses_response import (
     X_OBJECT,
     X_STATUS,
@@ -87,7 +87,7 @@ def _parse_data(data: str) -> list[Any]:
 def _template(obj: Any) -> dict[str, Any] | None:
     if not isinstance(obj, dict):
         return None
-    return {k: scrub(v) for k, v in obj.items() if k not in ("output", "usage", "output_text")}
+    return {k: without_internal(v) for k, v in obj.items() if k not in ("output", "usage", "output_text")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ class StreamDecoder:
             return ToolCallNode(id=iid, call_id=str(item.get("call_id") or iid or new_id("call_")),
                                 name=str(item.get("name") or ""), namespace=ns if isinstance(ns, str) else None,
                                 tool_type="custom" if t == "custom_tool_call" else "function")
-        return ProviderItemNode(id=iid, origin_protocol=PROTOCOL, item_type=str(t), body=scrub(item),
+        return ProviderItemNode(id=iid, origin_protocol=PROTOCOL, item_type=str(t), body=without_internal(item),
                                 role=item.get("role") if isinstance(item.get("role"), str) else "assistant")
 
     def _part_header(self, slot: _Slot, part: Any) -> Node:
@@ -418,7 +418,7 @@ class StreamDecoder:
                                        or etype.startswith("response.reasoning_text.")):
             return  # part boundaries and snapshots: the done item is authoritative
         if isinstance(etype, str):
-            out.append(ev.ProviderControl(protocol=PROTOCOL, event_name=etype, data=scrub(p)))
+            out.append(ev.ProviderControl(protocol=PROTOCOL, event_name=etype, data=without_internal(p)))
 
     def _terminal(self, out: list[ev.Event], etype: str, resp: dict[str, Any]) -> None:
         status = resp.get("status") or etype.rpartition(".")[2]

@@ -36,8 +36,8 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import EncodeContext, json_text, new_id
-from .responses_items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP, scrub
+from .base import EncodeContext, json_text, new_id, without_internal
+from .responses_items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP
 from .responses_response import (
     X_OBJECT,
     client_response_id,
@@ -422,7 +422,7 @@ class StreamEncoder:
                 buf += self._call_delta(it, node.arguments)
             return buf
         if t is ProviderItemNode and self.same and node.origin_protocol == PROTOCOL and M_IS_PART not in node.extra:
-            body = scrub(node.body)
+            body = without_internal(node.body)
             item_id = body.get("id") if isinstance(body.get("id"), str) else new_id("item_")
             it, buf = self._new_item("provider", item_id, body)
             self._targets[idx] = (it, None)
@@ -475,7 +475,7 @@ class StreamEncoder:
         elif target is None:
             if isinstance(node, ImageNode) and node.role == "assistant" and node.source.kind == "base64":
                 raw = node.extra.get(M_BODY) if self.same else None
-                head = scrub(raw) if isinstance(raw, dict) and raw.get("id") else {
+                head = without_internal(raw) if isinstance(raw, dict) and raw.get("id") else {
                     "id": self._item_id(node, "ig_"), "type": "image_generation_call", "status": "completed",
                     "result": node.source.data}
                 it, buf = self._new_item("provider", head["id"], head)
@@ -490,7 +490,7 @@ class StreamEncoder:
             return buf + self._close_reasoning(it, node if isinstance(node, ReasoningNode) else None)
         if it.kind in ("function_call", "custom_tool_call"):
             return buf + self._close_call(it, node if isinstance(node, ToolCallNode) else None)
-        body = scrub(node.body) if isinstance(node, ProviderItemNode) else it.head
+        body = without_internal(node.body) if isinstance(node, ProviderItemNode) else it.head
         return buf + self._close_item(it, body)
 
     def _close_open(self, status: str) -> bytes:
