@@ -49,6 +49,16 @@ def without_internal(value: Any) -> Any:
     return value
 
 
+def put_extra(target: dict[str, Any], extra: dict[str, Any] | None) -> dict[str, Any]:
+    """Merge preserved unknown fields into a wire object the encoder built: they fill absent keys
+    only (encoder-owned fields win) and internal markers never go out. Returns ``target``."""
+    if extra:
+        for k, v in extra.items():
+            if k not in target and not k.startswith(INTERNAL_PREFIX):
+                target[k] = v
+    return target
+
+
 def arguments_object(arguments: str) -> dict[str, Any]:
     """Tool-call arguments text -> the JSON object Anthropic's ``input`` and Gemini's ``args``
     require. Text that is not a JSON object (or is too deep to be written back out) is kept as

@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.urp import Usage
 
-from .base import token_count
+from .base import put_extra, token_count
 
 PROTOCOL = "chat_completion"
 
@@ -128,10 +128,7 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
         body[in_key] = in_details
     if out_details is not None:
         body[out_key] = out_details
-    for key, value in extra.items():
-        if key not in body and not key.startswith("_gw_"):
-            body[key] = value
-    return body
+    return put_extra(body, extra)
 
 
 # -- data URLs ----------------------------------------------------------------------------

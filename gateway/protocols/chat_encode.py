@@ -28,7 +28,7 @@ from gateway.urp import (
     wire_extra,
 )
 
-from .base import EncodeContext, new_id, without_internal
+from .base import EncodeContext, new_id, put_extra, without_internal
 from .chat_common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
@@ -56,17 +56,10 @@ PART_TYPE = "_gw_chat_part_type"
 _AUDIO_FORMATS = {"wav": "wav", "x-wav": "wav", "wave": "wav", "mp3": "mp3", "mpeg": "mp3"}
 
 
-def _fill(target: dict[str, Any], extra: dict[str, Any]) -> None:
-    """Preserved unknown fields fill absent keys only: encoder-owned fields win."""
-    for key, value in extra.items():
-        if key not in target and not key.startswith("_gw_"):
-            target[key] = value
-
-
 def _inner(base: dict[str, Any], node: Node) -> dict[str, Any]:
     inner = node.extra.get(INNER_EXTRA)
     if inner:
-        _fill(base, inner)
+        put_extra(base, inner)
     return base
 
 
@@ -117,7 +110,7 @@ def encode_part(node: Node, same: bool, keep_extra: bool = True) -> dict[str, An
     else:
         return None
     if keep_extra:
-        _fill(part, node.extra)
+        put_extra(part, node.extra)
     return part
 
 
@@ -230,7 +223,7 @@ class _Message:
             msg["audio"] = self.audio
         if self.phase is not None:
             msg["phase"] = self.phase
-        _fill(msg, self.env)
+        put_extra(msg, self.env)
         return msg
 
 
@@ -244,7 +237,7 @@ def encode_tool_call(node: ToolCallNode, same: bool, keep_extra: bool = True) ->
         if same and node.extra.get("_gw_chat_no_type"):
             del call["type"]
     if keep_extra:
-        _fill(call, node.extra)
+        put_extra(call, node.extra)
     return call
 
 
@@ -264,7 +257,7 @@ def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict
         else:
             content = parts
         msg = {"role": "tool", "tool_call_id": node.call_id, "content": content}
-    _fill(msg, env)
+    put_extra(msg, env)
     return msg
 
 
@@ -342,7 +335,7 @@ def encode_tool(tool: ToolDef) -> dict[str, Any] | None:
             fn["parameters"] = tool.parameters
         if tool.strict is not None:
             fn["strict"] = tool.strict
-        _fill(fn, tool.inner_extra)
+        put_extra(fn, tool.inner_extra)
         out: dict[str, Any] = {"type": "function", "function": fn}
     elif tool.kind == "custom":
         cu: dict[str, Any] = {"name": tool.name}
@@ -350,20 +343,20 @@ def encode_tool(tool: ToolDef) -> dict[str, Any] | None:
             cu["description"] = tool.description
         if tool.format is not None:
             cu["format"] = tool.format
-        _fill(cu, tool.inner_extra)
+        put_extra(cu, tool.inner_extra)
         out = {"type": "custom", "custom": cu}
     elif tool.origin_protocol == PROTOCOL:
         out = {"type": tool.kind}
     else:
         return None  # namespaces and other families' native tools have no Chat shape
-    _fill(out, tool.extra)
+    put_extra(out, tool.extra)
     return out
 
 
 def encode_response_format(rf) -> dict[str, Any]:
     if rf.type != "json_schema":
         out: dict[str, Any] = {"type": rf.type}
-        _fill(out, rf.extra)
+        put_extra(out, rf.extra)
         return out
     js: dict[str, Any] = {"name": rf.name or "response"}
     if rf.description is not None:
@@ -372,7 +365,7 @@ def encode_response_format(rf) -> dict[str, Any]:
         js["schema"] = rf.schema
     if rf.strict is not None:
         js["strict"] = rf.strict
-    _fill(js, rf.extra)
+    put_extra(js, rf.extra)
     return {"type": "json_schema", "json_schema": js}
 
 
@@ -461,7 +454,7 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         body["response_format"] = encode_response_format(req.response_format)
     if req.user is not None:
         body["user"] = req.user
-    _fill(body, req.extra)
+    put_extra(body, req.extra)
     if req.stream:
         so = body.get("stream_options")
         so = dict(so) if isinstance(so, dict) else {}
@@ -507,7 +500,7 @@ def encode_response(resp: Response, ctx: EncodeContext) -> dict:
                             has_tool_calls=bool(calls) or legacy, legacy=legacy and not calls)
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
     if same and isinstance(resp.extra.get(CHOICE_EXTRA), dict):
-        _fill(choice, resp.extra[CHOICE_EXTRA])
+        put_extra(choice, resp.extra[CHOICE_EXTRA])
     body: dict[str, Any] = {
         "id": resp.id if same and resp.id else chat_id(resp.id),
         "object": "chat.completion",
@@ -518,7 +511,7 @@ def encode_response(resp: Response, ctx: EncodeContext) -> dict:
     if resp.usage is not None:
         body["usage"] = encode_usage(resp.usage, same_protocol=same)
     if same:
-        _fill(body, resp.extra)
+        put_extra(body, resp.extra)
     return body
 
 

@@ -28,7 +28,7 @@ from gateway.urp import (
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from . import messages_thinking as thinking_rules
-from .base import EncodeContext, new_id
+from .base import EncodeContext, new_id, put_extra
 from .errors import ProtocolError, UpstreamProtocolError
 from .messages_common import (
     DERIVED_EFFORT,
@@ -47,7 +47,6 @@ from .messages_common import (
     encode_usage,
     error_type_for,
     finish_from_wire,
-    put_extra,
     scrub,
     stop_to_wire,
     unknown,

@@ -22,7 +22,7 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import arguments_object, json_text, split_data_url, token_count, without_internal
+from .base import arguments_object, json_text, put_extra, split_data_url, token_count, without_internal
 from .errors import ProtocolError
 
 PROTOCOL = "messages"
@@ -79,16 +79,6 @@ def unknown(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     if raw.keys() <= known:
         return {}
     return {k: v for k, v in raw.items() if k not in known and not k.startswith(INTERNAL_PREFIX)}
-
-
-def put_extra(block: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Merge preserved extras into a generated wire object: typed fields win, internal markers
-    never go out."""
-    if extra:
-        for k, v in extra.items():
-            if k not in block and not k.startswith(INTERNAL_PREFIX):
-                block[k] = v
-    return block
 
 
 # -- reasoning signature sigil ---------------------------------------------------------------

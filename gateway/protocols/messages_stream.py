@@ -27,7 +27,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, json_text, new_id
+from .base import EncodeContext, json_text, new_id, put_extra
 from .json_depth import too_deep
 from .messages_common import (
     PROTOCOL,
@@ -41,7 +41,6 @@ from .messages_common import (
     encode_usage,
     error_type_for,
     finish_from_wire,
-    put_extra,
     scrub,
     stop_to_wire,
     unknown,

@@ -34,7 +34,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import json_text, new_id, split_data_url, without_internal
+from .base import json_text, new_id, put_extra, split_data_url, without_internal
 from .errors import ProtocolError
 
 PROTOCOL = "responses"
@@ -287,14 +287,6 @@ def decode_items(items: list[Any], path: str, default_role: str) -> list[Node]:
 # --------------------------------------------------------------------------------------------
 
 
-def _fill(target: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Preserved extras fill keys the encoder did not set (typed fields win)."""
-    for k, v in extra.items():
-        if k not in target and not k.startswith(INTERNAL_PREFIX):
-            target[k] = v
-    return target
-
-
 def _data_url(src: MediaSource) -> str:
     return f"data:{src.media_type};base64,{src.data}" if src.media_type else (src.data or "")
 
@@ -308,9 +300,9 @@ def encode_part(node: Node, same: bool, output: bool) -> dict[str, Any] | None:
         part: dict[str, Any] = {"type": ptype, "text": node.content}
         if output and ptype == "output_text" and "annotations" not in node.extra:
             part["annotations"] = []
-        return _fill(part, node.extra)
+        return put_extra(part, node.extra)
     if isinstance(node, RefusalNode):
-        return _fill({"type": "refusal", "refusal": node.content}, node.extra)
+        return put_extra({"type": "refusal", "refusal": node.content}, node.extra)
     if isinstance(node, ImageNode):
         src = node.source
         part = {"type": "input_image"}
@@ -326,7 +318,7 @@ def encode_part(node: Node, same: bool, output: bool) -> dict[str, Any] | None:
             part["detail"] = src.detail
         elif not same:
             part["detail"] = "auto"
-        return _fill(part, node.extra)
+        return put_extra(part, node.extra)
     if isinstance(node, FileNode):
         src = node.source
         part = {"type": "input_file"}
@@ -341,7 +333,7 @@ def encode_part(node: Node, same: bool, output: bool) -> dict[str, Any] | None:
             return None
         if src.filename is not None:
             part["filename"] = src.filename
-        return _fill(part, node.extra)
+        return put_extra(part, node.extra)
     if isinstance(node, ProviderItemNode) and node.origin_protocol == PROTOCOL:
         return without_internal(node.body)
     return None
@@ -384,7 +376,7 @@ def encode_reasoning(node: ReasoningNode, same: bool, output: bool) -> dict[str,
         enc = node.encrypted
         item["encrypted_content"] = json_text(enc)
     if same:
-        _fill(item, node.extra)
+        put_extra(item, node.extra)
     return item
 
 
@@ -403,7 +395,7 @@ def encode_tool_call(node: ToolCallNode, same: bool, output: bool) -> dict[str, 
     item["name"] = node.name
     item["input" if custom else "arguments"] = node.arguments
     if same:
-        _fill(item, node.extra)
+        put_extra(item, node.extra)
     return item
 
 
@@ -427,14 +419,14 @@ def encode_tool_result(node: ToolResultNode, same: bool) -> dict[str, Any]:
                 p = {"type": "input_text", "text": n.content}
                 if M_PART in n.extra:
                     p["type"] = n.extra[M_PART]
-                parts.append(_fill(p, n.extra) if same else p)
+                parts.append(put_extra(p, n.extra) if same else p)
             else:
                 p = encode_part(n, same, False)
                 if p is not None:
                     parts.append(p)
         item["output"] = parts[0] if shape == "object" and len(parts) == 1 else parts
     if same:
-        _fill(item, node.extra)
+        put_extra(item, node.extra)
     return item
 
 
@@ -492,7 +484,7 @@ def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozens
         if m.phase is not None:
             item["phase"] = m.phase
         if env:
-            _fill(item, env)
+            put_extra(item, env)
             env = {}
         items.append(item)
 
@@ -542,7 +534,7 @@ def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozens
         elif t is ToolResultNode:
             item = encode_tool_result(node, same)
             if env:
-                _fill(item, env)
+                put_extra(item, env)
                 env = {}
             items.append(item)
         elif t is ReasoningNode:
