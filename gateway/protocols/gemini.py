@@ -40,6 +40,7 @@ from gateway.urp import (
     ToolDef,
     ToolResultNode,
     Usage,
+    accept_extra,
 )
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
@@ -362,7 +363,7 @@ def decode_usage(raw: Any) -> Usage | None:
         output_tokens=_int(raw.get("candidatesTokenCount")) + _int(thoughts),
         cache_read_tokens=token_count(cached),
         reasoning_tokens=token_count(thoughts),
-        extra={k: v for k, v in raw.items() if k not in known and not k.startswith(INTERNAL_PREFIX)},
+        extra=accept_extra(raw, known),
     )
 
 

@@ -197,7 +197,7 @@ def decode_request(body: dict) -> Request:
             raise ProtocolError("stop_sequences must be a list of strings", param="stop_sequences")
         req.stop = list(stops)
 
-    extra = {k: v for k, v in body.items() if k not in _TOP_KNOWN and not k.startswith(INTERNAL_PREFIX)}
+    extra = unknown(body, _TOP_KNOWN)
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict):

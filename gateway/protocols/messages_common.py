@@ -19,6 +19,7 @@ from gateway.urp import (
     ToolCallNode,
     ToolResultNode,
     Usage,
+    accept_extra,
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
@@ -75,10 +76,8 @@ def scrub(value: Any) -> Any:
 
 
 def unknown(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
-    """Unknown keys of a wire object (internal markers refused)."""
-    if raw.keys() <= known:
-        return {}
-    return {k: v for k, v in raw.items() if k not in known and not k.startswith(INTERNAL_PREFIX)}
+    """``accept_extra`` with a fast path: no dict is built when every key is known (the common case)."""
+    return {} if raw.keys() <= known else accept_extra(raw, known)
 
 
 # -- reasoning signature sigil ---------------------------------------------------------------
@@ -157,7 +156,7 @@ def _source(raw: Any, path: str, *, document: bool) -> tuple[MediaSource, dict[s
         known = ("type", "content")
     else:
         return None
-    rest = {k: v for k, v in raw.items() if k not in known and not k.startswith(INTERNAL_PREFIX)}
+    rest = accept_extra(raw, known)
     if rest:
         add[SOURCE_EXTRA] = rest
     return src, add

@@ -15,7 +15,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway.urp.nodes import INTERNAL_PREFIX, ImageNode, MediaSource, Node, ProviderItemNode, ToolCallNode
+from gateway.urp.nodes import (
+    INTERNAL_PREFIX,
+    ImageNode,
+    MediaSource,
+    Node,
+    ProviderItemNode,
+    ToolCallNode,
+    accept_extra,
+)
 from gateway.urp.request import Response, Usage
 
 from .base import EncodeContext, new_id, token_count, without_internal
@@ -69,9 +77,9 @@ def decode_usage(raw: Any) -> Usage | None:
         cache_creation_tokens=_opt_int(cache_write),
         reasoning_tokens=_opt_int(otd.get("reasoning_tokens")),
     )
-    extra = {k: v for k, v in raw.items() if k not in _USAGE_KEYS and not k.startswith(INTERNAL_PREFIX)}
-    in_extra = {k: v for k, v in itd.items() if k not in _IN_DETAIL_KEYS and not k.startswith(INTERNAL_PREFIX)}
-    out_extra = {k: v for k, v in otd.items() if k not in _OUT_DETAIL_KEYS and not k.startswith(INTERNAL_PREFIX)}
+    extra = accept_extra(raw, _USAGE_KEYS)
+    in_extra = accept_extra(itd, _IN_DETAIL_KEYS)
+    out_extra = accept_extra(otd, _OUT_DETAIL_KEYS)
     if in_extra:
         extra["input_tokens_details"] = in_extra
     if out_extra:
