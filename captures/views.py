@@ -74,6 +74,13 @@ def _frames(frames: list[str] | None) -> dict[str, Any]:
             "count": len(frames)}
 
 
+def _response_tab(tab_id: str, side: str, frames: list[str] | None, body: Any) -> dict[str, Any]:
+    """A response tab: the SSE frames of a stream, else the whole JSON body."""
+    if frames:
+        return {"id": tab_id, "title": f"{side} stream", "kind": "frames", "frames": _frames(frames)}
+    return {"id": tab_id, "title": f"{side} response", "kind": "json", "body": _pretty(body)}
+
+
 def _response_side(value: Any, frames: list[str] | None) -> Any:
     """A whole body, or the stream's events parsed from its frames."""
     if frames:
@@ -102,21 +109,11 @@ def build_detail(dump: dict[str, Any], selected: int | None, staff: bool = True)
          "body": _pretty(att.get("internal_request"))},
         {"id": "upstream-request", "title": "Upstream request", "kind": "json",
          "body": _pretty(att.get("upstream_request"))},
+        _response_tab("upstream-response", "Upstream", att.get("upstream_frames"), att.get("upstream_response")),
+        {"id": "after-chains", "title": "After response chains (URP)", "kind": "json",
+         "body": _pretty(att.get("response_after_chains"))},
+        _response_tab("client-response", "Client", dump.get("client_frames"), dump.get("client_response")),
     ]
-    if att.get("upstream_frames"):
-        tabs.append({"id": "upstream-response", "title": "Upstream stream", "kind": "frames",
-                     "frames": _frames(att.get("upstream_frames"))})
-    else:
-        tabs.append({"id": "upstream-response", "title": "Upstream response", "kind": "json",
-                     "body": _pretty(att.get("upstream_response"))})
-    tabs.append({"id": "after-chains", "title": "After response chains (URP)", "kind": "json",
-                 "body": _pretty(att.get("response_after_chains"))})
-    if dump.get("client_frames"):
-        tabs.append({"id": "client-response", "title": "Client stream", "kind": "frames",
-                     "frames": _frames(dump.get("client_frames"))})
-    else:
-        tabs.append({"id": "client-response", "title": "Client response", "kind": "json",
-                     "body": _pretty(dump.get("client_response"))})
     is_last = index == len(attempts) - 1
     diffs = [jdiff.side_by_side("Client request → upstream request", "Client request (as received)",
                                 dump.get("client_request"), "Upstream request (as encoded)",
