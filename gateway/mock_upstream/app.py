@@ -27,6 +27,7 @@ from urllib.parse import unquote
 import orjson
 
 from gateway.mock_upstream import inbound as inbound_mod
+from gateway.mock_upstream.asgi import answer_lifespan, read_body, send_json
 from gateway.mock_upstream.behaviour import plan_turn, short_id
 from gateway.mock_upstream.faults import Faults, from_request
 from gateway.mock_upstream.state import MockState
@@ -36,7 +37,6 @@ _GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/(.+?):(generateConten
 _ROUTES: dict[str, str] = {"/v1/chat/completions": "chat_completion", "/v1/responses": "responses",
                            "/v1/messages": "messages"}
 _WIRES = {"chat_completion": chat, "responses": responses, "messages": messages, "gemini": gemini}
-_JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
@@ -58,13 +58,8 @@ class MockUpstreamApp:
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         path: str = scope["path"]
@@ -82,40 +77,40 @@ class MockUpstreamApp:
 
     async def _introspect(self, scope: dict, receive: Callable, send: Callable) -> None:
         method, path = scope["method"], scope["path"]
-        body = await _read_body(receive)
+        body = await read_body(receive)
         state = self.state
         if path == "/_mock/requests" and method == "GET":
-            await _send_json(send, 200, list(state.requests))
+            await send_json(send, 200, list(state.requests))
         elif path == "/_mock/requests" and method == "DELETE":
             state.requests.clear()
-            await _send_json(send, 200, {"cleared": True})
+            await send_json(send, 200, {"cleared": True})
         elif path == "/_mock/stats" and method == "GET":
-            await _send_json(send, 200, state.stats())
+            await send_json(send, 200, state.stats())
         elif path == "/_mock/script" and method == "POST":
             try:
                 turns = orjson.loads(body or b"[]")
             except orjson.JSONDecodeError:
-                await _send_json(send, 400, {"error": "script must be JSON"})
+                await send_json(send, 400, {"error": "script must be JSON"})
                 return
             if isinstance(turns, dict):
                 turns = turns.get("turns") or []
             if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
-                await _send_json(send, 400, {"error": "script must be a list of turn objects"})
+                await send_json(send, 400, {"error": "script must be a list of turn objects"})
                 return
             state.script.extend(turns)
-            await _send_json(send, 200, {"queued": len(state.script)})
+            await send_json(send, 200, {"queued": len(state.script)})
         elif path == "/_mock/script" and method == "GET":
-            await _send_json(send, 200, list(state.script))
+            await send_json(send, 200, list(state.script))
         elif path == "/_mock/script" and method == "DELETE":
             state.script.clear()
-            await _send_json(send, 200, {"cleared": True})
+            await send_json(send, 200, {"cleared": True})
         elif path == "/_mock/reset" and method == "POST":
             state.reset()
-            await _send_json(send, 200, {"reset": True})
+            await send_json(send, 200, {"reset": True})
         elif path == "/_mock/health":
-            await _send_json(send, 200, {"status": "ok"})
+            await send_json(send, 200, {"status": "ok"})
         else:
-            await _send_json(send, 404, {"error": f"no mock endpoint {method} {path}"})
+            await send_json(send, 404, {"error": f"no mock endpoint {method} {path}"})
 
     # -- protocol requests -----------------------------------------------------------------------
 
@@ -124,7 +119,7 @@ class MockUpstreamApp:
         raw_query = scope.get("query_string", b"").decode("latin-1")
         path, faults = from_request(scope["path"], headers)
         path = normalise_path(path)
-        body_bytes = await _read_body(receive)
+        body_bytes = await read_body(receive)
         try:
             body: Any = orjson.loads(body_bytes) if body_bytes else None
         except orjson.JSONDecodeError:
@@ -137,11 +132,11 @@ class MockUpstreamApp:
 
         protocol, model, stream = self._route(path, raw_query, body)
         if protocol is None or scope["method"] != "POST":
-            await _send_json(send, 404, chat.error_body(404, f"mock upstream has no route {scope['method']} {path}"))
+            await send_json(send, 404, chat.error_body(404, f"mock upstream has no route {scope['method']} {path}"))
             return
         wire = _WIRES[protocol]
         if not isinstance(body, dict):
-            await _send_json(send, 400, wire.error_body(400, "request body must be a JSON object"))
+            await send_json(send, 400, wire.error_body(400, "request body must be a JSON object"))
             return
 
         if faults.hang:
@@ -154,7 +149,7 @@ class MockUpstreamApp:
             await asyncio.sleep(faults.delay_first_byte)
         if failing:
             status = faults.status or 500
-            await _send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"))
+            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"))
             return
 
         if protocol == "chat_completion":
@@ -173,12 +168,12 @@ class MockUpstreamApp:
                           arg_chunk=faults.arg_chunk or self.arg_chunk, include_usage=summary.include_usage)
         stream = stream if protocol == "gemini" else summary.stream
         if not stream:
-            await _send_json(send, 200, wire.respond(turn, ctx), _request_id_header(protocol, ctx))
+            await send_json(send, 200, wire.respond(turn, ctx), _request_id_header(protocol, ctx))
             return
         if protocol == "gemini" and "alt=sse" not in raw_query:
             # Without alt=sse Gemini streams one JSON array; a whole array is close enough here.
             chunks = [orjson.loads(f[len(b"data: "):]) for f in gemini.stream(turn, ctx)]
-            await _send_json(send, 200, chunks)
+            await send_json(send, 200, chunks)
             return
         await self._stream(send, receive, wire.stream(turn, ctx), faults, _request_id_header(protocol, ctx))
 
@@ -255,26 +250,6 @@ def _headers(scope: dict) -> dict[str, str]:
         val = value.decode("latin-1")
         out[key] = f"{out[key]}, {val}" if key in out else val
     return out
-
-
-async def _read_body(receive: Callable) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
-
-
-async def _send_json(send: Callable, status: int, payload: Any,
-                     extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = orjson.dumps(payload)
-    await send({"type": "http.response.start", "status": status,
-                "headers": _JSON + (extra_headers or []) + [(b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(*, arg_chunk: int = 3) -> MockUpstreamApp:

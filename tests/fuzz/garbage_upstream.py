@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from gateway.mock_upstream.asgi import answer_lifespan
 from tests.servers import ThreadedUvicorn, free_port
 
 from .corpus import mutate, response_seeds, stream_seeds
@@ -101,13 +102,8 @@ class GarbageUpstream:
 
     async def app(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         body = b""
         while True:
             message = await receive()

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from gateway.mock_upstream import inbound
+from gateway.mock_upstream.asgi import answer_lifespan, read_body, send_json
 from gateway.mock_upstream.behaviour import ToolCall, Turn
 from gateway.mock_upstream.wire import WireContext, chat, messages, responses
 from tests.servers import ThreadedUvicorn, free_port
@@ -81,16 +82,11 @@ class ScriptedUpstream:
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
-        body_bytes = await _read_body(receive)
+        body_bytes = await read_body(receive)
         try:
             body: Any = orjson.loads(body_bytes) if body_bytes else None
         except orjson.JSONDecodeError:
@@ -102,11 +98,11 @@ class ScriptedUpstream:
         with self._lock:
             self.requests.append(record)
         if path == "/v1/messages/count_tokens":
-            await _send_json(send, 200, {"input_tokens": max(1, len(body_bytes) // 4)})
+            await send_json(send, 200, {"input_tokens": max(1, len(body_bytes) // 4)})
             return
         protocol = _ROUTES.get(path)
         if protocol is None or scope["method"] != "POST" or not isinstance(body, dict):
-            await _send_json(send, 404, chat.error_body(404, f"scripted upstream has no route {path}"))
+            await send_json(send, 404, chat.error_body(404, f"scripted upstream has no route {path}"))
             return
         wire = _WIRES[protocol]
         turn, stream = self.plan(protocol, body)
@@ -115,7 +111,7 @@ class ScriptedUpstream:
                           include_usage=bool((body.get("stream_options") or {}).get("include_usage"))
                           or protocol != "chat_completion")
         if not stream:
-            await _send_json(send, 200, wire.respond(turn, ctx))
+            await send_json(send, 200, wire.respond(turn, ctx))
             return
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
@@ -146,25 +142,6 @@ class ScriptedUpstream:
             kind = offered[play.tool]
             turn.tool_calls.append(ToolCall(play.tool, play.arguments_for(kind), play.call_id, kind))
         return turn, bool(body.get("stream"))
-
-
-async def _read_body(receive: Callable) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
-
-
-async def _send_json(send: Callable, status: int, payload: Any) -> None:
-    body = orjson.dumps(payload)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 class ScriptedUpstreamServer:
