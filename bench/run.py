@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -362,6 +363,7 @@ class Bench:
                     self.run_case(case)
             self.memory["gateway"]["capture on (peak)"] = sampler.peak_per_worker
             self.set_capture(False)
+            self.meta["captures"] = capture_counts(self.gateway.workdir)
             print("== soak", flush=True)
             self.run_soak()
             time.sleep(5)
@@ -377,6 +379,46 @@ class Bench:
         out = Path(self.args.output)
         write_report(out, self)
         print(f"wrote {out} (raw figures: {raw})", flush=True)
+
+
+def capture_counts(gateway_data: Path) -> dict[str, int]:
+    """Captures the writer persisted (rows in the bench database) and the ones it dropped (its
+    "capture dropped" log lines), after the capture-on runs."""
+    import sqlite3
+
+    out = {"persisted": -1, "dropped": 0}
+    try:
+        with sqlite3.connect(gateway_data / "bench.sqlite3") as db:
+            out["persisted"] = db.execute("SELECT COUNT(*) FROM captures_capture").fetchone()[0]
+    except sqlite3.Error:
+        pass
+    log = gateway_data / "uvicorn.log"
+    if log.exists():
+        with log.open("rb") as f:
+            out["dropped"] = sum(1 for line in f if b"capture dropped" in line)
+    return out
+
+
+def load_results(path: Path) -> SimpleNamespace:
+    """A finished run's ``results.json`` back into the shape ``write_report`` reads, so the report
+    can be re-rendered (``--report-only``) without measuring again."""
+    data = json.loads(path.read_text())
+
+    def case(d: dict) -> Case:
+        results = {k: [wrk.WrkResult(**r) for r in v] for k, v in d.pop("results").items()}
+        targets = {k: wrk.WrkRequest(v["path"], Path(v["body_file"]), v["headers"]) for k, v in d.pop("targets").items()}
+        return Case(targets=targets, results=results, **d)
+
+    cases = [case(dict(c)) for c in data["cases"]]
+    meta = data["meta"]
+    args = argparse.Namespace(**meta["args"])
+    if "captures" not in meta:
+        meta["captures"] = capture_counts(path.parent / "gateway-data")
+    return SimpleNamespace(
+        args=args, meta=meta, cases=[c for c in cases if not c.key.startswith("capture")],
+        capture_cases=[c for c in cases if c.key.startswith("capture")],
+        streams=[StreamCase(**s) for s in data["streams"]], memory=data["memory"], soak=data["soak"],
+        profiles=data["profiles"], checks=data["checks"])
 
 
 def capture_sink_state() -> str:
@@ -410,6 +452,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-profile", action="store_true")
     p.add_argument("--no-install", action="store_true", help="do not apt-get / pip install missing tools")
     p.add_argument("--output", default=str(BENCH / "RESULTS.md"))
+    p.add_argument("--report-only", metavar="RESULTS_JSON",
+                   help="re-render the report from a finished run's results.json, measure nothing")
     args = p.parse_args(argv)
     if args.runs < 3:
         p.error("--runs must be at least 3 (every figure is a median of at least three runs)")
@@ -419,6 +463,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     os.chdir(ROOT)
+    if args.report_only:
+        write_report(Path(args.output), load_results(Path(args.report_only)))
+        print(f"wrote {args.output}")
+        return
     if not args.no_install:
         tools.ensure_apt_tools()
         if not args.skip_litellm:

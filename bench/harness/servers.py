@@ -75,7 +75,8 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
 
 
 class Gateway:
-    def __init__(self, workdir: Path, port: int, workers: int = 2) -> None:
+    def __init__(self, workdir: Path, port: int, workers: int = 2, app: str = "gateway.asgi:application") -> None:
+        self.app = app
         self.workdir = workdir / "gateway-data"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port
@@ -101,7 +102,7 @@ class Gateway:
         self.configure(up, capture=False)
 
     def command(self) -> list[str]:
-        return [str(Path(sys.executable).parent / "uvicorn"), "gateway.asgi:application", "--host", "127.0.0.1",
+        return [str(Path(sys.executable).parent / "uvicorn"), self.app, "--host", "127.0.0.1",
                 "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "httptools",
                 "--no-access-log", "--lifespan", "on", "--log-level", "warning"]
 

@@ -1,0 +1,121 @@
+"""Why is p99 at 64 connections what it is? A diagnosis run, separate from ``bench/run.py``.
+
+Serves the gateway (two workers, the production flags) through ``harness.gc_probe`` so every
+garbage collection's pause is recorded, puts 64 connections of Chat → Chat on it with wrk, and
+meanwhile samples how the client connections are split between the workers (``ss``) and how much
+CPU each worker gets. Prints a Markdown summary (also written to ``bench/out/tail-*.md``).
+
+    .venv/bin/python bench/diagnose_tail.py [--runs 3] [--seconds 10] [--connections 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+from harness import nginx_mock, payloads, procs, servers, wrk  # noqa: E402
+
+PID_RE = re.compile(rb"pid=(\d+)")
+
+
+def connection_split(port: int) -> dict[int, int]:
+    out = subprocess.run(["ss", "-Htnp", "state", "established", f"( sport = :{port} )"], capture_output=True).stdout
+    split: dict[int, int] = {}
+    for line in out.splitlines():
+        m = PID_RE.search(line)
+        if m:
+            split[int(m.group(1))] = split.get(int(m.group(1)), 0) + 1
+    return split
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    os.chdir(ROOT)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    workdir = BENCH / "out" / f"tail-{stamp}"
+    gcdir = workdir / "gc"
+    gcdir.mkdir(parents=True)
+    up = servers.Upstreams(procs.free_port(), procs.free_port())
+    nginx = nginx_mock.start(workdir, up.nginx_port)
+    gw = servers.Gateway(workdir, procs.free_port(), workers=args.workers, app="harness.gc_probe:application")
+    gw.env["PYTHONPATH"] = f"{BENCH}:{ROOT}"
+    gw.env["GC_PROBE_DIR"] = str(gcdir)
+    lines: list[str] = []
+    try:
+        gw.prepare(up)
+        gw.start()
+        body = workdir / "chat.json"
+        body.write_bytes(payloads.dumps(payloads.chat_body("bench-chat")))
+        script = wrk.write_script(workdir / "chat.lua", [wrk.WrkRequest(
+            "/v1/chat/completions", body, {"authorization": f"Bearer {servers.PLAIN_KEY}"})])
+        workers = procs.worker_pids(gw.proc.pid)
+        lines += [f"# Tail diagnosis, {args.connections} connections, {args.workers} workers ({stamp})", "",
+                  "| run | req/s | p50 ms | p99 ms | max ms | connections per worker | CPU per worker (cores) | "
+                  "GC: collections (gen0/1/2) | GC pause total ms | GC pauses > 5 ms | longest GC pause ms |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for run in range(args.runs):
+            splits: list[dict[int, int]] = []
+            stop = threading.Event()
+
+            def sample(stop=stop, splits=splits) -> None:
+                while not stop.wait(1.0):
+                    splits.append(connection_split(gw.port))
+
+            cpu0 = {p: procs.cpu_seconds(p) for p in workers}
+            t0 = time.time()
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            res = wrk.run(gw.port, script, connections=args.connections, seconds=args.seconds)
+            stop.set()
+            sampler.join()
+            t1 = time.time()
+            cpu = {p: (procs.cpu_seconds(p) - cpu0[p]) / (t1 - t0) for p in workers}
+            time.sleep(1.5)  # the probe writes its file once a second
+            gens, total, over, longest = [0, 0, 0], [], 0, 0.0
+            for p in workers:
+                f = gcdir / f"gc-{p}.json"
+                if not f.exists():
+                    continue
+                for t, g, ms in orjson.loads(f.read_bytes()):
+                    if t0 <= t <= t1:
+                        gens[g] += 1
+                        total.append(ms)
+                        over += ms > 5
+                        longest = max(longest, ms)
+            per_worker = {p: statistics.median([s.get(p, 0) for s in splits]) if splits else 0 for p in workers}
+            lines.append(
+                f"| {run + 1} | {res.rps:.0f} | {res.p50:.2f} | {res.p99:.2f} | {res.max:.2f} | "
+                f"{' / '.join(f'{per_worker[p]:.0f}' for p in workers)} | "
+                f"{' / '.join(f'{cpu[p]:.2f}' for p in workers)} | {'/'.join(map(str, gens))} | "
+                f"{sum(total):.1f} | {over} | {longest:.1f} |")
+            print(lines[-1], flush=True)
+        lines += ["", f"Load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}."]
+    finally:
+        procs.stop(gw.proc)
+        procs.stop(nginx)
+    text = "\n".join(lines) + "\n"
+    (BENCH / "out" / f"tail-{stamp}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
