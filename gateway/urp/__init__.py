@@ -34,7 +34,8 @@ from .request import ReasoningConfig, Request, Response, ResponseFormat, ToolDef
 
 
 def clone(obj):
-    """A deep copy: each upstream attempt works on a fresh copy of the decoded request."""
+    """A deep copy of a URP object. The proxy does not use it per attempt: re-decoding the
+    client's bytes gives an independent copy more cheaply (see ``gateway.proxy.generate.Call``)."""
     return deepcopy(obj)
 
 
