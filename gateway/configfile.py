@@ -337,10 +337,6 @@ def _tristate_in(value: Any) -> str:
     return value
 
 
-def _tristate_out(value: str) -> bool | None:
-    return {"true": True, "false": False}.get(value)
-
-
 def _aware(value: str | dt.datetime) -> dt.datetime:
     """An expiry without a time zone is read as UTC (the gateway's time zone)."""
     when = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
@@ -590,7 +586,7 @@ def dump(*, include_secrets: bool = False) -> dict[str, Any]:
         item: dict[str, Any] = {"name": p.name, "priority": p.priority}
         item.update(_nondefault(p, [k for k in provider_scalars if k != "priority"]))
         if p.strip_cross_protocol_nested != "inherit":
-            item["strip_cross_protocol_nested"] = _tristate_out(p.strip_cross_protocol_nested)
+            item["strip_cross_protocol_nested"] = p.strip_nested_override
         channels = []
         for c in sorted(p.channels.all(), key=lambda c: c.name):
             citem: dict[str, Any] = {"name": c.name, "protocol": c.protocol, "base_url": c.base_url}

@@ -85,6 +85,11 @@ class Provider(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def strip_nested_override(self) -> bool | None:
+        """``strip_cross_protocol_nested`` as a bool; None to inherit the global setting."""
+        return {"true": True, "false": False}.get(self.strip_cross_protocol_nested)
+
     def clean(self) -> None:
         self.name = (self.name or "").strip()
         if not self.name:

@@ -173,10 +173,6 @@ def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
     return tuple(out)
 
 
-def _tristate(value: str) -> bool | None:
-    return {"true": True, "false": False}.get(value)
-
-
 def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     """Read the whole configuration (a handful of queries). Runs in the poller thread, or in a
     test; never on the event loop."""
@@ -214,7 +210,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
             channel_max_retries=p.channel_max_retries, channel_retry_interval_ms=p.channel_retry_interval_ms,
             request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
-            strip_nested=_tristate(p.strip_cross_protocol_nested),
+            strip_nested=p.strip_nested_override,
             extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
             chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels)))
 
