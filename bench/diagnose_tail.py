@@ -48,6 +48,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--gc-freeze", action="store_true", help="experiment: gc.freeze() after import-time set-up")
+    parser.add_argument("--gc-threshold", help="experiment: gc.set_threshold(a, b, c), e.g. 50000,20,10")
     args = parser.parse_args()
     os.chdir(ROOT)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -59,6 +61,12 @@ def main() -> None:
     gw = servers.Gateway(workdir, procs.free_port(), workers=args.workers, app="harness.gc_probe:application")
     gw.env["PYTHONPATH"] = f"{BENCH}:{ROOT}"
     gw.env["GC_PROBE_DIR"] = str(gcdir)
+    if args.gc_freeze:
+        gw.env["GC_PROBE_FREEZE"] = "1"
+    if args.gc_threshold:
+        gw.env["GC_PROBE_THRESHOLD"] = args.gc_threshold
+    variant = ", ".join(filter(None, ["gc.freeze()" if args.gc_freeze else "",
+                                      f"gc thresholds {args.gc_threshold}" if args.gc_threshold else ""])) or "as shipped"
     lines: list[str] = []
     try:
         gw.prepare(up)
@@ -68,7 +76,8 @@ def main() -> None:
         script = wrk.write_script(workdir / "chat.lua", [wrk.WrkRequest(
             "/v1/chat/completions", body, {"authorization": f"Bearer {servers.PLAIN_KEY}"})])
         workers = procs.worker_pids(gw.proc.pid)
-        lines += [f"# Tail diagnosis, {args.connections} connections, {args.workers} workers ({stamp})", "",
+        lines += [f"# Tail diagnosis, {args.connections} connections, {args.workers} workers, collector {variant} "
+                  f"({stamp})", "",
                   "| run | req/s | p50 ms | p99 ms | max ms | connections per worker | CPU per worker (cores) | "
                   "GC: collections (gen0/1/2) | GC pause total ms | GC pauses > 5 ms | longest GC pause ms |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
