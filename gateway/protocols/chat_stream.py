@@ -27,6 +27,7 @@ from gateway.urp import (
     ToolCallNode,
 )
 from gateway.urp import events as ev
+from gateway.urp.accumulate import apply_delta
 
 from .base import EncodeContext, new_id
 from .chat_common import (
@@ -82,17 +83,7 @@ class StreamDecoder:
     def _delta(self, idx: int, kind: str, text: str, out: list[ev.Event]) -> None:
         if not text:
             return
-        node = self._nodes[idx]
-        if kind == ev.TEXT or kind == ev.REFUSAL:
-            node.content += text  # type: ignore[union-attr]
-        elif kind == ev.ARGUMENTS:
-            node.arguments += text  # type: ignore[union-attr]
-        elif kind == ev.REASONING_CONTENT:
-            node.content = (node.content or "") + text  # type: ignore[union-attr]
-        elif kind == ev.REASONING_SUMMARY:
-            node.summary = (node.summary or "") + text  # type: ignore[union-attr]
-        elif kind == ev.REASONING_ENCRYPTED:
-            node.encrypted = (node.encrypted or "") + text  # type: ignore[union-attr]
+        apply_delta(self._nodes[idx], kind, text)
         out.append(ev.NodeDelta(index=idx, kind=kind, delta=text))
 
     def _fail(self, message: str, code: str, out: list[ev.Event] | None = None, **kw: Any) -> list[ev.Event]:

@@ -25,6 +25,7 @@ from gateway.urp import (
     Usage,
 )
 from gateway.urp import events as ev
+from gateway.urp.accumulate import apply_delta
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from .base import EncodeContext, json_text, new_id, put_extra
@@ -205,15 +206,8 @@ class StreamDecoder:
         return out
 
     def _apply(self, slot: _Slot, kind: str, text: str, mark: dict[str, Any] | None) -> list:
-        node = slot.node
-        if kind == ev.TEXT and isinstance(node, TextNode):
-            node.content += text
-        elif kind == ev.REASONING_SUMMARY and isinstance(node, ReasoningNode):
-            node.summary = (node.summary or "") + text
-        elif kind == ev.REASONING_ENCRYPTED and isinstance(node, ReasoningNode):
-            node.encrypted = (node.encrypted if isinstance(node.encrypted, str) else "") + text
-        elif kind == ev.ARGUMENTS and isinstance(node, ToolCallNode):
-            node.arguments += text
+        apply_delta(slot.node, kind, text)
+        if kind == ev.ARGUMENTS and isinstance(slot.node, ToolCallNode):
             slot.parts.append(text)
         return [NodeDelta(index=slot.index, kind=kind, delta=text, extra=dict(mark) if mark else {})]
 
