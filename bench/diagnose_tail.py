@@ -50,8 +50,43 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--gc-freeze", action="store_true", help="experiment: gc.freeze() after import-time set-up")
     parser.add_argument("--gc-threshold", help="experiment: gc.set_threshold(a, b, c), e.g. 50000,20,10")
+    parser.add_argument("--compare-freeze", action="store_true",
+                        help="run as shipped, then with gc.freeze(), and write both to --output")
+    parser.add_argument("--output", help="also write the Markdown here (e.g. bench/TAIL.md)")
     args = parser.parse_args()
     os.chdir(ROOT)
+    variants = [(False, args.gc_threshold), (True, args.gc_threshold)] if args.compare_freeze else \
+        [(args.gc_freeze, args.gc_threshold)]
+    text = "\n".join(diagnose(args, freeze, threshold) for freeze, threshold in variants)
+    if args.output:
+        Path(args.output).write_text(HEADER + text)
+    print(text)
+
+
+HEADER = """# Tail latency at 64 connections: what the p99 is made of
+
+Written by `bench/diagnose_tail.py --compare-freeze` (called by `make bench` after the main run). The
+gateway is served exactly as in `bench/RESULTS.md` (uvicorn, two workers, uvloop, httptools, SQLite),
+except that the ASGI module is `bench/harness/gc_probe.py`, which imports the gateway's app unchanged and
+records every garbage collection's pause in each worker. wrk puts 64 connections of Chat → Chat on it;
+meanwhile `ss` samples how the client connections are split between the two workers and /proc gives
+each worker's CPU. The second table repeats this with `gc.freeze()` called once after the import-time
+set-up (Django, the gateway's modules), an experiment the gateway itself does not ship yet.
+
+How to read it: a worker that runs a full (generation 2) collection stops serving all of its connections
+for the whole pause, so with ~32 connections per worker every long pause lands in the p99 directly. As
+shipped, a full collection re-scans every object Django and the gateway allocated at import (a few hundred
+thousand), tens of milliseconds each time; after `gc.freeze()` those objects are no longer scanned and
+the longest pause drops to a few milliseconds. The second thing to look at is the connection split:
+uvicorn's workers share one listening socket and the kernel gives each new connection to whichever
+worker accepts first, so 64 connections opened at once can land 60 / 4, and then one worker (one core)
+serves nearly all the traffic while the other idles. "CPU per worker" shows how much of a core each
+worker actually got on this shared box.
+
+"""
+
+
+def diagnose(args: argparse.Namespace, freeze: bool, threshold: str | None) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     workdir = BENCH / "out" / f"tail-{stamp}"
     gcdir = workdir / "gc"
@@ -61,12 +96,12 @@ def main() -> None:
     gw = servers.Gateway(workdir, procs.free_port(), workers=args.workers, app="harness.gc_probe:application")
     gw.env["PYTHONPATH"] = f"{BENCH}:{ROOT}"
     gw.env["GC_PROBE_DIR"] = str(gcdir)
-    if args.gc_freeze:
+    if freeze:
         gw.env["GC_PROBE_FREEZE"] = "1"
-    if args.gc_threshold:
-        gw.env["GC_PROBE_THRESHOLD"] = args.gc_threshold
-    variant = ", ".join(filter(None, ["gc.freeze()" if args.gc_freeze else "",
-                                      f"gc thresholds {args.gc_threshold}" if args.gc_threshold else ""])) or "as shipped"
+    if threshold:
+        gw.env["GC_PROBE_THRESHOLD"] = threshold
+    variant = ", ".join(filter(None, ["with gc.freeze()" if freeze else "",
+                                      f"gc thresholds {threshold}" if threshold else ""])) or "as shipped"
     lines: list[str] = []
     try:
         gw.prepare(up)
@@ -76,8 +111,7 @@ def main() -> None:
         script = wrk.write_script(workdir / "chat.lua", [wrk.WrkRequest(
             "/v1/chat/completions", body, {"authorization": f"Bearer {servers.PLAIN_KEY}"})])
         workers = procs.worker_pids(gw.proc.pid)
-        lines += [f"# Tail diagnosis, {args.connections} connections, {args.workers} workers, collector {variant} "
-                  f"({stamp})", "",
+        lines += [f"## {args.connections} connections, {args.workers} workers, collector {variant} ({stamp})", "",
                   "| run | req/s | p50 ms | p99 ms | max ms | connections per worker | CPU per worker (cores) | "
                   "GC: collections (gen0/1/2) | GC pause total ms | GC pauses > 5 ms | longest GC pause ms |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -123,7 +157,7 @@ def main() -> None:
         procs.stop(nginx)
     text = "\n".join(lines) + "\n"
     (BENCH / "out" / f"tail-{stamp}.md").write_text(text)
-    print(text)
+    return text
 
 
 if __name__ == "__main__":

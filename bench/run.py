@@ -450,6 +450,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--soak-connections", type=int, default=16)
     p.add_argument("--skip-litellm", action="store_true")
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--no-tail", action="store_true", help="skip the p99 diagnosis (bench/diagnose_tail.py -> bench/TAIL.md)")
     p.add_argument("--no-install", action="store_true", help="do not apt-get / pip install missing tools")
     p.add_argument("--output", default=str(BENCH / "RESULTS.md"))
     p.add_argument("--report-only", metavar="RESULTS_JSON",
@@ -472,6 +473,11 @@ def main() -> None:
         if not args.skip_litellm:
             tools.ensure_litellm()
     Bench(args).run()
+    if not args.no_tail:
+        print("== tail diagnosis (bench/diagnose_tail.py --compare-freeze)", flush=True)
+        subprocess.run([sys.executable, str(BENCH / "diagnose_tail.py"), "--compare-freeze", "--runs", str(args.runs),
+                        "--seconds", str(args.seconds), "--connections", str(args.connections),
+                        "--workers", str(args.workers), "--output", str(BENCH / "TAIL.md")], check=False)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,8 @@ class Report:
         self.w()
         self.w("**The box was shared.** Everything ran on one 2-core machine: load generator (wrk, one thread), "
                "upstreams (nginx, one worker; the paced SSE server), the gateway (two workers) and LiteLLM "
-               "(two workers, idle while the others are measured), while other engineers ran their test suites "
+               "(two workers, idle while the others are measured; idle it used about 0.5 % of a core, measured "
+               "separately), while other engineers ran their test suites "
                "on the same cores. Absolute figures are therefore pessimistic and noisier than on a quiet box; "
                "the side-by-side ratios, measured in the same minutes, are the robust part.")
         self.w()
@@ -392,9 +393,43 @@ class Report:
                    "runner) only.")
             self.w()
 
+    def missed(self) -> None:
+        """What the data says about each missed target (the analysis is in the text around it)."""
+        missed = [label for label, _, ok in self.targets if ok is False]
+        if not missed:
+            return
+        conns = self.b.args.connections
+        self.w("## Where a target is missed")
+        self.w()
+        for label in missed:
+            self.w(f"- **{label}**")
+        self.w()
+        rows = []
+        for case in self.cases.values():
+            if case.connections != conns or case.key.startswith("capture"):
+                continue
+            rps, cpu = _series(case, "gateway", "rps"), case.cpu_ms.get("gateway")
+            if rps and cpu:
+                cores = [r * c / 1000 for r, c in zip(rps, cpu, strict=False)]
+                rows.append(f"{case.title}: the two workers used {Figure.of(cores).fmt(2)} cores "
+                            f"({Figure.of(cpu).median:.3f} ms CPU per request)")
+        if rows:
+            self.w(f"How much of the 2 cores the gateway got during the {conns}-connection runs (CPU time ÷ wall "
+                   "time of both workers); the rest went to wrk, nginx and the other engineers' test suites:")
+            self.w()
+            for r in rows:
+                self.w(f"- {r}")
+            self.w()
+        if (Path(__file__).resolve().parent.parent / "TAIL.md").exists():
+            self.w("The p99 at 64 connections is taken apart in [`TAIL.md`](TAIL.md): garbage-collection pauses "
+                   "per worker, the split of connections between the workers and each worker's CPU, with and "
+                   "without `gc.freeze()`.")
+            self.w()
+
     def render(self) -> str:
         self.header()
         self.targets_table()
+        self.missed()
         self.commands()
         self.latency_table()
         self.throughput_table()
