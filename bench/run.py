@@ -414,6 +414,7 @@ def load_results(path: Path) -> SimpleNamespace:
     args = argparse.Namespace(**meta["args"])
     if "captures" not in meta:
         meta["captures"] = capture_counts(path.parent / "gateway-data")
+    meta["re_rendered"] = True
     return SimpleNamespace(
         args=args, meta=meta, cases=[c for c in cases if not c.key.startswith("capture")],
         capture_cases=[c for c in cases if c.key.startswith("capture")],

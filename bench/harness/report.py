@@ -79,6 +79,11 @@ class Report:
         self.w(f"Run on {m['date']} at commit `{m['git']}` by `make bench` (`bench/run.py`). Every figure is the "
                f"**median of {a.runs} runs**, with the spread (min–max of the runs) in parentheses. Runs of a case "
                "were interleaved (direct, gateway, LiteLLM, direct, …) so drift on the box hits all of them alike.")
+        if m.get("re_rendered"):
+            self.w()
+            self.w("This page was re-rendered from that run's `results.json` (`bench/run.py --report-only`) by a later "
+                   "revision of the report code; nothing was measured again. The capture counts were read from the "
+                   "run's gateway database and log afterwards.")
         self.w()
         self.w("## Machine")
         self.w()
