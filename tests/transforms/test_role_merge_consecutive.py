@@ -10,8 +10,8 @@ from transforms.validation import validate_rule
 TYPE_ID = "role_merge_consecutive"
 
 
-def run(nodes):
-    rule = CompiledRule(1, "provider", "request", None, registry()[TYPE_ID]({}))
+def run(nodes, config=None):
+    rule = CompiledRule(1, "provider", "request", None, registry()[TYPE_ID](config or {}))
     req = Request(model="m", input=nodes)
     run_request(select([(rule,), (), ()], "request", "m"), req,
                 TransformContext(logical_model="m", client_protocol="chat_completion"))
@@ -71,3 +71,16 @@ def test_empty_input_and_validation():
     assert run([]) == []
     assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None, config={"sep": "\n"})
     assert canonical_id("merge_consecutive_roles") == TYPE_ID
+
+
+def test_separator_joins_separate_messages_readably():
+    out = run([TextNode(content="hello"), TextNode(content="benchmark"), TextNode(content="!")],
+              {"separator": "\n\n"})
+    assert shape(out) == [("text", "user", "hello\n\nbenchmark\n\n!")]
+
+
+def test_separator_must_be_a_string():
+    assert validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None,
+                         config={"separator": 1})
+    assert not validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None,
+                             config={"separator": " "})

@@ -6,7 +6,6 @@ from __future__ import annotations
 from gateway.urp import Request, TextNode
 from gateway.urp.nodes import Node
 from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA
 
 # Text carrying any of these must keep its own boundaries (they describe exactly that text).
 _UNMERGEABLE_EXTRA = frozenset({"signature", "logprobs", "citations", "annotations"})
@@ -29,9 +28,11 @@ def _has_mergeable_pair(nodes: list[Node]) -> bool:
 class RoleMergeConsecutive(Transform):
     """Merges directly adjacent text nodes that have the same role and the same ``phase``.
 
-    The later content is appended with no separator: the internal representation does not
-    record message boundaries, and adjacent same-role text is usually the parts of one client
-    message, whose text must not change. The earlier node keeps its id and phase; extras are
+    The later content is appended with ``separator`` between, by default none (the
+    reference's behaviour): the internal representation does not record message boundaries, and
+    adjacent same-role text is often the parts of one client message, whose text must not
+    change. Operators whose clients send separate same-role messages ("hello", then
+    "benchmark") can set ``"\n\n"`` so the words do not run together. The earlier node keeps its id and phase; extras are
     merged with the earlier node's keys winning. Any other node between two texts (image, tool
     call or result, reasoning, control node) breaks the run. Text annotated with a signature,
     logprobs, citations or annotations is never merged with a neighbour.
@@ -46,7 +47,19 @@ class RoleMergeConsecutive(Transform):
     }
     phases = ("request",)
     scopes = ALL_SCOPES
-    config_schema = NO_CONFIG_SCHEMA
+    config_schema = {
+        "type": "object",
+        "properties": {
+            "separator": {
+                "type": "string", "default": "",
+                "description": "Inserted between merged texts; empty joins them directly.",
+            },
+        },
+        "additionalProperties": False,
+    }
+
+    def setup(self) -> None:
+        self.separator: str = self.config["separator"]
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         if not _has_mergeable_pair(req.input):  # the common case: roles already alternate
@@ -61,13 +74,13 @@ class RoleMergeConsecutive(Transform):
                     prev.extra.setdefault(key, value)
                 continue
             if len(parts) > 1:
-                prev.content = "".join(parts)  # type: ignore[union-attr]
+                prev.content = self.separator.join(parts)  # type: ignore[union-attr]
             out.append(node)
             if _mergeable(node):
                 prev, parts = node, [node.content]  # type: ignore[union-attr]
             else:
                 prev, parts = None, []
         if prev is not None and len(parts) > 1:
-            prev.content = "".join(parts)
+            prev.content = self.separator.join(parts)
         if len(out) != len(req.input):
             req.input[:] = out
