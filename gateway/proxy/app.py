@@ -8,6 +8,7 @@ snapshot, decodes, routes and streams (see ``generate``). No ORM query and no
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 
@@ -62,6 +63,11 @@ class ProxyApp:
             except Exception:
                 log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
         await self._wait_snapshot()
+        # Everything Django and the first snapshot allocated at start-up lives as long as the
+        # worker: move it out of the collector's reach, so full collections stop scanning it.
+        # Measured in bench/TAIL.md: the longest GC pause fell from 65-290 ms to 3-11 ms.
+        gc.collect()
+        gc.freeze()
 
     async def shutdown(self) -> None:
         if self.mirror is not None:
