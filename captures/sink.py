@@ -43,6 +43,7 @@ QUEUE_MAX = int(os.environ.get("GATEWAY_CAPTURE_QUEUE_MAX", "1000"))
 SPOOL_MAX_BYTES = int(float(os.environ.get("GATEWAY_CAPTURE_SPOOL_MAX_MB", "256")) * 1024 * 1024)
 RETRY_SECONDS = float(os.environ.get("GATEWAY_CAPTURE_RETRY_SECONDS", "2"))
 CLAIM_TTL = 300.0  # seconds before another process's unfinished claim is taken back
+BATCH_MAX = 64  # captures written in one database transaction by the in-process writer
 TASK_NAME = "captures.tasks.persist_capture"
 TASK_QUEUE = "captures"
 
@@ -63,6 +64,10 @@ class Writer:
         self.lock = threading.Lock()
         self.busy = False
         self._celery = None
+        # What the spool held when last looked at: (directory, pending, when). Listing the
+        # directory for every record cost more than writing the record.
+        self._spool_seen: tuple[Path, bool, float] | None = None
+        self._budget_at = 0.0  # when the size budget last ran (at most once a second)
 
     # -- request path -------------------------------------------------------------------------
     def submit(self, record: CaptureRecord) -> None:
@@ -89,21 +94,24 @@ class Writer:
         while True:
             timeout = max(0.05, next_retry - time.monotonic()) if self._spool_pending() else None
             try:
-                record = self.queue.get(timeout=timeout)
+                batch = [self.queue.get(timeout=timeout)]
             except queue.Empty:
-                record = None
-            if record is not None:
+                batch = []
+            while batch and len(batch) < BATCH_MAX:  # whatever else is waiting goes in one write
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            if batch:
                 self.busy = True
                 try:
-                    self._handle(record)
-                except Exception:
-                    STATS["dropped"] += 1
-                    log.exception("capture dropped: could not build request_id=%s", record.request_id)
+                    self._handle(batch)
                 finally:
                     if self.queue.empty():
                         self._release_db()
                     self.busy = False
-                    self.queue.task_done()
+                    for _ in batch:
+                        self.queue.task_done()
             if time.monotonic() >= next_retry and self._spool_pending():
                 self.busy = True
                 try:
@@ -126,43 +134,71 @@ class Writer:
         except Exception:
             pass
 
-    def _handle(self, record: CaptureRecord) -> None:
+    def _handle(self, records: list[CaptureRecord]) -> None:
         from captures.dump import build, compress
 
-        data, meta = build(record)
-        blob = compress(data)
-        meta_dict = meta.as_dict()
+        built: list[tuple[dict[str, Any], bytes]] = []
+        for record in records:
+            try:
+                data, meta = build(record)
+                built.append((meta.as_dict(), compress(data)))
+            except Exception:
+                STATS["dropped"] += 1
+                log.exception("capture dropped: could not build request_id=%s", record.request_id)
+        if not built:
+            return
         if self._spool_pending():
-            # Keep the order: older spooled captures go first, this one waits behind them.
+            # Keep the order: older spooled captures go first, these wait behind them.
             self.retry_spool()
             if self._spool_pending():
-                self._spool(meta_dict, blob)
+                for meta, blob in built:
+                    self._spool(meta, blob)
                 return
-        try:
-            self.deliver(meta_dict, blob)
-        except Exception as exc:
-            log.warning("capture delivery failed, spooling request_id=%s: %r", meta.request_id, exc)
-            self._spool(meta_dict, blob)
+        if len(built) > 1:
+            try:
+                self.deliver(built)
+                return
+            except Exception as exc:  # one bad row must not cost the others: go one by one
+                log.warning("capture batch delivery failed (%r); delivering one by one", exc)
+        for row in built:
+            try:
+                self.deliver([row])
+            except Exception as exc:
+                log.warning("capture delivery failed, spooling request_id=%s: %r", row[0].get("request_id"), exc)
+                self._spool(*row)
 
-    def deliver(self, meta: dict[str, Any], blob: bytes) -> None:
-        """Publish to Celery (with Redis) or write the row here; raises on failure."""
+    def deliver(self, rows: list[tuple[dict[str, Any], bytes]]) -> None:
+        """Publish each (meta, blob) to Celery (with Redis) or write the rows here; raises on
+        failure (with Redis, rows before the failing one may already be published)."""
         if settings.REDIS_URL:
             app = self._celery_app()
-            app.send_task(TASK_NAME, args=[meta, base64.b64encode(blob).decode()], queue=TASK_QUEUE,
-                          retry=False)
-            STATS["published"] += 1
+            for meta, blob in rows:
+                app.send_task(TASK_NAME, args=[meta, base64.b64encode(blob).decode()], queue=TASK_QUEUE,
+                              retry=False)
+                STATS["published"] += 1
             return
-        from django.db import close_old_connections, connection
+        self._save_rows(rows)
+
+    def _save_rows(self, rows: list[tuple[dict[str, Any], bytes]]) -> None:
+        """Insert rows in one transaction (one commit, not one per capture: the commit is most
+        of an insert's cost), then the size budget at most once a second."""
+        from django.db import close_old_connections, connection, transaction
 
         from captures import retention, store
 
         close_old_connections()
         try:
-            store.save(meta, blob)
+            with transaction.atomic():
+                for meta, blob in rows:
+                    store.save(meta, blob)
         except Exception:
             connection.close()
             raise
-        STATS["persisted"] += 1
+        STATS["persisted"] += len(rows)
+        now = time.monotonic()
+        if now - self._budget_at < 1.0:
+            return  # a second's worth of captures cannot overrun the budget by much
+        self._budget_at = now
         try:
             retention.enforce_size()
         except Exception:
@@ -182,11 +218,22 @@ class Writer:
 
     # -- spool --------------------------------------------------------------------------------
     def _spool_pending(self) -> bool:
+        """Whether spooled captures wait. Our own spooling and retries are seen at once; files
+        another process spooled are noticed within ``RETRY_SECONDS``."""
         d = spool_dir()
+        now = time.monotonic()
+        seen = self._spool_seen
+        if seen is not None and seen[0] == d and now - seen[2] < RETRY_SECONDS:
+            return seen[1]
         try:
-            return any(p.suffix == ".cap" for p in d.iterdir())
+            pending = any(p.suffix == ".cap" for p in d.iterdir())
         except FileNotFoundError:
-            return False
+            pending = False
+        self._spool_seen = (d, pending, now)
+        return pending
+
+    def _spool_changed(self) -> None:
+        self._spool_seen = None
 
     def _spool(self, meta: dict[str, Any], blob: bytes) -> None:
         d = spool_dir()
@@ -202,6 +249,7 @@ class Writer:
             tmp = d / (name + ".tmp")
             tmp.write_bytes(data)
             tmp.rename(d / (name + ".cap"))
+            self._spool_changed()
             STATS["spooled"] += 1
         except OSError:
             STATS["dropped"] += 1
@@ -211,6 +259,7 @@ class Writer:
         """Deliver spooled captures oldest first; stop at the first failure. Returns how many
         were delivered."""
         d = spool_dir()
+        self._spool_changed()
         try:
             self._adopt_orphans(d)
             files = sorted(p for p in d.iterdir() if p.suffix == ".cap")
@@ -234,7 +283,7 @@ class Writer:
                 claimed.unlink(missing_ok=True)
                 continue
             try:
-                self.deliver(meta, blob)
+                self.deliver([(meta, blob)])
             except Exception as exc:
                 claimed.rename(path)
                 log.info("spooled capture still undeliverable (%r); %d waiting", exc, len(files) - done)

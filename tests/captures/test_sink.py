@@ -41,10 +41,10 @@ def test_failed_delivery_is_spooled_then_retried(spool, monkeypatch):
     real = sink.Writer.deliver
     calls = {"fail": True}
 
-    def flaky(self, meta, blob):
+    def flaky(self, rows):
         if calls["fail"]:
             raise ConnectionError("broker down")
-        return real(self, meta, blob)
+        return real(self, rows)
 
     monkeypatch.setattr(sink.Writer, "deliver", flaky)
     spooled = sink.stats().get("spooled", 0)
@@ -100,3 +100,33 @@ def test_a_dead_process_claim_is_taken_back(spool):
     assert sink.Writer().retry_spool() == 1
     assert list(Capture.objects.values_list("request_id", flat=True)) == ["orphan"]
     assert [p.name for p in spool.iterdir()] == [fresh.name]  # a live claim is left alone
+
+
+def test_waiting_captures_are_written_together_and_one_bad_row_costs_only_itself(spool, monkeypatch):
+    from captures import store
+
+    real_save = store.save
+    transactions = []
+
+    def save(meta, blob):
+        if meta["request_id"] == "batch-bad":
+            raise ValueError("this row cannot be written")
+        return real_save(meta, blob)
+
+    real_rows = sink.Writer._save_rows
+
+    def save_rows(self, rows):
+        transactions.append([meta["request_id"] for meta, _ in rows])
+        return real_rows(self, rows)
+
+    monkeypatch.setattr(store, "save", save)
+    monkeypatch.setattr(sink.Writer, "_save_rows", save_rows)
+    writer = sink.Writer()
+    writer._handle([record("batch-1"), record("batch-2")])
+    assert transactions == [["batch-1", "batch-2"]]  # one transaction for both
+    transactions.clear()
+    writer._handle([record("batch-3"), record("batch-bad"), record("batch-4")])
+    # the batch failed as a whole (nothing half-written), then each row went alone
+    assert transactions == [["batch-3", "batch-bad", "batch-4"], ["batch-3"], ["batch-bad"], ["batch-4"]]
+    assert sorted(Capture.objects.values_list("request_id", flat=True)) == ["batch-1", "batch-2", "batch-3", "batch-4"]
+    assert [p.suffix for p in spool.iterdir()] == [".cap"]  # the bad one waits in the spool, not lost
