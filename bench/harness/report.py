@@ -96,12 +96,12 @@ class Report:
         self.w(f"| load average at start / end | {' '.join(m.get('loadavg_start', []))} / "
                f"{' '.join(m.get('loadavg_end', []))} |")
         self.w()
-        self.w("**The box was shared.** Everything ran on one 2-core machine: load generator (wrk, one thread), "
-               "upstreams (nginx, one worker; the paced SSE server), the gateway (two workers) and LiteLLM "
-               "(two workers, idle while the others are measured; idle it used about 0.5 % of a core, measured "
-               "separately), while other engineers ran their test suites "
-               "on the same cores. Absolute figures are therefore pessimistic and noisier than on a quiet box; "
-               "the side-by-side ratios, measured in the same minutes, are the robust part.")
+        self.w("**One box for everything.** Everything runs on one 2-core machine: load generator (wrk, one "
+               "thread), upstreams (nginx, one worker; the paced SSE server), the gateway (two workers) and "
+               "LiteLLM (two workers, idle while the others are measured; idle it used about 0.5 % of a core, "
+               "measured separately). The load averages above tell whether anything else ran meanwhile. "
+               "Absolute figures are pessimistic next to a dedicated load generator; the side-by-side ratios, "
+               "measured in the same minutes, are the robust part.")
         self.w()
 
     def commands(self) -> None:
@@ -420,7 +420,7 @@ class Report:
                             f"({Figure.of(cpu).median:.3f} ms CPU per request)")
         if rows:
             self.w(f"How much of the 2 cores the gateway got during the {conns}-connection runs (CPU time ÷ wall "
-                   "time of both workers); the rest went to wrk, nginx and the other engineers' test suites:")
+                   "time of both workers); the rest went to wrk, nginx and anything else on the box:")
             self.w()
             for r in rows:
                 self.w(f"- {r}")
