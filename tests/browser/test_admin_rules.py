@@ -148,7 +148,7 @@ def test_api_key_picker_hides_transforms_not_for_keys(page, live_server, admin_u
     values = picker.locator("option").evaluate_all("els => els.map(e => e.value)")
     assert "stream_force" not in values
     assert "prompt_inject_system" in values
-    picker.select_option("role_merge_consecutive")
+    picker.select_option("role_developer_to_system")
     assert "no options" in page.locator("#transform_rules-group .inline-related:not(.empty-form) .schema-config-form").first.inner_text()
     assert page.js_errors == []
 
