@@ -73,3 +73,18 @@ def gateway_factory(transactional_db, django_db_blocker, request):
         server.stop()
         if not getattr(getattr(request.node, "rep_call", None), "failed", False):
             server.log_path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _end_lingering_db_sessions(django_db_setup, django_db_blocker):
+    """On PostgreSQL, end sessions that background threads (capture writer, config pollers of
+    in-process apps) still hold when the suite ends, so the test database can be dropped."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    connection.close()
