@@ -3,6 +3,8 @@
 Endpoints (a doubled ``/v1/v1`` is accepted as ``/v1``, and the ``/v1`` prefix is optional):
 
 - ``POST /v1/chat/completions``, ``POST /v1/responses``, ``POST /v1/messages``;
+- ``POST /v1/messages/count_tokens``: ``{"input_tokens": ceil(body bytes / 10)}`` (deterministic,
+  so tests can compare counts; faults apply as elsewhere);
 - ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``;
 - ``GET /_mock/requests``: recorded protocol requests, newest last, each ``{method, path (as
   received), route (after fault prefix and /v1 normalisation), query, headers (lower-case names),
@@ -35,7 +37,8 @@ from gateway.mock_upstream.wire import WireContext, chat, gemini, messages, resp
 
 _GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/(.+?):(generateContent|streamGenerateContent)$")
 _ROUTES: dict[str, str] = {"/v1/chat/completions": "chat_completion", "/v1/responses": "responses",
-                           "/v1/messages": "messages"}
+                           "/v1/messages": "messages", "/v1/messages/count_tokens": "messages"}
+_COUNT_TOKENS = "/v1/messages/count_tokens"
 _WIRES = {"chat_completion": chat, "responses": responses, "messages": messages, "gemini": gemini}
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
@@ -44,7 +47,7 @@ def normalise_path(path: str) -> str:
     """Collapse a doubled ``/v1/v1`` and add a missing ``/v1`` to the three OpenAI/Anthropic paths."""
     while path.startswith("/v1/v1/"):
         path = path[3:]
-    if path in ("/chat/completions", "/responses", "/messages"):
+    if path in ("/chat/completions", "/responses", "/messages", "/messages/count_tokens"):
         path = "/v1" + path
     return path
 
@@ -150,6 +153,9 @@ class MockUpstreamApp:
         if failing:
             status = faults.status or 500
             await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"))
+            return
+        if path == _COUNT_TOKENS:
+            await send_json(send, 200, {"input_tokens": -(-len(body_bytes) // 10)})
             return
 
         if protocol == "chat_completion":

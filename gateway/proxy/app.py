@@ -18,6 +18,7 @@ from django.conf import settings
 from keys.auth import authenticate, extract_secret
 
 from .breaker import BreakerBoard, RedisMirror
+from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
 from .generate import Runtime, serve
@@ -32,6 +33,8 @@ GENERATION_PATHS = {
     "/v1/responses": "responses",
     "/v1/messages": "messages",
 }
+# Non-generation endpoints answered in a client protocol's shape (no capture, see count_tokens).
+PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages"}
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
@@ -114,7 +117,7 @@ class ProxyApp:
         t0 = time.perf_counter()
         path = scope["path"]
         headers = read_headers(scope)
-        protocol = GENERATION_PATHS.get(path)
+        protocol = PROTOCOL_PATHS.get(path)
         ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
@@ -141,6 +144,9 @@ class ProxyApp:
             return
         except ClientError as err:
             await ex.send_error(err)
+            return
+        if path == COUNT_TOKENS_PATH:
+            await serve_count_tokens(self.runtime, ex, snapshot, key, raw_body)
             return
         if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
             # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
