@@ -26,7 +26,7 @@ import orjson
 from .attempt import AttemptFailed, build_attempt
 from .errors import ClientError
 from .exchange import JSON_CT, Exchange
-from .generate import Runtime, _decode, _read_bounded, to_client_error
+from .generate import Runtime, decode_call, read_bounded, to_client_error
 from .routing import candidates
 from .snapshot import KeySnap, Snapshot
 from .upstream import TRANSPORT_ERRORS, join_url
@@ -58,7 +58,7 @@ def estimate_tokens(body: dict[str, Any]) -> int:
 async def serve_count_tokens(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
     """Answer one count request; every failure is a Messages-shaped error."""
     try:
-        call = _decode(rt, ex, snapshot, key, raw_body, None)
+        call = decode_call(rt, ex, snapshot, key, raw_body, None)
         plan = candidates(snapshot, call.logical_model, rt.breaker)
         if plan is None:
             raise ClientError(404, "model_not_found", f"Model not found: {call.logical_model}",
@@ -99,7 +99,7 @@ async def _upstream_count(rt: Runtime, ex: Exchange, att) -> int | None:
         async with rt.client.post(url, orjson.dumps(body), headers, total=att.total_timeout,
                                   connect=att.connect_timeout, sock_read=None) as resp:
             status = resp.status
-            data = await _read_bounded(resp, MAX_COUNT_BODY)
+            data = await read_bounded(resp, MAX_COUNT_BODY)
     except (AttemptFailed, *TRANSPORT_ERRORS) as exc:
         log.info("count_tokens upstream failed: channel=%s %r", att.channel.name, exc)
         return None
@@ -121,7 +121,7 @@ async def _upstream_count(rt: Runtime, ex: Exchange, att) -> int | None:
 async def _answer(ex: Exchange, count: int, source: bytes) -> None:
     ex.status = 200
     ex.headers_sent = True
-    headers = ex._headers(JSON_CT)  # the usual request-id and overhead headers, plus ours
+    headers = ex.response_headers(JSON_CT)  # the usual request-id and overhead headers, plus ours
     headers.append((b"x-gateway-token-count", source))
     await ex.send({"type": "http.response.start", "status": 200, "headers": headers})
     await ex.send({"type": "http.response.body", "body": orjson.dumps({"input_tokens": count})})

@@ -101,7 +101,7 @@ class Exchange:
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)
 
-    def _headers(self, content_type: bytes | None, sse: bool = False) -> list[tuple[bytes, bytes]]:
+    def response_headers(self, content_type: bytes | None, sse: bool = False) -> list[tuple[bytes, bytes]]:
         rid = self.request_id.encode()
         headers = list(SSE_HEADERS) if sse else [(b"content-type", content_type or JSON_CT)]
         headers.append((b"x-request-id", rid))
@@ -115,7 +115,7 @@ class Exchange:
         self.headers_sent = True
         if self.capture is not None:  # capture issue: client time to first byte
             self.capture.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
-        await self.send({"type": "http.response.start", "status": status, "headers": self._headers(content_type)})
+        await self.send({"type": "http.response.start", "status": status, "headers": self.response_headers(content_type)})
         await self.send({"type": "http.response.body", "body": body})
         self.finished = True
 
@@ -137,7 +137,7 @@ class Exchange:
         if not self.headers_sent:
             self.headers_sent = True
             self.status = 200
-            await self.send({"type": "http.response.start", "status": 200, "headers": self._headers(None, sse=True)})
+            await self.send({"type": "http.response.start", "status": 200, "headers": self.response_headers(None, sse=True)})
 
     async def write(self, data: bytes, *, is_data: bool = True) -> None:
         """Send SSE bytes, committing the 200 SSE response first if needed."""

@@ -135,7 +135,7 @@ async def serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
         ex.frames = cap.client_frames
     error_text = None
     try:
-        call = _decode(rt, ex, snapshot, key, raw_body, cap)
+        call = decode_call(rt, ex, snapshot, key, raw_body, cap)
         if call.client_stream:
             await _serve_stream(call)
         else:
@@ -153,7 +153,7 @@ async def serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
                                duration_ms=(time.perf_counter() - ex.t0) * 1000.0)
 
 
-def _decode(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, cap) -> Call:
+def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, cap) -> Call:
     try:
         body = orjson.loads(raw_body)
     except orjson.JSONDecodeError:
@@ -242,7 +242,7 @@ async def _route(call: Call, run_one) -> None:
 
 # -- upstream calls -----------------------------------------------------------------------------
 
-async def _read_bounded(resp, limit: int) -> bytes:
+async def read_bounded(resp, limit: int) -> bytes:
     length = resp.content_length
     if length is not None and length <= limit:
         return await resp.read()
@@ -328,7 +328,7 @@ async def _fetch_whole(call: Call, att: Attempt, arec) -> Response:
                                        connect=att.connect_timeout, sock_read=None) as resp:
             status = resp.status
             ctype = resp.content_type
-            data = await _read_bounded(resp, MAX_UPSTREAM_BODY if status < 300 else MAX_ERROR_BODY)
+            data = await read_bounded(resp, MAX_UPSTREAM_BODY if status < 300 else MAX_ERROR_BODY)
     except AttemptFailed:
         raise
     except TRANSPORT_ERRORS as exc:
@@ -426,7 +426,7 @@ async def _stream_one(call: Call, att: Attempt, arec) -> None:
         if resp.status >= 300:
             t = time.perf_counter()
             try:
-                data = await _read_bounded(resp, MAX_ERROR_BODY)
+                data = await read_bounded(resp, MAX_ERROR_BODY)
             except TRANSPORT_ERRORS:
                 data = b""
             finally:
@@ -437,7 +437,7 @@ async def _stream_one(call: Call, att: Attempt, arec) -> None:
         if resp.content_type == "application/json":  # the upstream ignored stream=true
             t = time.perf_counter()
             try:
-                data = await _read_bounded(resp, MAX_UPSTREAM_BODY)
+                data = await read_bounded(resp, MAX_UPSTREAM_BODY)
             except TRANSPORT_ERRORS as exc:
                 raise _transport_failure(exc) from None
             finally:
