@@ -7,42 +7,14 @@ about the admin's JavaScript (the schema-generated config form and the reorderin
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.browser.chromium import ARTIFACTS, needs_chromium
 
 pytestmark = [
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"),
+    needs_chromium,
     pytest.mark.timeout(180),
 ]
-
-
-@pytest.fixture
-def page(live_server, monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
-    # still synchronous, so Django's async-unsafe guard is lifted for these tests only.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.js_errors = errors
-        yield page
-        context.close()
-        browser.close()
 
 
 def login(page, base: str) -> None:

@@ -2,7 +2,7 @@
 
 A request goes through the production gateway (session server, no Redis: the in-process writer
 stores the capture), then an auditor signs in to the viewer served by ``live_server`` (the
-uvicorn app does not serve static files; the viewer inlines its CSS and JS anyway), opens the
+viewer inlines its CSS and JS), opens the
 capture, sees the executed chain and the diff that highlights the injected system prompt.
 """
 
@@ -10,40 +10,18 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import openai
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.browser.chromium import ARTIFACTS, needs_chromium
 
 pytestmark = [
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"),
+    needs_chromium,
     pytest.mark.timeout(180),
 ]
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture
-def page(live_server):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1440, "height": 1000})
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.js_errors = errors
-        yield page
-        context.close()
-        browser.close()
 
 
 def captured_request(gateway, mock_upstream):
