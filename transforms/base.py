@@ -48,6 +48,30 @@ class TransformContext:
     shared: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class TransformExample:
+    """A worked example declared next to the transform's code, shown in the admin and the
+    registry endpoint and run by one parametrised test (and by the start-up system check).
+
+    ``input`` is a wire body in ``protocol`` (a client request for the request phase, an
+    upstream response for the response phase). The runner decodes it into the typed
+    representation, applies the transform with ``config``, encodes the result in the same
+    protocol and compares: every top-level key of ``expected`` must equal the encoded value
+    (keys not named in ``expected`` are not compared, so an example states only what the rule
+    touches). ``context`` overrides ``TransformContext`` fields (``upstream_protocol``,
+    ``logical_model``...).
+    """
+
+    title: str
+    phase: str  # "request" or "response"
+    input: dict[str, Any]
+    expected: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+    protocol: str = "chat_completion"
+    context: dict[str, Any] = field(default_factory=dict)
+    note: dict[str, str] | None = None  # {"en": ..., "zh": ...} shown under the example
+
+
 class Transform:
     type_id: ClassVar[str]
     category: ClassVar[str]  # cache, field, image, prompt, reasoning, role, stream
@@ -56,6 +80,8 @@ class Transform:
     phases: ClassVar[tuple[str, ...]]
     scopes: ClassVar[tuple[str, ...]] = ALL_SCOPES
     config_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}, "additionalProperties": False}
+    aliases: ClassVar[tuple[str, ...]] = ()  # historical ids accepted on input, stored canonically
+    examples: ClassVar[tuple[TransformExample, ...]] = ()
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.config = self.with_defaults(config or {})
