@@ -4,7 +4,7 @@ that do not know the developer role."""
 from __future__ import annotations
 
 from gateway.urp import Request
-from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA, rename_role
 
 
@@ -22,6 +22,21 @@ class RoleDeveloperToSystem(Transform):
     phases = ("request",)
     scopes = ALL_SCOPES
     config_schema = NO_CONFIG_SCHEMA
+    examples = (
+        TransformExample(
+            title="A developer message becomes a system message",
+            phase="request",
+            protocol="responses",
+            input={"model": "o3", "input": [
+                {"type": "message", "role": "developer", "content": "Answer in French."},
+                {"type": "message", "role": "user", "content": "Hi"},
+            ]},
+            expected={"input": [
+                {"type": "message", "role": "system", "content": "Answer in French."},
+                {"type": "message", "role": "user", "content": "Hi"},
+            ]},
+        ),
+    )
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         rename_role(req.input, "developer", "system")
