@@ -22,7 +22,7 @@ CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages")
 UPSTREAM_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
 
 _MODULES = {
-    "chat_completion": "gateway.protocols.chat_completions",
+    "chat_completion": "gateway.protocols.chat",
     "responses": "gateway.protocols.responses",
     "messages": "gateway.protocols.messages",
     "gemini": "gateway.protocols.gemini",

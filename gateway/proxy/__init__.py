@@ -10,4 +10,5 @@
 - ``exchange``: per-request state, headers, JSON and SSE writing, keep-alives
 - ``errors``: client error shapes and sanitising upstream error text
 - ``capture``: filling capture records when capture is on
+- ``prepare``: per-attempt, cross-protocol clean-up of the decoded request before encoding
 """

@@ -24,7 +24,7 @@ from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.errors import ProtocolError, UpstreamProtocolError
 from gateway.protocols.json_depth import too_deep
-from gateway.protocols.prepare import prepare_for_upstream
+from gateway.proxy.prepare import prepare_for_upstream
 from gateway.protocols.sse import SSEParser
 from gateway.urp import Request, Response, clone
 from gateway.urp import events as ev

@@ -3,7 +3,7 @@ Responses-only state, orphan tool exchanges."""
 
 from __future__ import annotations
 
-from gateway.protocols.prepare import prepare_for_upstream, remove_orphan_tool_exchanges
+from gateway.proxy.prepare import prepare_for_upstream, remove_orphan_tool_exchanges
 from gateway.urp import (
     EnvelopeExtraNode,
     ProviderItemNode,

@@ -27,10 +27,10 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from . import messages_thinking as thinking_rules
-from .base import EncodeContext, new_id, put_extra
-from .errors import ProtocolError, UpstreamProtocolError
-from .messages_common import (
+from . import thinking as thinking_rules
+from ..base import EncodeContext, new_id, put_extra
+from ..errors import ProtocolError, UpstreamProtocolError
+from .common import (
     DERIVED_EFFORT,
     PROTOCOL,
     RAW_OUTPUT_CONFIG,
@@ -51,7 +51,7 @@ from .messages_common import (
     stop_to_wire,
     unknown,
 )
-from .messages_stream import StreamDecoder, StreamEncoder
+from .stream_decode import StreamDecoder, StreamEncoder
 
 __all__ = [
     "PROTOCOL", "StreamDecoder", "StreamEncoder", "decode_request", "decode_response", "encode_request",

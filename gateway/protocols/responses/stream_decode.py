@@ -34,11 +34,11 @@ from gateway.urp.nodes import (
     ToolCallNode,
 )
 
-from .base import new_id, without_internal
-from .errors import ProtocolError
-from .json_depth import too_deep
-from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
-from .responses_response import (
+from ..base import new_id, without_internal
+from ..errors import ProtocolError
+from ..json_depth import too_deep
+from .items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
+from .response import (
     X_OBJECT,
     X_STATUS,
     decode_output,

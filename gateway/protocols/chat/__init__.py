@@ -23,10 +23,10 @@ user expects instead:
 
 from __future__ import annotations
 
-from .chat_common import PROTOCOL
-from .chat_decode import decode_request, decode_response
-from .chat_encode import encode_request, encode_response
-from .chat_stream import StreamDecoder, StreamEncoder, default_error_type
+from .common import PROTOCOL
+from .decode import decode_request, decode_response
+from .encode import encode_request, encode_response
+from .stream_decode import StreamDecoder, StreamEncoder, default_error_type
 
 
 def error_body(status: int, code: str, message: str, *, param: str | None = None,

@@ -9,11 +9,11 @@ the proxy imports.
 
 from __future__ import annotations
 
-from .responses_items import PROTOCOL
-from .responses_request import decode_request, encode_request
-from .responses_response import decode_response, encode_response, error_body
-from .responses_stream_decode import StreamDecoder
-from .responses_stream_encode import StreamEncoder
+from .items import PROTOCOL
+from .request import decode_request, encode_request
+from .response import decode_response, encode_response, error_body
+from .stream_decode import StreamDecoder
+from .stream_encode import StreamEncoder
 
 
 def upstream_path(model: str, stream: bool) -> str:

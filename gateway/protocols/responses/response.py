@@ -26,9 +26,9 @@ from gateway.urp.nodes import (
 )
 from gateway.urp.request import Response, Usage
 
-from .base import EncodeContext, new_id, token_count, without_internal
-from .errors import ProtocolError, UpstreamProtocolError
-from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items
+from ..base import EncodeContext, new_id, token_count, without_internal
+from ..errors import ProtocolError, UpstreamProtocolError
+from .items import M_BODY, PROTOCOL, decode_items, encode_items
 
 X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object minus output/usage
 X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstream status

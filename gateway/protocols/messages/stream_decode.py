@@ -28,9 +28,9 @@ from gateway.urp import events as ev
 from gateway.urp.accumulate import apply_delta
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, json_text, new_id, put_extra
-from .json_depth import too_deep
-from .messages_common import (
+from ..base import EncodeContext, json_text, new_id, put_extra
+from ..json_depth import too_deep
+from .common import (
     PROTOCOL,
     REASONING_KIND,
     START_USAGE,
@@ -46,7 +46,7 @@ from .messages_common import (
     stop_to_wire,
     unknown,
 )
-from .sse import frame
+from ..sse import frame
 
 _MESSAGE_KNOWN = frozenset({"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"})
 _SUMMARY_MARK = {THINKING_FROM_MESSAGES: True}

@@ -28,8 +28,8 @@ from gateway.urp import (
     wire_extra,
 )
 
-from .base import EncodeContext, new_id, put_extra, without_internal
-from .chat_common import (
+from ..base import EncodeContext, new_id, put_extra, without_internal
+from .common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
     INNER_EXTRA,
@@ -50,7 +50,7 @@ from .chat_common import (
     encode_usage,
     finish_to_wire,
 )
-from .chat_decode import normalise_effort, reasoning_from_detail
+from .decode import normalise_effort, reasoning_from_detail
 
 PART_TYPE = "_gw_chat_part_type"
 _AUDIO_FORMATS = {"wav": "wav", "x-wav": "wav", "wave": "wav", "mp3": "mp3", "mpeg": "mp3"}

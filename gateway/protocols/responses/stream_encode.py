@@ -36,17 +36,17 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import EncodeContext, json_text, new_id, without_internal
-from .responses_items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP
-from .responses_response import (
+from ..base import EncodeContext, json_text, new_id, without_internal
+from .items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP
+from .response import (
     X_OBJECT,
     client_response_id,
     encode_usage,
     response_object,
     terminal_state,
 )
-from .responses_stream_decode import E_SUMMARY_SEP, X_START
-from .sse import DONE
+from .stream_decode import E_SUMMARY_SEP, X_START
+from ..sse import DONE
 
 
 class _Part:

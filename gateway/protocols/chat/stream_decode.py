@@ -29,8 +29,8 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.accumulate import apply_delta
 
-from .base import EncodeContext, new_id
-from .chat_common import (
+from ..base import EncodeContext, new_id
+from .common import (
     CHOICE_EXTRA,
     LEGACY_FUNCTION,
     LEGACY_PREFIX,
@@ -43,9 +43,9 @@ from .chat_common import (
     finish_from_wire,
     finish_to_wire,
 )
-from .chat_encode import chat_id
-from .json_depth import too_deep
-from .sse import DONE
+from .encode import chat_id
+from ..json_depth import too_deep
+from ..sse import DONE
 
 # -- decoder ------------------------------------------------------------------------------
 

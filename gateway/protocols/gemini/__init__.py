@@ -45,9 +45,9 @@ from gateway.urp import (
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import EncodeContext, arguments_object, json_text, new_id, split_data_url, token_count
-from .errors import UpstreamProtocolError
-from .json_depth import too_deep
+from ..base import EncodeContext, arguments_object, json_text, new_id, split_data_url, token_count
+from ..errors import UpstreamProtocolError
+from ..json_depth import too_deep
 
 PROTOCOL = "gemini"
 API_VERSION = "v1beta"

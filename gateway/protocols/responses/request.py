@@ -18,9 +18,9 @@ from typing import Any
 from gateway.urp.nodes import INTERNAL_PREFIX, Node, TextNode, wire_extra
 from gateway.urp.request import REASONING_EFFORTS, ReasoningConfig, Request, ResponseFormat, ToolDef
 
-from .base import EncodeContext, without_internal
-from .errors import ProtocolError
-from .responses_items import (
+from ..base import EncodeContext, without_internal
+from ..errors import ProtocolError
+from .items import (
     M_INSTR,
     PROTOCOL,
     decode_items,

@@ -34,8 +34,8 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import json_text, new_id, put_extra, split_data_url, without_internal
-from .errors import ProtocolError
+from ..base import json_text, new_id, put_extra, split_data_url, without_internal
+from ..errors import ProtocolError
 
 PROTOCOL = "responses"
 

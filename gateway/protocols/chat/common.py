@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.urp import Usage
 
-from .base import put_extra, token_count
+from ..base import put_extra, token_count
 
 PROTOCOL = "chat_completion"
 

@@ -33,8 +33,8 @@ from gateway.urp import (
 )
 from gateway.urp.request import REASONING_EFFORTS
 
-from .base import json_text, split_data_url
-from .chat_common import (
+from ..base import json_text, split_data_url
+from .common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
     INNER_EXTRA,
@@ -54,7 +54,7 @@ from .chat_common import (
     decode_usage,
     finish_from_wire,
 )
-from .errors import ProtocolError, UpstreamProtocolError
+from ..errors import ProtocolError, UpstreamProtocolError
 
 _REQUEST_KEYS = frozenset({
     "model", "messages", "stream", "temperature", "top_p", "max_completion_tokens", "max_tokens",
