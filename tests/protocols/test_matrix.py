@@ -22,8 +22,8 @@ import pytest
 
 from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS
 from gateway.protocols.base import EncodeContext
-from gateway.proxy.prepare import prepare_for_upstream
 from gateway.protocols.sse import SSEParser
+from gateway.proxy.prepare import prepare_for_upstream
 from gateway.urp import clone
 
 from .check_chat_stream import check_chat_stream

@@ -34,6 +34,7 @@ from gateway.urp import (
 from gateway.urp.request import REASONING_EFFORTS
 
 from ..base import json_text, split_data_url
+from ..errors import ProtocolError, UpstreamProtocolError
 from .common import (
     CHOICE_EXTRA,
     FILE_ID_ORIGIN,
@@ -54,7 +55,6 @@ from .common import (
     decode_usage,
     finish_from_wire,
 )
-from ..errors import ProtocolError, UpstreamProtocolError
 
 _REQUEST_KEYS = frozenset({
     "model", "messages", "stream", "temperature", "top_p", "max_completion_tokens", "max_tokens",

@@ -30,6 +30,8 @@ from gateway.urp import events as ev
 from gateway.urp.accumulate import apply_delta
 
 from ..base import EncodeContext, new_id
+from ..json_depth import too_deep
+from ..sse import DONE
 from .common import (
     CHOICE_EXTRA,
     LEGACY_FUNCTION,
@@ -44,8 +46,6 @@ from .common import (
     finish_to_wire,
 )
 from .encode import chat_id
-from ..json_depth import too_deep
-from ..sse import DONE
 
 # -- decoder ------------------------------------------------------------------------------
 

@@ -27,9 +27,9 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from . import thinking as thinking_rules
 from ..base import EncodeContext, new_id, put_extra
 from ..errors import ProtocolError, UpstreamProtocolError
+from . import thinking as thinking_rules
 from .common import (
     DERIVED_EFFORT,
     PROTOCOL,

@@ -30,6 +30,7 @@ from gateway.urp.nodes import INTERNAL_PREFIX
 
 from ..base import EncodeContext, json_text, new_id, put_extra
 from ..json_depth import too_deep
+from ..sse import frame
 from .common import (
     PROTOCOL,
     REASONING_KIND,
@@ -46,7 +47,6 @@ from .common import (
     stop_to_wire,
     unknown,
 )
-from ..sse import frame
 
 _MESSAGE_KNOWN = frozenset({"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"})
 _SUMMARY_MARK = {THINKING_FROM_MESSAGES: True}

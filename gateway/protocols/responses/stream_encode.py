@@ -37,6 +37,7 @@ from gateway.urp.nodes import (
 )
 
 from ..base import EncodeContext, json_text, new_id, without_internal
+from ..sse import DONE
 from .items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP
 from .response import (
     X_OBJECT,
@@ -46,7 +47,6 @@ from .response import (
     terminal_state,
 )
 from .stream_decode import E_SUMMARY_SEP, X_START
-from ..sse import DONE
 
 
 class _Part:
