@@ -135,3 +135,18 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
 
 def data_url(media_type: str | None, data: str) -> str:
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"
+
+
+def default_error_type(status: int) -> str:
+    """OpenAI-style error ``type`` for an HTTP status."""
+    if status == 401:
+        return "authentication_error"
+    if status == 403:
+        return "permission_error"
+    if status == 404:
+        return "not_found_error"
+    if status == 429:
+        return "rate_limit_error"
+    if status >= 500:
+        return "api_error"
+    return "invalid_request_error"

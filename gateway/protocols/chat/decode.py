@@ -1,4 +1,4 @@
-"""Chat Completions wire -> URP: requests (client side) and whole responses (upstream side).
+"""Chat Completions wire -> URP, field by field: parts, reasoning entries, messages, tools.
 
 Decoding is flat: every message becomes a run of nodes in source order; only encoders group.
 Whatever a same-Chat hop needs to rebuild the exact wire body (content shape, raw reasoning
@@ -19,11 +19,8 @@ from gateway.urp import (
     MediaSource,
     Node,
     ProviderItemNode,
-    ReasoningConfig,
     ReasoningNode,
     RefusalNode,
-    Request,
-    Response,
     ResponseFormat,
     TextNode,
     ToolCallNode,
@@ -34,33 +31,20 @@ from gateway.urp import (
 from gateway.urp.request import REASONING_EFFORTS
 
 from ..base import json_text, split_data_url
-from ..errors import ProtocolError, UpstreamProtocolError
+from ..errors import ProtocolError
 from .common import (
-    CHOICE_EXTRA,
     FILE_ID_ORIGIN,
     INNER_EXTRA,
     LEGACY_FUNCTION,
     LEGACY_PREFIX,
-    MAX_TOKENS_FIELD,
     MESSAGE_AUDIO,
     MSG_SHAPE,
-    NATIVE_FINISH,
     PROTOCOL,
-    REASONING_CONFIG,
     REASONING_DETAIL,
-    REASONING_EFFORT_RAW,
     REASONING_SURFACE,
     RESULT_SHAPE,
-    THINKING_CONFIG,
-    decode_usage,
-    finish_from_wire,
 )
 
-_REQUEST_KEYS = frozenset({
-    "model", "messages", "stream", "temperature", "top_p", "max_completion_tokens", "max_tokens",
-    "reasoning_effort", "reasoning", "thinking", "tools", "tool_choice", "parallel_tool_calls", "stop",
-    "verbosity", "response_format", "user", "functions", "function_call",
-})
 _MESSAGE_KEYS = frozenset({
     "role", "content", "tool_calls", "tool_call_id", "refusal", "reasoning_details", "reasoning",
     "reasoning_content", "audio", "function_call", "name",
@@ -378,208 +362,3 @@ def decode_response_format(rf: Any) -> ResponseFormat:
                           extra=accept_extra(js, {"name", "description", "schema", "strict"}))
 
 
-# -- request ------------------------------------------------------------------------------
-
-def _number(body: dict[str, Any], key: str) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ProtocolError(f"'{key}' must be a number", param=key)
-    return value
-
-
-def _int_field(body: dict[str, Any], key: str) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ProtocolError(f"'{key}' must be an integer", param=key)
-    return value
-
-
-def decode_request(body: dict) -> Request:
-    """Client Chat Completions body -> Request. Raises ProtocolError naming the bad field."""
-    if not isinstance(body, dict):
-        raise ProtocolError("request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ProtocolError("'model' is required", param="model")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ProtocolError("'messages' must be a non-empty array", param="messages")
-    n = body.get("n")
-    if n is not None and n != 1:
-        raise ProtocolError("only n=1 is supported", param="n")
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise ProtocolError("'stream' must be a boolean", param="stream")
-
-    extra = accept_extra(body, _REQUEST_KEYS)
-    # known keys sent as explicit null stay null on a same-Chat hop
-    for key in _REQUEST_KEYS:
-        if key in body and body[key] is None and key not in ("model", "messages"):
-            extra[key] = None
-
-    req = Request(model=model, stream=stream, extra=extra)
-    req.temperature = _number(body, "temperature")
-    req.top_p = _number(body, "top_p")
-    mct = _int_field(body, "max_completion_tokens")
-    mt = _int_field(body, "max_tokens")
-    if mct is not None:
-        req.max_output_tokens = mct
-        if mt is not None:
-            extra["max_tokens"] = mt
-    elif mt is not None:
-        req.max_output_tokens = mt
-        extra[MAX_TOKENS_FIELD] = "max_tokens"
-
-    # reasoning controls: reasoning_effort, OpenRouter `reasoning` object, DeepSeek `thinking`
-    rextra: dict[str, Any] = {}
-    effort = None
-    if body.get("reasoning_effort") is not None:
-        raw = body["reasoning_effort"]
-        if not isinstance(raw, str):
-            raise ProtocolError("'reasoning_effort' must be a string", param="reasoning_effort")
-        effort = normalise_effort(raw)
-        rextra[REASONING_EFFORT_RAW] = raw
-    if isinstance(body.get("reasoning"), dict):
-        rextra[REASONING_CONFIG] = body["reasoning"]
-        if effort is None:
-            effort = normalise_effort(body["reasoning"].get("effort"))
-            if effort is None and body["reasoning"].get("enabled") is False:
-                effort = "none"
-    elif body.get("reasoning") is not None:
-        raise ProtocolError("'reasoning' must be an object", param="reasoning")
-    if isinstance(body.get("thinking"), dict):
-        rextra[THINKING_CONFIG] = body["thinking"]
-        if effort is None and body["thinking"].get("type") == "disabled":
-            effort = "none"
-    elif body.get("thinking") is not None:
-        extra["thinking"] = body["thinking"]
-    if rextra or effort is not None:
-        req.reasoning = ReasoningConfig(effort=effort, extra=rextra)
-
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise ProtocolError("'tools' must be an array", param="tools")
-        req.tools = [decode_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
-    functions = body.get("functions")
-    if functions is not None:  # deprecated: function tools marked legacy for a same-Chat replay
-        if not isinstance(functions, list):
-            raise ProtocolError("'functions' must be an array", param="functions")
-        legacy = []
-        for i, fn in enumerate(functions):
-            tool = decode_tool({"type": "function", "function": fn}, f"functions[{i}]")
-            tool.extra[LEGACY_FUNCTION] = True
-            legacy.append(tool)
-        req.tools = (req.tools or []) + legacy
-    choice = body.get("tool_choice")
-    if choice is not None:
-        if isinstance(choice, str):
-            req.tool_choice = choice
-        elif isinstance(choice, dict):
-            req.tool_choice = accept_extra(choice, ())
-        else:
-            raise ProtocolError("'tool_choice' must be a string or an object", param="tool_choice")
-    fc = body.get("function_call")
-    if fc is not None:
-        if choice is None and isinstance(fc, str):
-            req.tool_choice = fc
-            extra[LEGACY_FUNCTION] = True
-        elif choice is None and isinstance(fc, dict) and isinstance(fc.get("name"), str):
-            req.tool_choice = {"type": "function", "function": {"name": fc["name"]}}
-            extra[LEGACY_FUNCTION] = True
-        else:
-            extra["function_call"] = fc
-    ptc = body.get("parallel_tool_calls")
-    if ptc is not None:
-        if not isinstance(ptc, bool):
-            raise ProtocolError("'parallel_tool_calls' must be a boolean", param="parallel_tool_calls")
-        req.parallel_tool_calls = ptc
-    stop = body.get("stop")
-    if stop is not None:
-        if not (isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
-            raise ProtocolError("'stop' must be a string or an array of strings", param="stop")
-        req.stop = stop
-    if body.get("verbosity") is not None:
-        req.verbosity = body["verbosity"]
-    if body.get("response_format") is not None:
-        req.response_format = decode_response_format(body["response_format"])
-    if body.get("user") is not None:
-        if not isinstance(body["user"], str):
-            raise ProtocolError("'user' must be a string", param="user")
-        req.user = body["user"]
-
-    call_types: dict[str, str] = {}
-    out: list[Node] = []
-    for i, msg in enumerate(messages):
-        decode_message(msg, f"messages[{i}]", call_types, out)
-    req.input = out
-    return req
-
-
-# -- response -----------------------------------------------------------------------------
-
-_RESPONSE_KEYS = frozenset({"id", "object", "created", "model", "choices", "usage"})
-_CHOICE_KEYS = frozenset({"index", "message", "finish_reason"})
-
-
-def raise_embedded_error(err: Any) -> None:
-    """An ``error`` object inside a 200 body is a failed attempt, not a success."""
-    if isinstance(err, dict):
-        message = err.get("message") if isinstance(err.get("message"), str) else "upstream error"
-        code = err.get("code")
-        etype = err.get("type") if isinstance(err.get("type"), str) else None
-        raise UpstreamProtocolError(message, code=str(code) if code is not None else "upstream_error",
-                                    status=code if isinstance(code, int) else None, error_type=etype)
-    raise UpstreamProtocolError(str(err) if err else "upstream error", code="upstream_error")
-
-
-def decode_response(body: dict) -> Response:
-    """Upstream Chat completion -> Response. Embedded errors and garbage raise
-    UpstreamProtocolError."""
-    if not isinstance(body, dict):
-        raise UpstreamProtocolError("upstream body is not a JSON object")
-    if body.get("error"):
-        raise_embedded_error(body["error"])
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise UpstreamProtocolError("upstream response has no choices")
-    choice = choices[0]
-    if choice.get("error"):
-        raise_embedded_error(choice["error"])
-    native = choice.get("finish_reason")
-    if native == "error":
-        raise UpstreamProtocolError("upstream finished with an error", code="upstream_error")
-    msg = choice.get("message")
-    if not isinstance(msg, dict):
-        raise UpstreamProtocolError("upstream choice has no message")
-    msg = msg if msg.get("role") else {**msg, "role": "assistant"}
-    if msg.get("role") != "assistant":
-        raise UpstreamProtocolError("upstream message role is not assistant")
-    out: list[Node] = []
-    try:
-        decode_message(msg, "choices[0].message", {}, out)
-    except ProtocolError as exc:
-        raise UpstreamProtocolError(f"bad upstream message: {exc.message}") from exc
-    extra = accept_extra(body, _RESPONSE_KEYS)
-    if native is not None:
-        extra[NATIVE_FINISH] = native
-    choice_extra = accept_extra(choice, _CHOICE_KEYS)
-    if choice_extra:
-        extra[CHOICE_EXTRA] = choice_extra
-    if "usage" in body and body["usage"] is None:
-        extra["usage"] = None
-    rid = body.get("id")
-    created = body.get("created")
-    return Response(
-        id=rid if isinstance(rid, str) and rid else "chatcmpl-unknown",
-        model=body.get("model") if isinstance(body.get("model"), str) else "",
-        output=out,
-        finish_reason=finish_from_wire(native),
-        usage=decode_usage(body.get("usage")),
-        created=created if isinstance(created, int) else None,
-        extra=extra,
-    )
