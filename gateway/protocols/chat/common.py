@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.urp import Usage
 
-from ..base import put_extra, token_count
+from ..base import new_id, put_extra, token_count
 
 PROTOCOL = "chat_completion"
 
@@ -150,3 +150,9 @@ def default_error_type(status: int) -> str:
     if status >= 500:
         return "api_error"
     return "invalid_request_error"
+
+
+def chat_id(resp_id: str | None) -> str:
+    if resp_id and resp_id.startswith("chatcmpl"):
+        return resp_id
+    return new_id("chatcmpl-", 16)

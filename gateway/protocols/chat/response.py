@@ -14,12 +14,13 @@ from gateway.urp import (
     accept_extra,
 )
 
-from ..base import EncodeContext, new_id, put_extra
+from ..base import EncodeContext, put_extra
 from ..errors import ProtocolError, UpstreamProtocolError
 from .common import (
     CHOICE_EXTRA,
     NATIVE_FINISH,
     PROTOCOL,
+    chat_id,
     decode_usage,
     encode_usage,
     finish_from_wire,
@@ -91,12 +92,6 @@ def decode_response(body: dict) -> Response:
         created=created if isinstance(created, int) else None,
         extra=extra,
     )
-
-
-def chat_id(resp_id: str | None) -> str:
-    if resp_id and resp_id.startswith("chatcmpl"):
-        return resp_id
-    return new_id("chatcmpl-", 16)
 
 
 def encode_response(resp: Response, ctx: EncodeContext) -> dict:

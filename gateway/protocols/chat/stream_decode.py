@@ -33,10 +33,10 @@ from .common import (
     PROTOCOL,
     REASONING_DETAIL,
     REASONING_SURFACE,
+    chat_id,
     decode_usage,
     finish_from_wire,
 )
-from .encode import chat_id
 
 
 def _header(node: Node) -> Node:

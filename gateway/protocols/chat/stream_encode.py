@@ -31,11 +31,11 @@ from .common import (
     PROTOCOL,
     REASONING_DETAIL,
     REASONING_SURFACE,
+    chat_id,
     default_error_type,
     encode_usage,
     finish_to_wire,
 )
-from .response import chat_id
 
 
 class _NodeState:
