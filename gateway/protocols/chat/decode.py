@@ -217,6 +217,118 @@ def _content_nodes(content: Any, role: str, where: str) -> tuple[list[Node], str
     raise ProtocolError("content must be a string, an array of parts or null", param=where)
 
 
+def _tool_message(msg: dict[str, Any], where: str, env: dict[str, Any], call_types: dict[str, str]) -> list[Node]:
+    """A ``role: tool`` message: one ToolResultNode; assistant-only keys ride in the envelope."""
+    call_id = msg.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise ProtocolError("tool message needs a non-empty 'tool_call_id'", param=f"{where}.tool_call_id")
+    content = msg.get("content")
+    if isinstance(content, str):
+        parts: list[Node] = [TextNode(role="user", content=content)]
+        shape = "string"
+    elif isinstance(content, list):
+        parts = [decode_part(p, "user", f"{where}.content[{i}]") for i, p in enumerate(content)]
+        shape = "array"
+    elif content is None:
+        parts, shape = [], "null"
+    else:
+        raise ProtocolError("tool content must be a string or an array", param=f"{where}.content")
+    for key in ("name", "refusal", "tool_calls", "reasoning", "reasoning_content", "reasoning_details",
+                "audio", "function_call"):
+        if key in msg:
+            env[key] = msg[key]
+    return [ToolResultNode(call_id=call_id, content=parts, tool_type=call_types.get(call_id, "function"),
+                           extra={RESULT_SHAPE: shape})]
+
+
+def _function_message(msg: dict[str, Any], where: str) -> list[Node]:
+    """A deprecated ``role: function`` message: a legacy ToolResultNode keyed by the function name."""
+    name = msg.get("name")
+    if not isinstance(name, str) or not name:
+        raise ProtocolError("function message needs a 'name'", param=f"{where}.name")
+    content = msg.get("content")
+    text = content if isinstance(content, str) else ("" if content is None else orjson.dumps(content).decode())
+    return [ToolResultNode(call_id=LEGACY_PREFIX + name, content=[TextNode(content=text)],
+                           extra={LEGACY_FUNCTION: True, RESULT_SHAPE: "string"})]
+
+
+def _leading_nodes(msg: dict[str, Any], role: str, env: dict[str, Any]) -> list[Node]:
+    """What comes before the content: an assistant's reasoning and message audio. Other roles
+    carry those keys only in the envelope."""
+    nodes: list[Node] = []
+    if role == "assistant":
+        nodes.extend(_reasoning_nodes(msg, env))
+        audio = msg.get("audio")
+        if isinstance(audio, dict):
+            nodes.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=MESSAGE_AUDIO, body=audio))
+        elif "audio" in msg:
+            env["audio"] = audio
+    else:
+        for key in ("reasoning", "reasoning_content", "reasoning_details", "audio"):
+            if key in msg:
+                env[key] = msg[key]
+    return nodes
+
+
+def _trailing_nodes(msg: dict[str, Any], role: str, where: str, env: dict[str, Any],
+                    call_types: dict[str, str]) -> list[Node]:
+    """What comes after the content: refusal, tool calls, legacy function call (assistant only;
+    on other roles those keys ride in the envelope)."""
+    nodes: list[Node] = []
+    refusal = msg.get("refusal")
+    if isinstance(refusal, str) and role == "assistant":
+        nodes.append(RefusalNode(content=refusal))
+    elif "refusal" in msg:
+        env["refusal"] = refusal
+    calls = msg.get("tool_calls")
+    if isinstance(calls, list) and role == "assistant":
+        if not calls:
+            env["tool_calls"] = calls
+        for i, call in enumerate(calls):
+            node = _tool_call(call, f"{where}.tool_calls[{i}]")
+            call_types[node.call_id] = node.tool_type
+            nodes.append(node)
+    elif "tool_calls" in msg:
+        if calls is not None and role == "assistant":
+            raise ProtocolError("tool_calls must be an array", param=f"{where}.tool_calls")
+        env["tool_calls"] = calls
+    fc = msg.get("function_call")
+    if isinstance(fc, dict) and isinstance(fc.get("name"), str) and role == "assistant":
+        args = fc.get("arguments", "")
+        nodes.append(ToolCallNode(call_id=LEGACY_PREFIX + fc["name"], name=fc["name"],
+                                  arguments=json_text(args),
+                                  extra={LEGACY_FUNCTION: True}))
+    elif "function_call" in msg:
+        env["function_call"] = fc
+    return nodes
+
+
+def _ordinary_message(msg: dict[str, Any], role: str, where: str, env: dict[str, Any],
+                      call_types: dict[str, str]) -> list[Node]:
+    """A system / developer / user / assistant message."""
+    nodes = _leading_nodes(msg, role, env)
+    if "content" in msg:
+        content_nodes, shape = _content_nodes(msg["content"], role, f"{where}.content")
+    elif role == "assistant":
+        content_nodes, shape = [], "absent"
+    else:
+        raise ProtocolError(f"{role} message needs 'content'", param=f"{where}.content")
+    nodes.extend(content_nodes)
+    nodes.extend(_trailing_nodes(msg, role, where, env, call_types))
+    if "name" in msg:
+        env["name"] = msg["name"]
+    phase = env.get("phase")
+    if isinstance(phase, str) and any(isinstance(n, TextNode) for n in content_nodes):
+        # a message-level phase (commentary / final_answer) belongs to its text nodes
+        for n in content_nodes:
+            if isinstance(n, TextNode):
+                n.phase = phase
+        del env["phase"]
+    if nodes:
+        nodes[0].extra[MSG_SHAPE] = shape
+    return nodes
+
+
 def decode_message(msg: Any, where: str, call_types: dict[str, str], out: list[Node]) -> None:
     """Append the nodes of one ``messages[]`` entry (or a response ``message``) to ``out``.
 
@@ -229,91 +341,12 @@ def decode_message(msg: Any, where: str, call_types: dict[str, str], out: list[N
     if not isinstance(role, str):
         raise ProtocolError("message 'role' must be a string", param=f"{where}.role")
     env = accept_extra(msg, _MESSAGE_KEYS)
-    nodes: list[Node] = []
     if role == "tool":
-        call_id = msg.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise ProtocolError("tool message needs a non-empty 'tool_call_id'", param=f"{where}.tool_call_id")
-        content = msg.get("content")
-        if isinstance(content, str):
-            parts: list[Node] = [TextNode(role="user", content=content)]
-            shape = "string"
-        elif isinstance(content, list):
-            parts = [decode_part(p, "user", f"{where}.content[{i}]") for i, p in enumerate(content)]
-            shape = "array"
-        elif content is None:
-            parts, shape = [], "null"
-        else:
-            raise ProtocolError("tool content must be a string or an array", param=f"{where}.content")
-        for key in ("name", "refusal", "tool_calls", "reasoning", "reasoning_content", "reasoning_details",
-                    "audio", "function_call"):
-            if key in msg:
-                env[key] = msg[key]
-        nodes.append(ToolResultNode(call_id=call_id, content=parts, tool_type=call_types.get(call_id, "function"),
-                                    extra={RESULT_SHAPE: shape}))
+        nodes = _tool_message(msg, where, env, call_types)
     elif role == "function":
-        name = msg.get("name")
-        if not isinstance(name, str) or not name:
-            raise ProtocolError("function message needs a 'name'", param=f"{where}.name")
-        content = msg.get("content")
-        text = content if isinstance(content, str) else ("" if content is None else orjson.dumps(content).decode())
-        nodes.append(ToolResultNode(call_id=LEGACY_PREFIX + name, content=[TextNode(content=text)],
-                                    extra={LEGACY_FUNCTION: True, RESULT_SHAPE: "string"}))
+        nodes = _function_message(msg, where)
     elif role in _ORDINARY_ROLES:
-        if role == "assistant":
-            nodes.extend(_reasoning_nodes(msg, env))
-            audio = msg.get("audio")
-            if isinstance(audio, dict):
-                nodes.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=MESSAGE_AUDIO, body=audio))
-            elif "audio" in msg:
-                env["audio"] = audio
-        else:
-            for key in ("reasoning", "reasoning_content", "reasoning_details", "audio"):
-                if key in msg:
-                    env[key] = msg[key]
-        if "content" in msg:
-            content_nodes, shape = _content_nodes(msg["content"], role, f"{where}.content")
-        elif role == "assistant":
-            content_nodes, shape = [], "absent"
-        else:
-            raise ProtocolError(f"{role} message needs 'content'", param=f"{where}.content")
-        nodes.extend(content_nodes)
-        refusal = msg.get("refusal")
-        if isinstance(refusal, str) and role == "assistant":
-            nodes.append(RefusalNode(content=refusal))
-        elif "refusal" in msg:
-            env["refusal"] = refusal
-        calls = msg.get("tool_calls")
-        if isinstance(calls, list) and role == "assistant":
-            if not calls:
-                env["tool_calls"] = calls
-            for i, call in enumerate(calls):
-                node = _tool_call(call, f"{where}.tool_calls[{i}]")
-                call_types[node.call_id] = node.tool_type
-                nodes.append(node)
-        elif "tool_calls" in msg:
-            if calls is not None and role == "assistant":
-                raise ProtocolError("tool_calls must be an array", param=f"{where}.tool_calls")
-            env["tool_calls"] = calls
-        fc = msg.get("function_call")
-        if isinstance(fc, dict) and isinstance(fc.get("name"), str) and role == "assistant":
-            args = fc.get("arguments", "")
-            nodes.append(ToolCallNode(call_id=LEGACY_PREFIX + fc["name"], name=fc["name"],
-                                      arguments=json_text(args),
-                                      extra={LEGACY_FUNCTION: True}))
-        elif "function_call" in msg:
-            env["function_call"] = fc
-        if "name" in msg:
-            env["name"] = msg["name"]
-        phase = env.get("phase")
-        if isinstance(phase, str) and any(isinstance(n, TextNode) for n in content_nodes):
-            # a message-level phase (commentary / final_answer) belongs to its text nodes
-            for n in content_nodes:
-                if isinstance(n, TextNode):
-                    n.phase = phase
-            del env["phase"]
-        if nodes:
-            nodes[0].extra[MSG_SHAPE] = shape
+        nodes = _ordinary_message(msg, role, where, env, call_types)
     else:
         raise ProtocolError(f"unknown message role: {role!r}", param=f"{where}.role")
     if env and nodes:

@@ -251,6 +251,26 @@ def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict
     return msg
 
 
+def _add_to_message(cur: _Message, node: Node, part: dict[str, Any] | None, same: bool, keep_extra: bool) -> None:
+    """Put one node into the message being built: a content part, reasoning, refusal, a tool
+    call (or a legacy function call on a same-Chat hop) or message audio."""
+    if part is not None:
+        cur.parts.append(part)
+        if same and isinstance(node, TextNode) and node.phase is not None:
+            cur.phase = node.phase  # phase is never synthesised cross-family
+    elif isinstance(node, ReasoningNode):
+        cur.add_reasoning(node)
+    elif isinstance(node, RefusalNode):
+        cur.refusal = (cur.refusal or "") + node.content
+    elif isinstance(node, ToolCallNode):
+        if same and node.extra.get(LEGACY_FUNCTION):
+            cur.function_call = {"name": node.name, "arguments": node.arguments}
+        else:
+            cur.calls.append(encode_tool_call(node, same, keep_extra))
+    elif isinstance(node, ProviderItemNode):
+        cur.audio = without_internal(node.body)
+
+
 def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) -> list[dict[str, Any]]:
     """Group flat nodes into Chat messages: consecutive same-role nodes merge, tool calls attach
     to the assistant message, every tool result is its own ``tool`` message, envelope extras
@@ -294,21 +314,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
                 out.append(cur.build(response=response))
             cur = _Message(role, shape, env)
             env = {}
-        if part is not None:
-            cur.parts.append(part)
-            if same and isinstance(node, TextNode) and node.phase is not None:
-                cur.phase = node.phase  # phase is never synthesised cross-family
-        elif isinstance(node, ReasoningNode):
-            cur.add_reasoning(node)
-        elif isinstance(node, RefusalNode):
-            cur.refusal = (cur.refusal or "") + node.content
-        elif isinstance(node, ToolCallNode):
-            if same and node.extra.get(LEGACY_FUNCTION):
-                cur.function_call = {"name": node.name, "arguments": node.arguments}
-            else:
-                cur.calls.append(encode_tool_call(node, same, keep_extra))
-        elif isinstance(node, ProviderItemNode):
-            cur.audio = without_internal(node.body)
+        _add_to_message(cur, node, part, same, keep_extra)
     if cur is not None:
         out.append(cur.build(response=response))
     return out

@@ -56,8 +56,8 @@ def _int_field(body: dict[str, Any], key: str) -> int | None:
     return value
 
 
-def decode_request(body: dict) -> Request:
-    """Client Chat Completions body -> Request. Raises ProtocolError naming the bad field."""
+def _check_envelope(body: Any) -> tuple[str, list[Any], bool | None]:
+    """The fields without which there is no request: model, messages, n, stream."""
     if not isinstance(body, dict):
         raise ProtocolError("request body must be a JSON object")
     model = body.get("model")
@@ -72,14 +72,11 @@ def decode_request(body: dict) -> Request:
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise ProtocolError("'stream' must be a boolean", param="stream")
+    return model, messages, stream
 
-    extra = accept_extra(body, _REQUEST_KEYS)
-    # known keys sent as explicit null stay null on a same-Chat hop
-    for key in _REQUEST_KEYS:
-        if key in body and body[key] is None and key not in ("model", "messages"):
-            extra[key] = None
 
-    req = Request(model=model, stream=stream, extra=extra)
+def _decode_sampling(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """temperature, top_p and the two max-tokens spellings (which one was used is kept)."""
     req.temperature = _number(body, "temperature")
     req.top_p = _number(body, "top_p")
     mct = _int_field(body, "max_completion_tokens")
@@ -92,7 +89,9 @@ def decode_request(body: dict) -> Request:
         req.max_output_tokens = mt
         extra[MAX_TOKENS_FIELD] = "max_tokens"
 
-    # reasoning controls: reasoning_effort, OpenRouter `reasoning` object, DeepSeek `thinking`
+
+def _decode_reasoning(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """Reasoning controls: reasoning_effort, OpenRouter ``reasoning`` object, DeepSeek ``thinking``."""
     rextra: dict[str, Any] = {}
     effort = None
     if body.get("reasoning_effort") is not None:
@@ -118,13 +117,16 @@ def decode_request(body: dict) -> Request:
     if rextra or effort is not None:
         req.reasoning = ReasoningConfig(effort=effort, extra=rextra)
 
+
+def _decode_tools(body: dict[str, Any], req: Request) -> None:
+    """``tools`` and the deprecated ``functions`` (marked legacy for a same-Chat replay)."""
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
             raise ProtocolError("'tools' must be an array", param="tools")
         req.tools = [decode_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
     functions = body.get("functions")
-    if functions is not None:  # deprecated: function tools marked legacy for a same-Chat replay
+    if functions is not None:
         if not isinstance(functions, list):
             raise ProtocolError("'functions' must be an array", param="functions")
         legacy = []
@@ -133,6 +135,10 @@ def decode_request(body: dict) -> Request:
             tool.extra[LEGACY_FUNCTION] = True
             legacy.append(tool)
         req.tools = (req.tools or []) + legacy
+
+
+def _decode_tool_choice(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """``tool_choice``, the deprecated ``function_call`` and ``parallel_tool_calls``."""
     choice = body.get("tool_choice")
     if choice is not None:
         if isinstance(choice, str):
@@ -156,6 +162,10 @@ def decode_request(body: dict) -> Request:
         if not isinstance(ptc, bool):
             raise ProtocolError("'parallel_tool_calls' must be a boolean", param="parallel_tool_calls")
         req.parallel_tool_calls = ptc
+
+
+def _decode_output_controls(body: dict[str, Any], req: Request) -> None:
+    """stop, verbosity, response_format and user."""
     stop = body.get("stop")
     if stop is not None:
         if not (isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
@@ -170,6 +180,23 @@ def decode_request(body: dict) -> Request:
             raise ProtocolError("'user' must be a string", param="user")
         req.user = body["user"]
 
+
+def decode_request(body: dict) -> Request:
+    """Client Chat Completions body -> Request. Raises ProtocolError naming the bad field.
+
+    The steps run in a fixed order, so the first bad field reported is always the same one."""
+    model, messages, stream = _check_envelope(body)
+    extra = accept_extra(body, _REQUEST_KEYS)
+    # known keys sent as explicit null stay null on a same-Chat hop
+    for key in _REQUEST_KEYS:
+        if key in body and body[key] is None and key not in ("model", "messages"):
+            extra[key] = None
+    req = Request(model=model, stream=stream, extra=extra)
+    _decode_sampling(body, req, extra)
+    _decode_reasoning(body, req, extra)
+    _decode_tools(body, req)
+    _decode_tool_choice(body, req, extra)
+    _decode_output_controls(body, req)
     call_types: dict[str, str] = {}
     out: list[Node] = []
     for i, msg in enumerate(messages):
