@@ -149,18 +149,8 @@ def _choice_from_wire(choice: dict[str, Any], path: str = "tool_choice") -> str 
     raise ProtocolError("tool_choice.type must be auto, any, tool or none", param=f"{path}.type")
 
 
-def decode_request(body: dict) -> Request:
-    """A Messages request body -> Request. Raises ProtocolError naming the bad field."""
-    if not isinstance(body, dict):
-        raise ProtocolError("request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ProtocolError("model must be a non-empty string", param="model")
-    nodes: list[Node] = []
-    _decode_system(body.get("system"), nodes)
-    _decode_messages(body.get("messages"), nodes)
-    req = Request(model=model, input=nodes)
-
+def _decode_sampling(body: dict[str, Any], req: Request) -> None:
+    """stream, max_tokens, temperature, top_p, stop_sequences."""
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise ProtocolError("stream must be a boolean", param="stream")
@@ -179,7 +169,9 @@ def decode_request(body: dict) -> Request:
             raise ProtocolError("stop_sequences must be a list of strings", param="stop_sequences")
         req.stop = list(stops)
 
-    extra = unknown(body, _TOP_KNOWN)
+
+def _decode_metadata(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """``metadata.user_id`` becomes the end-user id; the rest of metadata rides in extra."""
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict):
@@ -193,6 +185,9 @@ def decode_request(body: dict) -> Request:
         if rest or user_id is None:
             extra["metadata"] = rest
 
+
+def _decode_tools(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """tools, tool_choice (its raw form kept for a same-family replay), parallel_tool_calls."""
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -213,6 +208,9 @@ def decode_request(body: dict) -> Request:
             raise ProtocolError("parallel_tool_calls must be a boolean", param="parallel_tool_calls")
         req.parallel_tool_calls = ptc
 
+
+def _decode_thinking(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """thinking and output_config: the structured-output format and the derived effort."""
     thinking = body.get("thinking")
     if thinking is not None and not isinstance(thinking, dict):
         raise ProtocolError("thinking must be an object", param="thinking")
@@ -234,6 +232,26 @@ def decode_request(body: dict) -> Request:
         if thinking is not None:
             rextra[RAW_THINKING] = scrub(thinking)
         req.reasoning = ReasoningConfig(effort=effort, extra=rextra)
+
+
+def decode_request(body: dict) -> Request:
+    """A Messages request body -> Request. Raises ProtocolError naming the bad field.
+
+    The steps run in a fixed order, so the first bad field reported is always the same one."""
+    if not isinstance(body, dict):
+        raise ProtocolError("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ProtocolError("model must be a non-empty string", param="model")
+    nodes: list[Node] = []
+    _decode_system(body.get("system"), nodes)
+    _decode_messages(body.get("messages"), nodes)
+    req = Request(model=model, input=nodes)
+    _decode_sampling(body, req)
+    extra = unknown(body, _TOP_KNOWN)
+    _decode_metadata(body, req, extra)
+    _decode_tools(body, req, extra)
+    _decode_thinking(body, req, extra)
     req.extra = extra
     return req
 
@@ -374,11 +392,8 @@ def _encode_reasoning(req: Request, model: str, max_tokens: int, body: dict[str,
         body["output_config"] = oc
 
 
-def encode_request(req: Request, ctx: EncodeContext) -> dict:
-    """Request -> Messages upstream body. Raises ProtocolError (400) when the thinking controls
-    break Anthropic's documented rules."""
-    same = ctx.source_protocol == PROTOCOL
-    tool_extras = same or not ctx.strip_nested
+def _encode_conversation(req: Request, same: bool) -> tuple[list[dict[str, Any]], Any, list[dict[str, Any]]]:
+    """The nodes -> (system blocks, the system's original shape, grouped ``messages``)."""
     system: list[dict[str, Any]] = []
     system_shape: Any = None
     group = _Grouper()
@@ -407,22 +422,11 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         if block is not None:
             group.add(role, block, node)
     group.flush()
+    return system, system_shape, group.messages
 
-    max_tokens = req.max_output_tokens if req.max_output_tokens is not None else DEFAULT_MAX_TOKENS
-    body: dict[str, Any] = {"model": ctx.model, "max_tokens": max_tokens}
-    if system:
-        if system_shape == "string" and len(system) == 1 and len(system[0]) == 2:
-            body["system"] = system[0]["text"]
-        else:
-            body["system"] = system
-    body["messages"] = group.messages
-    tools = _encode_tools(req.tools, extras=tool_extras) if req.tools else []
-    if tools:
-        body["tools"] = tools
-    choice = _encode_tool_choice(req)
-    if choice is not None and tools:
-        body["tool_choice"] = choice
-    _encode_reasoning(req, ctx.model, max_tokens, body)
+
+def _encode_metadata(req: Request, same: bool, body: dict[str, Any]) -> None:
+    """``metadata``: the end-user id plus, on a same-family hop, the client's other metadata."""
     metadata: dict[str, Any] = {}
     raw_meta = req.extra.get("metadata")
     if same and isinstance(raw_meta, dict):
@@ -431,6 +435,31 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         metadata["user_id"] = req.user
     if metadata or (same and isinstance(raw_meta, dict)):
         body["metadata"] = metadata
+
+
+def encode_request(req: Request, ctx: EncodeContext) -> dict:
+    """Request -> Messages upstream body. Raises ProtocolError (400) when the thinking controls
+    break Anthropic's documented rules."""
+    same = ctx.source_protocol == PROTOCOL
+    tool_extras = same or not ctx.strip_nested
+    system, system_shape, messages = _encode_conversation(req, same)
+
+    max_tokens = req.max_output_tokens if req.max_output_tokens is not None else DEFAULT_MAX_TOKENS
+    body: dict[str, Any] = {"model": ctx.model, "max_tokens": max_tokens}
+    if system:
+        if system_shape == "string" and len(system) == 1 and len(system[0]) == 2:
+            body["system"] = system[0]["text"]
+        else:
+            body["system"] = system
+    body["messages"] = messages
+    tools = _encode_tools(req.tools, extras=tool_extras) if req.tools else []
+    if tools:
+        body["tools"] = tools
+    choice = _encode_tool_choice(req)
+    if choice is not None and tools:
+        body["tool_choice"] = choice
+    _encode_reasoning(req, ctx.model, max_tokens, body)
+    _encode_metadata(req, same, body)
     if req.stop is not None:
         body["stop_sequences"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
     if req.temperature is not None:
