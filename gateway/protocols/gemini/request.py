@@ -227,8 +227,9 @@ def _sign_function_calls(contents: list[dict[str, Any]]) -> None:
                 break
 
 
-def encode_request(req: Request, ctx: EncodeContext) -> dict:
-    """Request -> generateContent body. Consecutive same-role parts share one content entry."""
+def _contents(req: Request) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The nodes -> (systemInstruction parts, ``contents``); consecutive same-role parts share
+    one content entry."""
     call_names: dict[str, str] = {}
     wire_ids: set[str] = set()
     system_parts: list[dict[str, Any]] = []
@@ -253,12 +254,12 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         parts.append(part)
     if parts:
         contents.append({"role": role, "parts": parts})
+    return system_parts, contents
 
-    if _major(ctx.model) >= 3:
-        _sign_function_calls(contents)
-    body: dict[str, Any] = {"contents": contents}
-    if system_parts:
-        body["systemInstruction"] = {"parts": system_parts}
+
+def _generation_config(req: Request, model: str) -> dict[str, Any]:
+    """``generationConfig``: the client's raw one (if any) overlaid with sampling, stop,
+    thinking and structured-output settings."""
     raw_gc = req.extra.get("generationConfig")
     gc: dict[str, Any] = dict(raw_gc) if isinstance(raw_gc, dict) else {}
     if req.temperature is not None:
@@ -269,7 +270,7 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         gc["maxOutputTokens"] = req.max_output_tokens
     if req.stop is not None:
         gc["stopSequences"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
-    tc = thinking_config(req.reasoning.effort if req.reasoning else None, ctx.model)
+    tc = thinking_config(req.reasoning.effort if req.reasoning else None, model)
     if tc is not None:
         gc["thinkingConfig"] = tc
     rf = req.response_format
@@ -279,6 +280,19 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
             gc["responseSchema"] = clean_schema(rf.schema)
     elif rf is not None and rf.type == "json_object":
         gc["responseMimeType"] = "application/json"
+    return gc
+
+
+def encode_request(req: Request, ctx: EncodeContext) -> dict:
+    """Request -> generateContent body. Consecutive same-role parts share one content entry."""
+    system_parts, contents = _contents(req)
+
+    if _major(ctx.model) >= 3:
+        _sign_function_calls(contents)
+    body: dict[str, Any] = {"contents": contents}
+    if system_parts:
+        body["systemInstruction"] = {"parts": system_parts}
+    gc = _generation_config(req, ctx.model)
     if gc:
         body["generationConfig"] = gc
     if req.tools:
