@@ -1,10 +1,10 @@
 """The OpenAI Responses codec (``/v1/responses``; provider type ``responses``).
 
-Implements the codec contract of ``gateway.protocols``. The work is split by direction:
-``responses_items`` (items <-> nodes, shared by input and output), ``responses_request``,
-``responses_response`` (object, usage, status, errors), ``responses_stream_decode`` (upstream SSE
--> events) and ``responses_stream_encode`` (events -> client SSE). This module is the public face
-the proxy imports.
+Implements the codec contract of ``gateway.protocols.contracts``. The work is split by concern:
+``items`` (items <-> nodes, shared by input and output: the shared field module), ``request``,
+``response`` (object, usage, status, errors), ``stream_decode`` (upstream SSE -> events) and
+``stream_encode`` (events -> client SSE, with its per-item records in ``stream_state``). This
+package's ``__init__`` is the public face the proxy imports.
 """
 
 from __future__ import annotations
