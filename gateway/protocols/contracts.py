@@ -4,7 +4,8 @@ every protocol package to the same surface.
 A codec is a *module* (each ``gateway.protocols.<protocol>`` package's ``__init__``), not an
 object: its functions are module-level and ``StreamDecoder`` / ``StreamEncoder`` are classes the
 module exports. Modules satisfy protocols structurally (PEP 544), so ``UpstreamCodec`` and
-``Codec`` below list the module attributes; ``self`` in them stands for the module.
+``Codec`` below list the module attributes; ``self`` in them stands for the module, and the two
+classes are read-only properties (a class is a callable returning an instance).
 
 - ``UpstreamCodec``: what the proxy needs to talk *to* an upstream in that protocol.
 - ``Codec``: a client protocol also serves clients, so it adds the client half (decode the
@@ -66,7 +67,11 @@ class UpstreamCodec(Protocol):
     """A protocol the gateway can send requests to (module-level surface)."""
 
     PROTOCOL: str
-    StreamDecoder: Callable[[], _Decoder]
+
+    @property
+    def StreamDecoder(self) -> Callable[[], _Decoder]:  # named as the class the module exports
+        """The decoder class: ``StreamDecoder()`` per upstream stream."""
+        ...
 
     def encode_request(self, req: Request, ctx: EncodeContext) -> dict[str, Any]:
         """Request -> the upstream's wire body."""
@@ -89,7 +94,10 @@ class UpstreamCodec(Protocol):
 class Codec(UpstreamCodec, Protocol):
     """A client protocol: everything an upstream codec has, plus the client half."""
 
-    StreamEncoder: Callable[[EncodeContext], _Encoder]
+    @property
+    def StreamEncoder(self) -> Callable[[EncodeContext], _Encoder]:  # named as the class the module exports
+        """The encoder class: ``StreamEncoder(ctx)`` per client stream."""
+        ...
 
     def decode_request(self, body: dict[str, Any]) -> Request:
         """Client request body -> Request; raises ProtocolError naming the bad field."""

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec
+from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, chat, codec, gemini, messages, responses
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.contracts import Codec, StreamDecoder, StreamEncoder, UpstreamCodec
+
+# The static half of the contract: a type checker run over the tests (mypy checks modules against
+# protocols, PEP 544) rejects this line when a package drifts from Codec / UpstreamCodec.
+STATIC_CHECK: tuple[Codec, Codec, Codec, UpstreamCodec] = (chat, responses, messages, gemini)
 
 
 def _params(fn) -> list[tuple[str, object, object]]:
