@@ -3,8 +3,11 @@
 Every protocol package (``chat``, ``responses``, ``messages``, ``gemini``) has the same files:
 ``request`` (request bodies both ways), ``response`` (whole responses both ways),
 ``stream_decode`` (upstream SSE -> URP events), ``stream_encode`` (URP events -> client SSE;
-client protocols only), ``common`` (the internal keys and field helpers the others share) where
-needed, and an ``__init__`` that is its public face. The contract that face satisfies is
+client protocols only), ``common`` (the internal keys and field helpers the others share), and
+an ``__init__`` that is its public face. A few packages add a module for a concern of their own:
+``chat/decode`` and ``chat/encode`` (the field-level mapping request and response share),
+``messages/thinking`` (thinking/effort rules), ``responses/stream_state`` (the stream encoder's
+per-item records). The contract that face satisfies is
 written as ``typing.Protocol`` classes in ``contracts`` (``Codec``, ``UpstreamCodec``,
 ``StreamDecoder``, ``StreamEncoder``). Shared plumbing: ``base`` (EncodeContext, ids, extras),
 ``sse``, ``json_depth``, ``errors``.

@@ -81,6 +81,6 @@ def test_every_protocol_package_has_the_same_layout():
     root = Path(codec("chat_completion").__file__).parent.parent
     for package in ("chat", "responses", "messages", "gemini"):
         files = {p.name for p in (root / package).glob("*.py")}
-        assert {"__init__.py", "request.py", "response.py", "stream_decode.py"} <= files, package
+        assert {"__init__.py", "common.py", "request.py", "response.py", "stream_decode.py"} <= files, package
         if package != "gemini":
             assert "stream_encode.py" in files, package

@@ -1,7 +1,7 @@
 """The OpenAI Responses codec (``/v1/responses``; provider type ``responses``).
 
 Implements the codec contract of ``gateway.protocols.contracts``. The work is split by concern:
-``items`` (items <-> nodes, shared by input and output: the shared field module), ``request``,
+``common`` (items <-> nodes, shared by input and output: the shared field module), ``request``,
 ``response`` (object, usage, status, errors), ``stream_decode`` (upstream SSE -> events) and
 ``stream_encode`` (events -> client SSE, with its per-item records in ``stream_state``). This
 package's ``__init__`` is the public face the proxy imports.
@@ -9,7 +9,7 @@ package's ``__init__`` is the public face the proxy imports.
 
 from __future__ import annotations
 
-from .items import PROTOCOL
+from .common import PROTOCOL
 from .request import decode_request, encode_request
 from .response import decode_response, encode_response, error_body
 from .stream_decode import StreamDecoder

@@ -20,7 +20,7 @@ from gateway.urp.request import REASONING_EFFORTS, ReasoningConfig, Request, Res
 
 from ..base import EncodeContext, without_internal
 from ..errors import ProtocolError
-from .items import (
+from .common import (
     M_INSTR,
     PROTOCOL,
     decode_items,

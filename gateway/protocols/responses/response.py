@@ -28,7 +28,7 @@ from gateway.urp.request import Response, Usage
 
 from ..base import EncodeContext, new_id, token_count, without_internal
 from ..errors import ProtocolError, UpstreamProtocolError
-from .items import M_BODY, PROTOCOL, decode_items, encode_items
+from .common import M_BODY, PROTOCOL, decode_items, encode_items
 
 X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object minus output/usage
 X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstream status

@@ -38,7 +38,7 @@ from gateway.urp.nodes import (
 from ..base import new_id, without_internal
 from ..errors import ProtocolError
 from ..json_depth import too_deep
-from .items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
+from .common import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
 from .response import (
     X_OBJECT,
     X_STATUS,

@@ -38,7 +38,7 @@ from gateway.urp.nodes import (
 
 from ..base import EncodeContext, json_text, new_id, without_internal
 from ..sse import DONE
-from .items import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP
+from .common import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP
 from .response import (
     X_OBJECT,
     client_response_id,

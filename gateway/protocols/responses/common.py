@@ -1,5 +1,5 @@
-"""OpenAI Responses items <-> URP nodes, shared by the request codec (``input``/``instructions``)
-and the response codec (``output``).
+"""The Responses shared field module: items <-> URP nodes, shared by the request codec
+(``input``/``instructions``), the response codec (``output``) and the streams.
 
 Why one module: Responses request input items and response output items have the same shape
 (message, function_call, custom_tool_call, reasoning, ...), so a single decoder and a single
