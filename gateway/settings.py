@@ -44,6 +44,7 @@ CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS"
 PORT = int(os.environ.get("PORT", "8000"))
 
 INSTALLED_APPS = [
+    "daphne",  # first: its runserver serves the ASGI application in development
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
