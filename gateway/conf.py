@@ -2,7 +2,7 @@
 
 In the spirit of DRF's ``api_settings``: every knob is declared once, with its default and what it
 does, in ``gateway.settings.GATEWAY_KNOBS`` (filled from ``GATEWAY_*`` environment variables);
-code reads ``gateway_settings.BREAKER_FAILURES`` instead of ``os.environ`` or
+code reads ``gateway_settings.BREAKER_FAILURES`` instead of the environment or
 ``settings.GATEWAY[...]``. A project that sets ``GATEWAY`` itself may leave knobs out: they take
 their declared default. ``override_settings(GATEWAY=...)`` in tests is honoured (the cache is
 dropped on ``setting_changed``).
