@@ -1,4 +1,13 @@
-"""Django settings. Everything an operator sets comes from the environment."""
+"""Django settings. Everything an operator sets comes from the environment, read here only.
+
+Django-level variables (read below, where Django needs them): ``GATEWAY_DATA_DIR`` (data/,
+SQLite, spool, static), ``DEBUG`` (off), ``SECRET_KEY`` (else data/secret_key, generated),
+``GATEWAY_REQUIRE_SECRET_KEY`` (off: refuse to start without SECRET_KEY when on),
+``ALLOWED_HOSTS``, ``CSRF_TRUSTED_ORIGINS``, ``PORT`` (8000), ``DATABASE_URL`` (SQLite in
+data/), ``DB_CONN_MAX_AGE`` (60), ``GATEWAY_TEST_DB`` (tests only), ``REDIS_URL`` (none),
+``LOG_LEVEL`` (WARNING), ``GATEWAY_LOG_LEVEL`` (INFO). The gateway's own tuning knobs are
+``GATEWAY_KNOBS`` below, read by code through ``gateway.conf.gateway_settings``.
+"""
 
 from __future__ import annotations
 
