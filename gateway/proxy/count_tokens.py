@@ -23,7 +23,9 @@ from typing import Any
 
 import orjson
 
-from .attempt import AttemptFailed, build_attempt
+from gateway.errors import AttemptFailed
+
+from .attempt import build_attempt
 from .errors import ClientError
 from .exchange import JSON_CT, Exchange
 from .generate import Runtime, decode_call, read_bounded, to_client_error

@@ -1,5 +1,5 @@
-"""Client-facing errors: one exception type for "answer the client with this", the client's
-protocol error shape, and sanitising upstream error text (no URL, host, IP, key or body)."""
+"""Client-facing errors: the client's protocol error shape for a ``ClientError`` (defined with
+the rest of the hierarchy in ``gateway.errors``), and sanitising upstream error text (no URL, host, IP, key or body)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,10 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ClientError
 from gateway.protocols import codec
 
-
-class ClientError(Exception):
-    """Stop and answer the client with this status/code/message in its protocol's shape."""
-
-    def __init__(self, status: int, code: str, message: str, *, param: str | None = None,
-                 error_type: str | None = None, upstream: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.param = param
-        self.error_type = error_type
-        self.upstream = upstream  # upstream_status / upstream_code / upstream_type diagnostics
+__all__ = ["ClientError", "error_body", "error_bytes", "mask", "safe_token", "describe_upstream_error"]
 
 
 def error_body(protocol: str, err: ClientError, request_id: str | None = None) -> dict[str, Any]:

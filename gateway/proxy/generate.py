@@ -26,25 +26,31 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import (
+    AttemptFailed,
+    ProtocolError,
+    TransformFailed,
+    TransformInitFailed,
+    TransformRejected,
+    UpstreamProtocolError,
+)
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import ProtocolError, UpstreamProtocolError
 from gateway.protocols.frame_split import with_frame_limit
 from gateway.protocols.json_depth import MAX_DEPTH, too_deep
 from gateway.protocols.sse import SSEParser
 from gateway.urp import Request, Response
 from gateway.urp import events as ev
 from gateway.urp.synth import response_to_events
-from transforms.base import TransformFailed, TransformRejected
-from transforms.engine import StreamChain, run_response
 
 from . import capture as capture_mod
-from .attempt import Attempt, AttemptFailed, build_attempt, is_retryable_status
+from .attempt import Attempt, build_attempt, is_retryable_status
 from .breaker import BreakerBoard
+from .chain import StreamChain, run_response
 from .errors import ClientError, describe_upstream_error, mask, safe_token
 from .exchange import Exchange, keepalive_loop
 from .routing import candidates, model_allowed, resolve_logical_model
-from .snapshot import KeySnap, Snapshot, TransformInitFailed
+from .snapshot import KeySnap, Snapshot
 from .upstream import TRANSPORT_ERRORS, UpstreamClient
 
 log = logging.getLogger("gateway.proxy")

@@ -18,17 +18,13 @@ from typing import Any
 
 from django.conf import settings
 
-from transforms.base import Transform, TransformContext, TransformFailed
+from gateway.errors import TransformInitFailed
+from transforms.base import Transform, TransformContext
 from transforms.engine import CompiledRule
 
 log = logging.getLogger("gateway.proxy.snapshot")
 
 LAST_USED_FLUSH_SECONDS = 5.0
-
-
-class TransformInitFailed(TransformFailed):
-    """A stored rule could not be instantiated (unknown id, config its class refuses): 500
-    ``transform_init_failed`` when a request reaches it, never a crash of the snapshot build."""
 
 
 class BrokenTransform(Transform):

@@ -8,11 +8,12 @@ import orjson
 import pytest
 
 from gateway.crypto import hash_api_key
+from gateway.errors import TransformRejected
 from gateway.proxy.app import ProxyApp
 from gateway.proxy.snapshot import BrokenTransform
 from gateway.urp import TextNode
 from gateway.urp import events as ev
-from transforms.base import Transform, TransformRejected
+from transforms.base import Transform
 from transforms.engine import CompiledRule
 from transforms.registry import registry
 

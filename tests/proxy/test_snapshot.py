@@ -9,11 +9,11 @@ from django.utils import timezone
 
 from gateway import config_version
 from gateway.crypto import hash_api_key
+from gateway.errors import TransformFailed
 from gateway.models import GlobalSettings
 from gateway.proxy.snapshot import BrokenTransform, SnapshotHolder, build_snapshot
 from keys.models import ApiKey
 from providers.models import Channel, ChannelModel, Provider
-from transforms.base import TransformFailed
 from transforms.models import TransformRule
 
 pytestmark = pytest.mark.django_db

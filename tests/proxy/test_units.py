@@ -199,8 +199,8 @@ def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt
 
     import orjson
 
+    from gateway.errors import AttemptFailed
     from gateway.protocols import chat_completions
-    from gateway.proxy.attempt import AttemptFailed
     from gateway.proxy.generate import _decode_whole
 
     deep: object = "x"
