@@ -1,5 +1,5 @@
 """One upstream attempt: the per-attempt request (fresh clone, upstream model, preparation,
-request chains, encoding) and the classification of a failed attempt."""
+request chains, encoding). Its failure type is ``gateway.errors.AttemptFailed``."""
 
 from __future__ import annotations
 
@@ -17,10 +17,6 @@ from gateway.urp import Request
 from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
-
-
-def is_retryable_status(status: int) -> bool:
-    return status in (408, 429) or status >= 500
 
 
 @dataclass(slots=True)
