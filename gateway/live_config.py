@@ -10,8 +10,7 @@ import re
 import time
 from typing import Any
 
-from django.conf import settings
-
+from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
 from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
@@ -113,7 +112,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     settings_snap = SettingsSnap(
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(settings.GATEWAY["UPSTREAM_IDLE_TIMEOUT"])))
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)))
 
     providers = []
     for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):

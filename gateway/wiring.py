@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from django.conf import settings
 
+from gateway.conf import gateway_settings
 from gateway.live_config import DatabaseConfigSource
 from gateway.proxy.app import ProxyApp
 from gateway.proxy.config import ProxyConfig
@@ -22,14 +23,14 @@ from keys.auth import extract_secret
 
 
 def proxy_config() -> ProxyConfig:
-    gw = settings.GATEWAY
+    gw = gateway_settings
     return ProxyConfig(
-        max_body_bytes=int(gw["MAX_BODY_BYTES"]), keepalive_seconds=float(gw["KEEPALIVE_SECONDS"]),
-        config_poll_seconds=float(gw["CONFIG_POLL_SECONDS"]),
-        breaker_failures=int(gw.get("BREAKER_FAILURES", 3)),
-        breaker_window_seconds=float(gw.get("BREAKER_WINDOW_SECONDS", 30)),
-        breaker_cooldown_seconds=float(gw.get("BREAKER_COOLDOWN_SECONDS", 60)),
-        breaker_rate_limit_cooldown_seconds=float(gw.get("BREAKER_RATE_LIMIT_COOLDOWN_SECONDS", 15)),
+        max_body_bytes=int(gw.MAX_BODY_BYTES), keepalive_seconds=float(gw.KEEPALIVE_SECONDS),
+        config_poll_seconds=float(gw.CONFIG_POLL_SECONDS),
+        breaker_failures=int(gw.BREAKER_FAILURES),
+        breaker_window_seconds=float(gw.BREAKER_WINDOW_SECONDS),
+        breaker_cooldown_seconds=float(gw.BREAKER_COOLDOWN_SECONDS),
+        breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
         redis_url=settings.REDIS_URL or "")
 
 
