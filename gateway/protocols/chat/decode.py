@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError
 from gateway.urp import (
     AudioNode,
     EnvelopeExtraNode,
@@ -31,7 +32,6 @@ from gateway.urp import (
 from gateway.urp.request import REASONING_EFFORTS
 
 from ..base import json_text, split_data_url
-from ..errors import ProtocolError
 from .common import (
     FILE_ID_ORIGIN,
     INNER_EXTRA,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import ProtocolError
 from gateway.urp import (
     Node,
     ReasoningConfig,
@@ -17,7 +18,6 @@ from gateway.urp import (
 )
 
 from ..base import EncodeContext, put_extra, without_internal
-from ..errors import ProtocolError
 from .common import (
     LEGACY_FUNCTION,
     MAX_TOKENS_FIELD,

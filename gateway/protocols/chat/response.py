@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.urp import (
     Node,
     Response,
@@ -15,7 +16,6 @@ from gateway.urp import (
 )
 
 from ..base import EncodeContext, put_extra
-from ..errors import ProtocolError, UpstreamProtocolError
 from .common import (
     CHOICE_EXTRA,
     NATIVE_FINISH,

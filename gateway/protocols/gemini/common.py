@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gateway.errors import UpstreamProtocolError
 from gateway.urp import (
     FileNode,
     ImageNode,
@@ -20,7 +21,6 @@ from gateway.urp import (
 )
 
 from ..base import json_text, new_id, token_count
-from ..errors import UpstreamProtocolError
 
 PROTOCOL = "gemini"
 API_VERSION = "v1beta"

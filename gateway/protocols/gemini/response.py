@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from gateway.errors import UpstreamProtocolError
 from gateway.urp import (
     Response,
 )
 
 from ..base import new_id
-from ..errors import UpstreamProtocolError
 from .common import NATIVE_FINISH, _Calls, _error, _finish, _parts_to_nodes, decode_usage
 
 

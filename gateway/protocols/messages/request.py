@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import ProtocolError
 from gateway.urp import (
     EnvelopeExtraNode,
     FileNode,
@@ -24,7 +25,6 @@ from gateway.urp import (
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from ..base import EncodeContext, put_extra
-from ..errors import ProtocolError
 from . import thinking as thinking_rules
 from .common import (
     DERIVED_EFFORT,

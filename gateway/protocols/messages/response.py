@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.urp import (
     EnvelopeExtraNode,
     Response,
@@ -15,7 +16,6 @@ from gateway.urp import (
 )
 
 from ..base import EncodeContext, new_id, put_extra
-from ..errors import ProtocolError, UpstreamProtocolError
 from .common import (
     PROTOCOL,
     STOP_REASON,

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError
 from gateway.urp import events as ev
 from gateway.urp.accumulate import Accumulator
 from gateway.urp.nodes import (
@@ -36,7 +37,6 @@ from gateway.urp.nodes import (
 )
 
 from ..base import new_id, without_internal
-from ..errors import ProtocolError
 from ..json_depth import too_deep
 from .common import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
 from .response import (
