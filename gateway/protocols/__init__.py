@@ -10,7 +10,7 @@ an ``__init__`` that is its public face. A few packages add a module for a conce
 per-item records). The contract that face satisfies is
 written as ``typing.Protocol`` classes in ``contracts`` (``Codec``, ``UpstreamCodec``,
 ``StreamDecoder``, ``StreamEncoder``). Shared plumbing: ``base`` (EncodeContext, ids, extras),
-``sse``, ``json_depth``, ``errors``.
+``sse``, ``json_depth``; the error types live in ``gateway.errors``.
 """
 
 from __future__ import annotations
