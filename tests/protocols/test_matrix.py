@@ -22,8 +22,8 @@ import pytest
 
 from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.prepare import prepare_for_upstream
 from gateway.protocols.sse import SSEParser
+from gateway.proxy.prepare import prepare_for_upstream
 from gateway.urp import clone
 
 from .check_chat_stream import check_chat_stream
@@ -46,7 +46,7 @@ SCENARIOS = ("plain", "multiturn", "tools", "image", "reasoning")
 
 def _codec(name: str):
     try:
-        return importlib.import_module(f"gateway.protocols.{ {'chat_completion': 'chat_completions'}.get(name, name)}")
+        return importlib.import_module(f"gateway.protocols.{ {'chat_completion': 'chat'}.get(name, name)}")
     except ImportError as exc:  # a codec still being written by its owner
         pytest.skip(f"codec {name} not importable yet: {exc}")
 

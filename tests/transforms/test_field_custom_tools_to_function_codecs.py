@@ -17,7 +17,7 @@ from transforms.builtin.field_custom_tools_to_function import FieldCustomToolsTo
 from transforms.engine import CompiledRule, StreamChain, run_request, run_response, select
 
 responses = pytest.importorskip("gateway.protocols.responses")
-chat = pytest.importorskip("gateway.protocols.chat_completions")
+chat = pytest.importorskip("gateway.protocols.chat")
 
 MODEL = "target-model"
 PATCH = '*** Begin Patch ***\n*** Add File: "café".txt\nsay "hi"\n*** End Patch ***'
