@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 from captures.api import CaptureDetailView, CaptureListView
 from gateway.api import SettingsView
+from gateway.playground_views import PlaygroundView
 from keys.api import ApiKeyViewSet
 from providers.api import ProviderViewSet
 from transforms.api import RegistryView, TransformRuleViewSet
@@ -18,6 +19,7 @@ router.register("transforms/rules", TransformRuleViewSet, basename="transformrul
 urlpatterns = [
     path("transforms/registry", RegistryView.as_view(), name="transform-registry"),
     path("settings/", SettingsView.as_view(), name="settings"),
+    path("playground/", PlaygroundView.as_view(), name="playground"),
     path("captures/", CaptureListView.as_view(), name="capture-list"),
     path("captures/<path:request_id>/", CaptureDetailView.as_view(), name="capture-detail"),
     path("", include(router.urls)),

@@ -130,7 +130,7 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
 async def whole_one(call: Call, att: Attempt) -> None:
     """One attempt for a client that wants a whole response."""
     resp = await fetch_whole(call, att)
-    executed = run_response(att.response_rules, resp, att.tctx)
+    executed = run_response(att.response_rules, resp, att.tctx, call.rec.rule_trace())
     ccodec = codec(call.ex.protocol)
     out = ccodec.encode_response(resp, EncodeContext(model=call.logical_model, source_protocol=att.channel.protocol))
     raw = orjson.dumps(out)
@@ -146,7 +146,7 @@ async def synth_one(call: Call, att: Attempt) -> None:
 
 async def emit_whole(call: Call, att: Attempt, resp: Response) -> None:
     """A whole response -> response rules -> synthesised events -> the client's stream."""
-    executed = run_response(att.response_rules, resp, att.tctx)
+    executed = run_response(att.response_rules, resp, att.tctx, call.rec.rule_trace())
     events = response_to_events(resp)
     # F1 (stream_split_sse_frames): split oversized client frames when a rule applies.
     enc = with_frame_limit(call.new_encoder(att.channel.protocol), call.ex.protocol, att.response_rules)
