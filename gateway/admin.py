@@ -36,3 +36,7 @@ class GlobalSettingsAdmin(admin.ModelAdmin):
         url = reverse("admin:transforms_globaltransformrule_changelist")
         return format_html('<a href="{}">Edit the global chain</a> (runs after provider rules, before API-key rules)',
                            url)
+
+
+# The admin index adds a "Tools" box (playground, capture viewer) above the recent actions.
+admin.site.index_template = "admin/monogate_index.html"

@@ -3,7 +3,6 @@ admin page ``/admin/playground/`` (a small vanilla-JS page calling that endpoint
 
 from __future__ import annotations
 
-import orjson
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -57,5 +56,5 @@ def _choices() -> dict:
 def playground_page(request: HttpRequest) -> HttpResponse:
     """The admin page; the data it needs is inlined as JSON, the runs go to the REST endpoint."""
     context = {**admin.site.each_context(request), "title": "Playground",
-               "boot": orjson.dumps(_choices()).decode()}
+               "boot": _choices()}
     return TemplateResponse(request, "admin/playground.html", context)
