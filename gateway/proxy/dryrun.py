@@ -31,6 +31,7 @@ from gateway.urp.synth import response_to_events
 
 from .attempt import Attempt, build_attempt
 from .chain import CompiledRule, run_response
+from .diagnose import describe_exception
 from .errors import status_failure, to_client_error
 from .globs import any_glob
 from .recorder import Recorder
@@ -297,7 +298,7 @@ async def send(plan: Plan, client: UpstreamClient | None = None) -> dict[str, An
         response = decode_whole(att, data, ctype, rec)
     except TRANSPORT_ERRORS as exc:
         out["latency_ms"] = round((time.perf_counter() - t) * 1000.0, 1)
-        out["error"] = describe_transport(exc, att)
+        out["error"] = describe_exception(exc, att.url, att.total_timeout, att.connect_timeout)
         return out
     except AttemptFailed as exc:
         out["error"] = exc.message
@@ -324,30 +325,4 @@ async def send(plan: Plan, client: UpstreamClient | None = None) -> dict[str, An
     else:
         out["client_response"] = orjson.loads(orjson.dumps(ccodec.encode_response(response, ctx)))
     return out
-
-
-def describe_transport(exc: BaseException, att: Attempt) -> str:
-    """The error class and the target, without secrets: "connect refused 127.0.0.1:9100",
-    "timeout after 30 s"."""
-    return describe_failure(exc, att.url, att.total_timeout)
-
-
-def describe_failure(exc: BaseException, url: str, timeout: float | None) -> str:
-    """A failed transport call in an operator's words, naming host and port (never the path's
-    query, which may carry a key)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    target = f"{parts.hostname}:{port}"
-    if isinstance(exc, TimeoutError):
-        return f"timeout after {timeout:g} s ({target})" if timeout else f"timeout ({target})"
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, ConnectionRefusedError) or "Connect call failed" in text or "refused" in text.lower():
-        return f"connect refused {target}"
-    if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
-        return f"DNS lookup failed for {parts.hostname}"
-    if "SSL" in text or "certificate" in text.lower():
-        return f"TLS error talking to {target}"
-    return f"{type(exc).__name__} talking to {target}"
 
