@@ -121,6 +121,34 @@ class ChannelAdmin(admin.ModelAdmin):
     ordering = ("provider__priority", "provider__name", "name")
     inlines = [ChannelModelInline]
     fields = ("provider", "name", "protocol", "base_url", "api_key", "weight", "enabled", "extra_headers")
+    actions = ["test_channel"]
+
+    @admin.action(description="Test channel: send a minimal request")
+    def test_channel(self, request, queryset):
+        """An intermediate page: pick a model per channel, then see status, latency and error."""
+        from django.contrib.admin import helpers
+        from django.template.response import TemplateResponse
+
+        from gateway.channel_check import run_checks
+
+        channels = list(queryset.select_related("provider").prefetch_related("models").order_by("id"))
+        rows = [{"channel": ch, "models": [m.model for m in ch.models.all()]} for ch in channels]
+        results = None
+        if request.POST.get("run_check"):
+            pairs = []
+            for row in rows:
+                ch = row["channel"]
+                model = (request.POST.get(f"model_{ch.pk}") or "").strip() or (row["models"] or [""])[0]
+                row["chosen"] = model
+                pairs.append((ch, model))
+            results = run_checks([p for p in pairs if p[1]])
+            by_id = {r["channel_id"]: r for r in results}
+            for row in rows:
+                row["result"] = by_id.get(row["channel"].pk)
+        return TemplateResponse(request, "admin/providers/channel/test_channel.html", {
+            **self.admin_site.each_context(request), "title": "Test channels", "rows": rows, "results": results,
+            "opts": self.model._meta, "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        })
 
     def get_fieldsets(self, request, obj=None):
         return with_remaining(super().get_fieldsets(request, obj), CHANNEL_FIELDS)
