@@ -35,13 +35,15 @@ class PlaygroundView(APIView):
 
 def _choices() -> dict:
     from keys.models import ApiKey
-    from providers.models import ChannelModel
+    from providers.models import ChannelModel, Provider
     from transforms.models import TransformRule
     from transforms.registry import registry
 
     models = sorted(set(ChannelModel.objects.values_list("model", flat=True)))
     rules = []
-    for r in TransformRule.objects.select_related("provider", "api_key").order_by("scope", "position", "id"):
+    order = {"provider": 0, "global": 1, "api_key": 2}  # the order chains run in
+    stored = TransformRule.objects.select_related("provider", "api_key").order_by("position", "id")
+    for r in sorted(stored, key=lambda r: (order.get(r.scope, 3), r.provider_id or r.api_key_id or 0, r.position, r.pk)):
         owner = r.provider.name if r.provider_id else r.api_key.name if r.api_key_id else ""
         rules.append({"id": r.pk, "scope": r.scope, "owner": owner, "transform": r.transform, "phase": r.phase,
                       "models": r.models, "enabled": r.enabled, "position": r.position, "config": r.config or {},
@@ -49,7 +51,10 @@ def _choices() -> dict:
     return {
         "keys": [{"id": k.id, "name": k.name} for k in ApiKey.objects.order_by("name")],
         "models": models, "protocols": list(CLIENT_PROTOCOLS), "templates": TEMPLATES, "rules": rules,
-        "schemas": {tid: cls.config_schema for tid, cls in registry().items()},
+        "transforms": {tid: {"phases": list(cls.phases), "scopes": list(cls.scopes), "schema": cls.config_schema,
+                             "defaults": cls.with_defaults({}), "name": cls.name.get("en", tid)}
+                       for tid, cls in registry().items()},
+        "providers": [{"id": p.id, "name": p.name} for p in Provider.objects.order_by("priority", "name")],
     }
 
 

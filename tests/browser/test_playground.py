@@ -53,4 +53,17 @@ def test_playground_dry_run_and_live_rule_edit(page, live_server, admin_user):
     page.screenshot(path=str(ARTIFACTS / "playground-rule-edit.png"), full_page=True)
     inject.refresh_from_db()
     assert inject.config["content"] == "Be brief."
+
+    # An unsaved new rule joins the chain.
+    page.fill(f"#pg-cfg-{inject.pk}", '{"content": "Be brief.", "position": "prepend"}')
+    page.select_option("#pg-add-transform", "field_set")
+    page.click("#pg-add-rule")
+    page.fill("#pg-new-rules .new-config", '{"path": "top_p", "value": 0.25}')
+    page.wait_for_function("document.getElementById('pg-upstream-body').textContent.includes('top_p')")
+    assert page.locator("#pg-chain .step[data-transform=field_set] .badge").inner_text() == "1 change"
+    assert '"top_p": 0.25' in page.locator("#pg-upstream-body").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "playground-new-rule.png"), full_page=True)
+    from transforms.models import TransformRule as Rule
+
+    assert Rule.objects.count() == 2  # nothing saved
     assert page.js_errors == []

@@ -51,6 +51,57 @@
   });
   if (!boot.rules.length) { $("pg-rules").appendChild(el("p", {"class": "muted"}, "No rules configured.")); }
 
+  // -- unsaved new rules ------------------------------------------------------------------------
+  var added = [], addedSeq = 0;
+  Object.keys(boot.transforms).forEach(function (tid) { $("pg-add-transform").appendChild(el("option", {value: tid}, tid)); });
+  function opt(sel, value, label) { var o = el("option", {value: value}, label); sel.appendChild(o); return o; }
+  $("pg-add-rule").addEventListener("click", function () {
+    var tid = $("pg-add-transform").value, meta = boot.transforms[tid], n = ++addedSeq;
+    var box = el("div", {"class": "rule-ed new-rule", "data-new": String(n)});
+    var head = el("div", {"class": "row"});
+    head.appendChild(el("b", {}, "new " + tid));
+    var scope = el("select", {"aria-label": "scope", "class": "new-scope"});
+    meta.scopes.forEach(function (sc) {
+      if (sc === "global") { opt(scope, "global", "global"); }
+      else if (sc === "provider") { boot.providers.forEach(function (p) { opt(scope, "provider:" + p.id, "provider " + p.name); }); }
+      else if (sc === "api_key") { boot.keys.forEach(function (k) { opt(scope, "api_key:" + k.id, "key " + k.name); }); }
+    });
+    var phase = el("select", {"aria-label": "phase", "class": "new-phase"});
+    meta.phases.forEach(function (ph) { opt(phase, ph, ph); });
+    var models = el("input", {type: "text", placeholder: "model globs, comma separated (empty: all)", size: "24", "class": "new-models"});
+    var pos = el("input", {type: "number", value: "100", style: "width:60px", "aria-label": "position", "class": "new-position"});
+    var rm = el("button", {type: "button", "class": "button"}, "remove");
+    [scope, phase, models, pos, rm].forEach(function (x) { head.appendChild(x); });
+    box.appendChild(head);
+    var ta = el("textarea", {spellcheck: "false", "aria-label": "config of new rule " + n, "class": "new-config"});
+    ta.value = pretty(meta.defaults || {});
+    box.appendChild(ta);
+    var msg = el("div", {"class": "err"}); box.appendChild(msg);
+    $("pg-new-rules").appendChild(box);
+    var rec = {transform: tid, box: box, scope: scope, phase: phase, models: models, pos: pos, ta: ta, msg: msg};
+    added.push(rec);
+    rm.addEventListener("click", function () { added.splice(added.indexOf(rec), 1); box.remove(); schedule(); });
+    [scope, phase].forEach(function (x) { x.addEventListener("change", schedule); });
+    [models, pos, ta].forEach(function (x) { x.addEventListener("input", schedule); });
+    schedule();
+  });
+  function newRules(out) {
+    var bad = false;
+    added.forEach(function (a) {
+      a.ta.classList.remove("bad"); a.msg.textContent = "";
+      var cfg;
+      try { cfg = JSON.parse(a.ta.value || "{}"); } catch (e) { a.ta.classList.add("bad"); a.msg.textContent = "not valid JSON"; bad = true; return; }
+      var parts = a.scope.value.split(":"), globs = a.models.value.split(",").map(function (g) { return g.trim(); }).filter(Boolean);
+      var o = {transform: a.transform, scope: parts[0], phase: a.phase.value, config: cfg,
+               models: globs.length ? globs : null, position: Number(a.pos.value) || 0};
+      if (parts[0] === "provider") { o.provider = Number(parts[1]); }
+      if (parts[0] === "api_key") { o.api_key = Number(parts[1]); }
+      a.index = out.length;
+      out.push(o);
+    });
+    return !bad;
+  }
+
   function overrides() {
     var out = [], bad = false;
     Object.keys(editors).forEach(function (id) {
@@ -66,6 +117,7 @@
         out.push(o);
       }
     });
+    if (!newRules(out)) { bad = true; }
     return bad ? null : out;
   }
 
@@ -103,6 +155,7 @@
     Object.keys((errors && errors.rules) || {}).forEach(function (n) {
       var o = list[Number(n)];
       if (o && editors[o.id]) { editors[o.id].ta.classList.add("bad"); editors[o.id].msg.textContent = flat(errors.rules[n], ""); }
+      added.forEach(function (a) { if (a.index === Number(n)) { a.ta.classList.add("bad"); a.msg.textContent = flat(errors.rules[n], ""); } });
     });
   }
   function flat(errors, prefix) {
