@@ -16,7 +16,7 @@ from gateway.urp.serialize import to_jsonable
 
 def _split_recorded(frames: list[str]) -> list[tuple[str | None, str]]:
     """Upstream frames as the capture recorder keeps them: bare data, or ``event: x\\ndata: y``."""
-    out = []
+    out: list[tuple[str | None, str]] = []
     for frame in frames:
         if frame.startswith("event: ") and "\ndata: " in frame:
             name, data = frame[7:].split("\ndata: ", 1)
@@ -42,7 +42,7 @@ def assemble(protocol: str, frames: list[str] | None, *, recorded: bool) -> dict
         return None
     pairs = _split_recorded(frames) if recorded else _parse_chunks(frames)
     try:
-        decoder = codec(protocol).StreamDecoder()
+        decoder: Any = codec(protocol).StreamDecoder()
         events: list[ev.Event] = []
         for name, payload in pairs:
             if payload.strip() == "[DONE]" and protocol != "chat_completion":

@@ -67,12 +67,15 @@ class CaptureRecorder(Recorder):
                 self.attempt.rule_steps["response"] = run
             self.last_state = state
             return
-        run = self.steps.get("request") if phase == "request" else (self.attempt.rule_steps or {}).get("response") \
-            if self.attempt is not None else None
-        if run is None:
+        current: dict[str, Any] | None
+        if phase == "request":
+            current = self.steps.get("request")
+        else:
+            current = (self.attempt.rule_steps or {}).get("response") if self.attempt is not None else None
+        if current is None:
             return
         changed = state != self.last_state
-        run["steps"].append({"rule_id": rule.rule_id, "scope": rule.scope, "transform": rule.type_id,
+        current["steps"].append({"rule_id": rule.rule_id, "scope": rule.scope, "transform": rule.type_id,
                              "phase": phase, "changed": changed, "after": state if changed else None})
         self.last_state = state
 

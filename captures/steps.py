@@ -33,8 +33,9 @@ def chips(chain: list[dict[str, Any]] | None, rule_steps: dict[str, Any] | None,
     queues = {phase: _phase_steps(steps.get(phase)) for phase in ("request", "response")}
     out = []
     for n, entry in enumerate(chain, start=1):
+        rid = entry.get("rule_id")
         chip = {**entry, "ordinal": n, "changed": None, "diff": None,
-                "admin_url": (admin_urls or {}).get(entry.get("rule_id"))}
+                "admin_url": (admin_urls or {}).get(rid) if isinstance(rid, int) else None}
         queue = queues.get(entry.get("phase") or "")
         if queue:
             step = queue[0]

@@ -105,10 +105,13 @@ def _rule_infos(rules: list[Any]) -> tuple[list[dryrun.RuleInfo], dict[tuple[str
     from transforms.registry import registry
 
     providers, keys = _owner_names()
-    infos, chains = [], {}
+    infos: list[dryrun.RuleInfo] = []
+    chains: dict[tuple[str, int | None], list[CompiledRule]] = {}
     for rule in rules:
         owner = rule.provider_id if rule.scope == "provider" else rule.api_key_id if rule.scope == "api_key" else None
-        owner_name = providers.get(owner, "") if rule.scope == "provider" else keys.get(owner, "") if owner else ""
+        owner_name = ""
+        if owner is not None:
+            owner_name = providers.get(owner, "") if rule.scope == "provider" else keys.get(owner, "")
         compiled = compile_rule(rule)
         problem = None
         cls = registry().get(rule.transform)
@@ -173,6 +176,15 @@ def _bool_or_none(value: Any) -> bool | None:
     return bool(value)
 
 
+def _int_or_none(value: Any, field: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise PlaygroundError({field: ["must be an integer"]}) from None
+
+
 def run(payload: dict[str, Any], *, allow_send: bool = False) -> dict[str, Any]:
     """One playground run. ``payload``: ``protocol``, ``body``, optional ``api_key`` (id),
     ``stream`` (overrides the body), ``rules`` (unsaved edits), ``channel_id``, ``send`` (make
@@ -197,7 +209,7 @@ def run(payload: dict[str, Any], *, allow_send: bool = False) -> dict[str, Any]:
     key = _key(snap, payload.get("api_key"))
     channel_id = payload.get("channel_id")
     plan = dryrun.dry_run(snap, key, protocol, body, stream=_bool_or_none(payload.get("stream")), rules=infos,
-                          channel_id=int(channel_id) if channel_id not in (None, "") else None)
+                          channel_id=_int_or_none(channel_id, "channel_id"))
     keep = bool(payload.get("states", True))
     report = plan.report
     _with_diffs(report["request_chain"], keep)
