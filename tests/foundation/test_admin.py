@@ -248,3 +248,14 @@ def test_rest_api_root_lists_every_endpoint_and_asks_for_credentials(client, adm
     for path in ("providers", "api-keys", "transforms/rules", "transforms/registry", "settings", "captures"):
         assert listed[path].endswith(f"/api/{path}/")
     assert admin_client.get("/api/transforms/registry").status_code == 200  # the documented form
+
+
+def test_api_key_names_are_unique_so_a_reposted_form_creates_no_second_key(admin_client):
+    data = {"name": "twice", "enabled": "on", "expires_at_0": "", "expires_at_1": "", "allowed_models": '["*"]',
+            "model_redirects": "null", "capture_mode": "off", "owner": "", **_management("transform_rules")}
+    admin_client.post(reverse("admin:keys_apikey_add"), data)
+    again = admin_client.post(reverse("admin:keys_apikey_add"), data)
+    assert "already exists" in again.content.decode()
+    assert ApiKey.objects.filter(name="twice").count() == 1
+    rest = admin_client.post("/api/api-keys/", {"name": "twice"}, content_type="application/json")
+    assert rest.status_code == 400 and "name" in rest.json()
