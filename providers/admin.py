@@ -21,7 +21,8 @@ from providers.models import Channel, ChannelModel, Provider
 from providers.services import CHANNEL_FIELDS, PROVIDER_FIELDS, set_channel_secret
 from transforms.admin import ProviderRuleInline
 
-KEY_HELP = "Write-only. Required for a new channel; leave empty to keep the stored key."
+KEY_HELP = ("Write-only; leave empty to keep the stored key. A channel without a key sends no credentials "
+            "(local upstreams need none).")
 
 
 def with_remaining(fieldsets, fields: tuple[str, ...]):
@@ -56,8 +57,7 @@ class ChannelForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if set_channel_secret(self.instance, cleaned.get("api_key")):
-            self.add_error("api_key", "An upstream API key is required for a new channel.")
+        set_channel_secret(self.instance, cleaned.get("api_key"))
         return cleaned
 
 
