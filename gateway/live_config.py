@@ -13,6 +13,7 @@ from typing import Any
 from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
+from gateway.proxy.limits import parse_limits
 from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
 from transforms.base import Transform, TransformContext
 
@@ -141,7 +142,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())))
+            chain=tuple(chains.get(("api_key", k.id), ())), limits=parse_limits(k.limits, k.ip_allow))
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
                     providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),
