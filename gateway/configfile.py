@@ -55,7 +55,7 @@ from gateway.models import GlobalSettings
 from keys.models import PREFIX_LEN, ApiKey
 from providers.models import Channel, ChannelModel, Provider
 from transforms.models import TransformRule
-from transforms.registry import canonical_id
+from transforms.registry import registry as transform_registry
 
 MIN_SECRET_LEN = 12
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -388,7 +388,7 @@ class _Applier:
         for j, entry in enumerate(rules):
             rule = TransformRule(
                 scope=scope, provider=provider, api_key=api_key, position=j,
-                transform=canonical_id(entry["transform"]),
+                transform=transform_registry.canonical_id(entry["transform"]),
                 enabled=entry.get("enabled", True), phase=entry.get("phase", "request"),
                 models=entry.get("models"), config=entry.get("config") or {},
             )

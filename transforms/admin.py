@@ -17,7 +17,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from transforms.forms import SchemaConfigWidget, registry_element_id, rule_form_for, transforms_for_scope
-from transforms.models import TransformRule
+from transforms.models import GlobalTransformRule, TransformRule
 
 _RULE_FIELDS = ("transform", ("phase", "enabled"), "models", "config", "position")
 
@@ -71,19 +71,6 @@ class ApiKeyRuleInline(_RuleInline):
     fk_name = "api_key"
     verbose_name = "API key transform rule"
     verbose_name_plural = "API key transform chain (runs last)"
-
-
-class GlobalTransformRule(TransformRule):
-    class Meta:
-        proxy = True
-        verbose_name = "global transform rule"
-        verbose_name_plural = "Global transform chain"
-
-    def clean(self) -> None:
-        # Rows of this proxy are global rules: fix the scope before validate_rule sees it
-        # (the admin form runs full_clean() before save_model could set it).
-        self.scope = "global"
-        super().clean()
 
 
 @admin.register(GlobalTransformRule)

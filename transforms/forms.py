@@ -25,9 +25,8 @@ import orjson
 from django import forms
 from django.core.exceptions import ValidationError
 
-from transforms import registry as registry_module
 from transforms.models import MODELS_HELP, TransformRule
-from transforms.registry import canonical_id
+from transforms.registry import registry
 
 CATEGORY_LABELS = {
     "cache": "Cache (prompt caching)",
@@ -45,7 +44,7 @@ def transforms_for_scope(scope: str) -> dict[str, Any]:
     """What the page needs to build config forms: per type id its name, description, category,
     phases and schema, for the transforms allowed in ``scope`` (sorted by category, then id)."""
     entries = {}
-    for type_id, cls in sorted(registry_module.registry().items(), key=lambda kv: (kv[1].category, kv[0])):
+    for type_id, cls in sorted(registry.items(), key=lambda kv: (kv[1].category, kv[0])):
         if scope in cls.scopes:
             entries[type_id] = {
                 "name": dict(cls.name),
@@ -197,12 +196,12 @@ class TransformRuleForm(forms.ModelForm):
         self.instance.scope = self.scope
         current = self.instance.transform or None
         if current:
-            self.initial.setdefault("transform", canonical_id(current))
+            self.initial.setdefault("transform", registry.canonical_id(current))
         entries = transforms_for_scope(self.scope)
         select = TransformSelect(attrs={"class": "transform-picker"})
         select.descriptions = {tid: e["description"]["en"] for tid, e in entries.items()}
         self.fields["transform"] = TransformChoiceField(
-            label="Transform", choices=transform_choices(self.scope, canonical_id(current) if current else None),
+            label="Transform", choices=transform_choices(self.scope, registry.canonical_id(current) if current else None),
             widget=select)
         widget = SchemaConfigWidget()
         widget.scope = self.scope
@@ -213,7 +212,7 @@ class TransformRuleForm(forms.ModelForm):
         self.fields["position"].help_text = "Rules run in ascending position order."
 
     def clean_transform(self) -> str:
-        return canonical_id(self.cleaned_data["transform"])
+        return registry.canonical_id(self.cleaned_data["transform"])
 
     def clean_config(self) -> dict:
         value = self.cleaned_data.get("config")

@@ -50,3 +50,18 @@ class TransformRule(models.Model):
             transform=self.transform, scope=self.scope, phase=self.phase, models=self.models, config=self.config)
         if errors:
             raise ValidationError(errors)
+
+
+class GlobalTransformRule(TransformRule):
+    """The global chain as its own admin page (a proxy: same table, rows with ``scope="global"``)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "global transform rule"
+        verbose_name_plural = "Global transform chain"
+
+    def clean(self) -> None:
+        # Rows of this proxy are global rules: fix the scope before validate_rule sees it
+        # (the admin form runs full_clean() before save_model could set it).
+        self.scope = "global"
+        super().clean()

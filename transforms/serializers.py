@@ -18,7 +18,7 @@ from rest_framework import serializers
 
 from gateway.serializers import model_errors
 from transforms.models import TransformRule
-from transforms.registry import canonical_id
+from transforms.registry import registry
 
 _OWNER_BY_SCOPE = {"provider": "provider", "api_key": "api_key", "global": None}
 
@@ -34,7 +34,7 @@ class TransformRuleSerializer(serializers.ModelSerializer):
                   "config")
 
     def validate_transform(self, value: str) -> str:
-        return canonical_id(value.strip())
+        return registry.canonical_id(value.strip())
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         inst = self.instance

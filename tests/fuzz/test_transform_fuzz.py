@@ -45,7 +45,7 @@ BODIES = 80
 
 def _instances(phase: str) -> list[tuple[str, object]]:
     out = []
-    for type_id, cls in sorted(registry().items()):
+    for type_id, cls in sorted(registry.items()):
         config = CONFIGS.get(type_id, {})
         assert cls.validate_config(config) == [], (type_id, "fix CONFIGS for this transform")
         transform = cls(config)

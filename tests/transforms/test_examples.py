@@ -7,7 +7,7 @@ from transforms.registry import registry
 
 CASES = [
     pytest.param(cls, example, id=f"{type_id}[{i}]")
-    for type_id, cls in registry().items()
+    for type_id, cls in registry.items()
     for i, example in enumerate(cls.examples)
 ]
 

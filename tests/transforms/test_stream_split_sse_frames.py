@@ -22,7 +22,7 @@ def rule(scope: str, limit: int | None, models=None, rule_id: int = 1) -> Compil
 
 
 def test_registered_with_schema_and_scopes():
-    cls = registry()["stream_split_sse_frames"]
+    cls = registry["stream_split_sse_frames"]
     assert cls.phases == ("response",)
     assert "api_key" in cls.scopes
     assert cls.config_schema["properties"]["max_frame_length"]["default"] == DEFAULT_MAX_FRAME_LENGTH

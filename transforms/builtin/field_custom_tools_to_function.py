@@ -57,7 +57,7 @@ from gateway.urp import Request, Response, ToolCallNode, ToolDef, ToolResultNode
 from gateway.urp import events as ev
 from gateway.urp.events import Event, NodeDelta, NodeDone, NodeStart, ResponseDone, StreamError
 from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformRejected
-from transforms.builtin.field_custom_tools_patch import normalize_patch
+from transforms.lib.field_custom_tools_patch import normalize_patch
 
 TYPE_ID = "field_custom_tools_to_function"
 APPLY_PATCH = "apply_patch"

@@ -14,6 +14,7 @@ from transforms.base import NOT_FOR_KEYS, Transform, TransformContext
 
 class FieldOverrideMaxTokens(Transform):
     type_id = "field_override_max_tokens"
+    aliases = ("override_max_tokens",)
     category = "field"
     name = {"en": "Field: override max tokens", "zh": "字段：覆盖最大 token 数"}
     description = {

@@ -20,6 +20,7 @@ from transforms.paths import remove_path, split_path
 
 class FieldRemove(Transform):
     type_id = "field_remove"
+    aliases = ("remove_field",)
     category = "field"
     name = {"en": "Field: remove", "zh": "字段：删除"}
     description = {

@@ -34,6 +34,7 @@ def check_path(path: Any) -> list[tuple[str, str]]:
 
 class FieldSet(Transform):
     type_id = "field_set"
+    aliases = ("set_field",)
     category = "field"
     name = {"en": "Field: set", "zh": "字段：设置"}
     description = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.urp import Request, TextNode
 from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import node_role
+from transforms.lib.role_helpers import node_role
 
 
 class PromptAppendEmptyUser(Transform):
@@ -18,6 +18,7 @@ class PromptAppendEmptyUser(Transform):
     """
 
     type_id = "prompt_append_empty_user"
+    aliases = ("append_empty_user_message",)
     category = "prompt"
     name = {"en": "Prompt: append empty user message", "zh": "提示词：追加空用户消息"}
     description = {

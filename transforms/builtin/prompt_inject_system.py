@@ -5,7 +5,7 @@ from __future__ import annotations
 from gateway.urp import Request, TextNode
 from gateway.urp.nodes import Node
 from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import has_own_role, is_control
+from transforms.lib.role_helpers import has_own_role, is_control
 
 
 class PromptInjectSystem(Transform):
@@ -27,6 +27,7 @@ class PromptInjectSystem(Transform):
     """
 
     type_id = "prompt_inject_system"
+    aliases = ("inject_system_prompt",)
     category = "prompt"
     name = {"en": "Prompt: inject system prompt", "zh": "提示词：注入系统提示词"}
     description = {

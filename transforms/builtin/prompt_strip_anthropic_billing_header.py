@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.urp import Request, TextNode
 from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA
+from transforms.lib.role_helpers import NO_CONFIG_SCHEMA
 
 MARKER = "x-anthropic-billing-header:"
 _INSPECTED_ROLES = frozenset({"system", "developer"})
@@ -33,6 +33,8 @@ class PromptStripAnthropicBillingHeader(Transform):
     """
 
     type_id = "prompt_strip_anthropic_billing_header"
+    aliases = ("remove_anthropic_billing_header", "remove_anthropic_billing_headers", "strip_anthropic_billing_header",
+               "strip_anthropic_billing_headers", "strip_claude_code_billing_header")
     category = "prompt"
     name = {"en": "Prompt: strip Anthropic billing header", "zh": "提示词：移除 Anthropic 计费头"}
     description = {

@@ -15,6 +15,7 @@ class PromptStripOrphanedToolCalls(Transform):
     included, is untouched. Reuses the codec layer's orphan filter."""
 
     type_id = "prompt_strip_orphaned_tool_calls"
+    aliases = ("strip_orphaned_tool_use",)
     category = "prompt"
     name = {"en": "Prompt: strip orphaned tool calls", "zh": "提示词：移除孤立的工具调用"}
     description = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gateway.urp import ImageNode, Request
 from gateway.urp.nodes import Node
 from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA, ORDINARY
+from transforms.lib.role_helpers import NO_CONFIG_SCHEMA, ORDINARY
 
 
 class RoleAssistantImageToUser(Transform):

@@ -39,6 +39,7 @@ class RoleMergeConsecutive(Transform):
     """
 
     type_id = "role_merge_consecutive"
+    aliases = ("merge_consecutive_roles",)
     category = "role"
     name = {"en": "Role: merge consecutive", "zh": "角色：合并连续消息"}
     description = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.urp import Request
 from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA, rename_role
+from transforms.lib.role_helpers import NO_CONFIG_SCHEMA, rename_role
 
 
 class RoleSystemToDeveloper(Transform):
@@ -13,6 +13,7 @@ class RoleSystemToDeveloper(Transform):
     file and provider-item nodes; nothing else changes."""
 
     type_id = "role_system_to_developer"
+    aliases = ("system_to_developer_role",)
     category = "role"
     name = {"en": "Role: system to developer", "zh": "角色：system 转 developer"}
     description = {

@@ -13,6 +13,7 @@ class StreamForce(Transform):
     tools and responses are untouched. Not offered for API keys: it changes the execution mode."""
 
     type_id = "stream_force"
+    aliases = ("force_stream",)
     category = "stream"
     name = {"en": "Stream: force streaming mode", "zh": "流式：强制流式模式"}
     description = {

@@ -17,6 +17,7 @@ from transforms.base import ALL_SCOPES, Transform
 
 class StreamSplitSseFrames(Transform):
     type_id = "stream_split_sse_frames"
+    aliases = ("split_sse_frames",)
     category = "stream"
     name = {"en": "Stream: split oversized SSE frames", "zh": "流式：拆分超长 SSE 帧"}
     description = {
