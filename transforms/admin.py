@@ -16,8 +16,15 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from transforms.forms import SchemaConfigWidget, registry_element_id, rule_form_for, transforms_for_scope
+from transforms.forms import (
+    NOT_INSTALLED,
+    SchemaConfigWidget,
+    registry_element_id,
+    rule_form_for,
+    transforms_for_scope,
+)
 from transforms.models import GlobalTransformRule, TransformRule
+from transforms.registry import registry
 
 _RULE_FIELDS = ("transform", ("phase", "enabled"), "models", "config", "position")
 
@@ -104,7 +111,11 @@ class GlobalTransformRuleAdmin(admin.ModelAdmin):
     @admin.display(description="Transform", ordering="transform")
     def transform_label(self, obj: TransformRule) -> str:
         entry = transforms_for_scope("global").get(obj.transform)
-        return f"{entry['name']['en']} ({obj.transform})" if entry else obj.transform
+        if entry:
+            return f"{entry['name']['en']} ({obj.transform})"
+        if obj.transform not in registry:
+            return f"{obj.transform} ({NOT_INSTALLED})"
+        return f"{obj.transform} (not available in this scope)"
 
     @admin.display(description="Models")
     def models_label(self, obj: TransformRule) -> str:

@@ -38,6 +38,7 @@ CATEGORY_LABELS = {
     "stream": "Stream",
 }
 _GLOB_SPLIT = re.compile(r"[,\n\r]+")
+NOT_INSTALLED = "not installed: requests that reach this rule fail with 500 transform_init_failed"
 
 
 def transforms_for_scope(scope: str) -> dict[str, Any]:
@@ -67,7 +68,10 @@ def transform_choices(scope: str, current: str | None = None) -> list:
     choices: list = [("", "---------")]
     choices += [(CATEGORY_LABELS.get(cat, cat.title()), opts) for cat, opts in groups.items()]
     if current and not any(current == value for _, opts in choices[1:] for value, _ in opts):
-        choices.append(("Not available here", [(current, f"{current} (not available in this scope)")]))
+        if current in registry:
+            choices.append(("Not available here", [(current, f"{current} (not available in this scope)")]))
+        else:
+            choices.append(("Broken rule", [(current, f"{current} ({NOT_INSTALLED})")]))
     return choices
 
 
@@ -94,6 +98,8 @@ class TransformSelect(forms.Select):
         if description:
             option["attrs"]["data-description"] = description
             option["attrs"]["title"] = description
+        elif value and str(value) not in registry:
+            option["attrs"]["data-broken"] = NOT_INSTALLED
         return option
 
 

@@ -41,7 +41,10 @@ class TransformRule(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.transform} ({self.phase})"
+        from transforms.registry import registry
+
+        label = f"{self.transform} ({self.phase})"
+        return label if self.transform in registry else f"{label} — broken: transform not installed"
 
     def clean(self) -> None:
         from transforms.validation import validate_rule

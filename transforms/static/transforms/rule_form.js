@@ -548,7 +548,11 @@
         return;
       }
       if (!e) {
-        formEl.append(h("p", { class: "sc-note", text: "Unknown or unavailable transform; its stored config is shown read-only." }),
+        const opt = picker.selectedOptions[0];
+        const broken = opt && opt.dataset.broken;
+        formEl.append(h("p", { class: broken ? "sc-note sc-broken" : "sc-note",
+                               text: broken ? "Broken rule: this transform is " + broken + ". Install its package or delete the rule; its stored config is shown read-only."
+                                            : "Unknown or unavailable transform; its stored config is shown read-only." }),
           h("pre", { class: "sc-readonly", text: JSON.stringify(value, null, 2) }));
         return;
       }
