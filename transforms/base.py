@@ -58,7 +58,8 @@ class TransformExample:
     representation, applies the transform with ``config``, encodes the result in the same
     protocol and compares: every top-level key of ``expected`` must equal the encoded value
     (keys not named in ``expected`` are not compared, so an example states only what the rule
-    touches). ``context`` overrides ``TransformContext`` fields (``upstream_protocol``,
+    touches). ``absent`` names top-level keys that must not be in the result (a field the rule
+    removes). ``context`` overrides ``TransformContext`` fields (``upstream_protocol``,
     ``logical_model``...).
     """
 
@@ -70,6 +71,7 @@ class TransformExample:
     protocol: str = "chat_completion"
     context: dict[str, Any] = field(default_factory=dict)
     note: dict[str, str] | None = None  # {"en": ..., "zh": ...} shown under the example
+    absent: tuple[str, ...] = ()  # top-level keys the result must not have
 
 
 class Transform:

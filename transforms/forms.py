@@ -26,7 +26,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from transforms.models import MODELS_HELP, TransformRule
-from transforms.registry import registry
+from transforms.registry import example_payload, registry
 
 CATEGORY_LABELS = {
     "cache": "Cache (prompt caching)",
@@ -43,7 +43,7 @@ NOT_INSTALLED = "not installed: requests that reach this rule fail with 500 tran
 
 def transforms_for_scope(scope: str) -> dict[str, Any]:
     """What the page needs to build config forms: per type id its name, description, category,
-    phases and schema, for the transforms allowed in ``scope`` (sorted by category, then id)."""
+    phases, schema and worked examples (shown under the description), for the transforms allowed in ``scope`` (sorted by category, then id)."""
     entries = {}
     for type_id, cls in sorted(registry.items(), key=lambda kv: (kv[1].category, kv[0])):
         if scope in cls.scopes:
@@ -53,6 +53,7 @@ def transforms_for_scope(scope: str) -> dict[str, Any]:
                 "category": cls.category,
                 "phases": list(cls.phases),
                 "schema": cls.config_schema,
+                "examples": [example_payload(e) for e in cls.examples],
             }
     return entries
 

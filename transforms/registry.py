@@ -257,6 +257,7 @@ def example_payload(example: Any) -> dict[str, Any]:
         "input": example.input,
         "expected": example.expected,
         "context": example.context,
+        "absent": list(example.absent),
         "note": example.note,
     }
 

@@ -15,3 +15,8 @@ CASES = [
 @pytest.mark.parametrize(("cls", "example"), CASES)
 def test_worked_example(cls, example):
     assert check_example(cls, example) == []
+
+
+def test_every_registered_transform_declares_an_example():
+    """An operator sees what a rule does before saving it: no transform without an example."""
+    assert [type_id for type_id, cls in registry.items() if not cls.examples] == []

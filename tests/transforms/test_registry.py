@@ -160,3 +160,20 @@ def test_entry_points_register_plugins_and_keep_failures(tmp_path, monkeypatch, 
     bad = next(p for p in reg.problems if p.kind == "import")
     assert "boom at import" in bad.message
     assert "failed to import" in caplog.text
+
+
+@pytest.mark.django_db
+def test_registry_endpoint_returns_aliases_and_examples(admin_user):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(admin_user)
+    entries = {e["type_id"]: e for e in api.get("/api/transforms/registry").json()}
+    assert BUILTINS <= set(entries)
+    field_set = entries["field_set"]
+    assert field_set["aliases"] == ["set_field"] and field_set["supported_scopes"] == ["provider", "global"]
+    first = field_set["examples"][0]
+    assert first["phase"] == "request" and first["protocol"] == "chat_completion"
+    assert first["config"] == {"path": "service_tier", "when_equals": "priority", "value": "fast"}
+    assert first["input"]["service_tier"] == "priority" and first["expected"] == {"service_tier": "fast"}
+    assert all(entry["examples"] for entry in entries.values())

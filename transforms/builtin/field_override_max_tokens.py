@@ -9,7 +9,7 @@ drives cost. The reference parser accepted 0; the schema's minimum of 1 is enfor
 from __future__ import annotations
 
 from gateway.urp import Request
-from transforms.base import NOT_FOR_KEYS, Transform, TransformContext
+from transforms.base import NOT_FOR_KEYS, Transform, TransformContext, TransformExample
 
 
 class FieldOverrideMaxTokens(Transform):
@@ -30,6 +30,23 @@ class FieldOverrideMaxTokens(Transform):
         },
         "required": ["value"],
     }
+
+    examples = (
+        TransformExample(
+            title="The client's token cap is replaced",
+            phase="request",
+            config={"value": 4096},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000},
+            expected={"max_tokens": 4096},
+        ),
+        TransformExample(
+            title="A request without a cap gets one",
+            phase="request",
+            config={"value": 4096},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+            expected={"max_completion_tokens": 4096},
+        ),
+    )
 
     def setup(self) -> None:
         self.value = int(self.config["value"]) if "value" in self.config else None

@@ -4,7 +4,7 @@ assistant prefill."""
 from __future__ import annotations
 
 from gateway.urp import Request, TextNode
-from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 from transforms.lib.role_helpers import node_role
 
 
@@ -40,6 +40,42 @@ class PromptAppendEmptyUser(Transform):
             },
         },
     }
+
+    examples = (
+        TransformExample(
+            title="A conversation ending with the assistant gets a user turn",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"},
+                                                   {"role": "assistant", "content": "hello"}]},
+            expected={"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                                   {"role": "user", "content": " "}]},
+        ),
+        TransformExample(
+            title="With configured content",
+            phase="request",
+            config={"content": "continue"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"},
+                                                   {"role": "assistant", "content": "hello"}]},
+            expected={"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                                   {"role": "user", "content": "continue"}]},
+        ),
+        TransformExample(
+            title="A conversation ending with a tool result is left alone",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+            ]},
+            expected={"messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+            ]},
+        ),
+    )
 
     def setup(self) -> None:
         self._content: str = self.config["content"]

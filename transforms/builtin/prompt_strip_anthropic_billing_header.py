@@ -4,7 +4,7 @@ system prompt, which otherwise defeats prefix caching on every upstream."""
 from __future__ import annotations
 
 from gateway.urp import Request, TextNode
-from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 from transforms.lib.role_helpers import NO_CONFIG_SCHEMA
 
 MARKER = "x-anthropic-billing-header:"
@@ -45,6 +45,39 @@ class PromptStripAnthropicBillingHeader(Transform):
     phases = ("request",)
     scopes = ALL_SCOPES
     config_schema = NO_CONFIG_SCHEMA
+
+    examples = (
+        TransformExample(
+            title="The billing line leaves the system prompt; user text is untouched",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "system", "content": "x-anthropic-billing-header: cc_version=1; cch=abc;\nKeep this."},
+                {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
+            ]},
+            expected={"messages": [
+                {"role": "system", "content": "Keep this."},
+                {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
+            ]},
+        ),
+        TransformExample(
+            title="A system message that held only the header disappears",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "system", "content": "x-anthropic-billing-header: cc_version=1; cch=abc;"},
+                {"role": "user", "content": "hi"},
+            ]},
+            expected={"messages": [{"role": "user", "content": "hi"}]},
+        ),
+        TransformExample(
+            title="Indented header lines in developer messages too",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "developer", "content": "A\n   x-anthropic-billing-header: z\nB"},
+                {"role": "user", "content": "hi"},
+            ]},
+            expected={"messages": [{"role": "developer", "content": "A\nB"}, {"role": "user", "content": "hi"}]},
+        ),
+    )
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         kept = []

@@ -4,7 +4,7 @@ reasoning models that expect developer instructions."""
 from __future__ import annotations
 
 from gateway.urp import Request
-from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 from transforms.lib.role_helpers import NO_CONFIG_SCHEMA, rename_role
 
 
@@ -23,6 +23,15 @@ class RoleSystemToDeveloper(Transform):
     phases = ("request",)
     scopes = ALL_SCOPES
     config_schema = NO_CONFIG_SCHEMA
+
+    examples = (
+        TransformExample(
+            title="A system message becomes a developer message",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]},
+            expected={"messages": [{"role": "developer", "content": "S"}, {"role": "user", "content": "U"}]},
+        ),
+    )
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         rename_role(req.input, "system", "developer")

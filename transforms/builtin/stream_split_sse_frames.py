@@ -12,7 +12,7 @@ buffered mode.
 from __future__ import annotations
 
 from gateway.protocols.frame_split import DEFAULT_MAX_FRAME_LENGTH
-from transforms.base import ALL_SCOPES, Transform
+from transforms.base import ALL_SCOPES, Transform, TransformExample
 
 
 class StreamSplitSseFrames(Transform):
@@ -39,3 +39,19 @@ class StreamSplitSseFrames(Transform):
             },
         },
     }
+
+    examples = (
+        TransformExample(
+            title="A whole (non-stream) response is not changed",
+            phase="response",
+            config={"max_frame_length": 120},
+            input={"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "x" * 300},
+                                "finish_reason": "stop"}]},
+            expected={"choices": [{"index": 0, "message": {"role": "assistant", "content": "x" * 300},
+                                   "finish_reason": "stop"}]},
+            note={"en": "In a stream, a delta whose data: line exceeds 120 bytes (escaped JSON) is sent as several "
+                        "chunks of the same kind whose texts concatenate to the original.",
+                  "zh": "流式响应中，data: 行（按转义后的 JSON 计算）超过 120 字节的增量会被拆成多个同类分片，拼接后与原文一致。"},
+        ),
+    )
