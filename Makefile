@@ -13,9 +13,10 @@ WORKERS ?= 1
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml examples/monogate-redact/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e examples/monogate-redact  # the example plug-in: its tests and e2e test need it
 	touch $(STAMP)
 
 setup: $(STAMP)

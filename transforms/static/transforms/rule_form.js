@@ -505,7 +505,7 @@
         h("div", { class: "tx-example-io" },
           h("div", {}, h("div", { class: "tx-label", text: zh ? "输入" : "input" }), h("pre", { class: "tx-in", text: pretty(ex.input) })),
           h("div", { class: "tx-arrow", text: "→" }),
-          h("div", {}, h("div", { class: "tx-label", text: zh ? "输出（变化的字段）" : "output (fields the rule sets)" }),
+          h("div", {}, h("div", { class: "tx-label", text: zh ? "输出（本示例检查的字段，其余原样传递）" : "output (the keys this example checks; others pass through)" }),
             h("pre", { class: "tx-out", text: pretty(output) + (absent.length ? "\n" + absent.join("\n") : "") }))),
         ex.note ? h("div", { class: "tx-note help", text: (zh && ex.note.zh) || ex.note.en }) : null));
     }
