@@ -70,3 +70,15 @@ def test_no_match_changes_nothing():
 def test_config_refused_on_save(config, path, fragment):
     errors = RedactPatterns.validate_config(config)
     assert any(p == path and fragment in m for p, m in errors), errors
+
+
+@pytest.mark.django_db
+def test_loadconfig_and_dumpconfig_treat_it_like_a_builtin():
+    from gateway.configfile import ConfigError, dump, load
+
+    rule = {"transform": "redact_patterns", "phase": "request", "config": {"patterns": [r"\d{16}"]}}
+    load({"global_transforms": [rule]})
+    assert dump()["global_transforms"] == [rule]
+    with pytest.raises(ConfigError) as exc:
+        load({"global_transforms": [{"transform": "redact_patterns", "config": {"patterns": ["("]}}]})
+    assert "global_transforms[0].config" in str(exc.value) and "Not a valid regular expression" in str(exc.value)
