@@ -8,7 +8,7 @@ PORT ?= 8000
 MOCK_PORT ?= 9100
 WORKERS ?= 1
 
-.PHONY: run test setup migrate demo lint bench clean test-sqlite test-postgres
+.PHONY: run test test-fast setup migrate demo lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -46,6 +46,9 @@ run: demo
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m unit -n 2 $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .
