@@ -139,3 +139,13 @@ class Transform:
         insert). Must keep every node's start/deltas/done lifecycle valid and keep
         ``NodeDone.node`` and ``ResponseDone.output`` consistent with what was streamed."""
         return [event]
+
+    # -- client stream bytes --------------------------------------------------------------
+    def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any:
+        """Return an encoder for the client's stream (``ctx.client_protocol``) that wraps
+        ``encoder``: same interface (``encode(event)``, ``keepalive()``, ``error(...)``,
+        ``close()``, each returning bytes). For transforms that act on the bytes the client
+        receives rather than on events. Called before a client stream starts, once per transform
+        type (the first matching response rule in execution order wins); transforms that do not
+        override it cost nothing. See ``transforms.engine.wrap_stream_encoder``."""
+        return encoder

@@ -79,6 +79,25 @@ def needs_whole_response(rules: list[CompiledRule], ctx: TransformContext) -> bo
     return any(rule.transform.needs_whole_response(ctx) for rule in rules)
 
 
+def wrap_stream_encoder(rules: list[CompiledRule], encoder: Any, ctx: TransformContext) -> Any:
+    """The client's stream encoder wrapped by every response rule whose transform overrides
+    ``Transform.wrap_stream_encoder``: one wrapper per transform type, from the first such rule in
+    execution order (provider, global, API key; first match wins, as the reference does for
+    ``max_frame_length``). ``rules`` are the attempt's selected response rules. With no such rule
+    this returns ``encoder`` itself (no per-event cost)."""
+    seen: set[str] | None = None
+    for rule in rules:
+        transform = rule.transform
+        if type(transform).wrap_stream_encoder is Transform.wrap_stream_encoder:
+            continue
+        seen = seen if seen is not None else set()
+        if rule.type_id in seen:
+            continue
+        seen.add(rule.type_id)
+        encoder = _guard(rule, transform.wrap_stream_encoder, encoder, ctx)
+    return encoder
+
+
 class StreamChain:
     """Runs response rules event by event with per-rule state that lives for one stream."""
 

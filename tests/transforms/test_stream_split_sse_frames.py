@@ -73,3 +73,54 @@ def test_reference_example_chat_text_split():
     lines = [line for line in out.split(b"\n") if line.startswith(b"data: ")]
     assert len(lines) > 1 and all(len(line) <= 240 for line in lines)
     assert "".join(orjson.loads(line[6:])["choices"][0]["delta"]["content"] for line in lines) == text
+
+
+# -- the stream-encoder hook ---------------------------------------------------------------------
+
+class _Encoder:
+    """Stands in for a client StreamEncoder: one oversized Chat chunk per text delta."""
+
+    def encode(self, event) -> bytes:
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": event.delta}, "finish_reason": None}]}
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    def keepalive(self) -> bytes:
+        return b": keepalive\n\n"
+
+    def close(self) -> bytes:
+        return b"data: [DONE]\n\n"
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return [line for line in data.split(b"\n") if line.startswith(b"data: {")]
+
+
+def test_hook_wraps_the_encoder_with_the_first_matching_rule_in_scope_order():
+    from transforms.engine import wrap_stream_encoder
+
+    chains = [
+        (rule("provider", 500, ("claude-*",), 1),),  # does not match the logical model
+        (rule("global", 150, None, 2), rule("global", 100, None, 3)),
+        (rule("api_key", 120, None, 4),),
+    ]
+    ctx = TransformContext(logical_model=MODEL, client_protocol="chat_completion")
+    inner = _Encoder()
+    enc = wrap_stream_encoder(select(chains, "response", MODEL), inner, ctx)
+    text = "0123456789" * 100
+    out = enc.encode(NodeDelta(index=0, kind="text", delta=text))
+    lines = _lines(out)
+    assert len(lines) > 1 and all(len(line) <= 150 for line in lines)
+    assert any(len(line) > 120 for line in lines)  # the global 150 won, not the later 100 or the key's 120
+    assert "".join(orjson.loads(line[6:])["choices"][0]["delta"]["content"] for line in lines) == text
+    assert enc.keepalive() == b": keepalive\n\n" and enc.close() == b"data: [DONE]\n\n"
+
+
+def test_hook_costs_nothing_without_a_rule():
+    from transforms.engine import wrap_stream_encoder
+
+    inner = _Encoder()
+    other = CompiledRule(1, "provider", "response", None, registry["field_remove"]({"path": "x"}))
+    ctx = TransformContext(logical_model=MODEL, client_protocol="chat_completion")
+    assert wrap_stream_encoder([other], inner, ctx) is inner
+    assert wrap_stream_encoder([], inner, ctx) is inner

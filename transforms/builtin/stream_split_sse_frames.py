@@ -11,8 +11,10 @@ buffered mode.
 
 from __future__ import annotations
 
-from gateway.protocols.frame_split import DEFAULT_MAX_FRAME_LENGTH
-from transforms.base import ALL_SCOPES, Transform, TransformExample
+from typing import Any
+
+from gateway.protocols.frame_split import DEFAULT_MAX_FRAME_LENGTH, FrameSplitter, SplittingEncoder
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 
 
 class StreamSplitSseFrames(Transform):
@@ -55,3 +57,13 @@ class StreamSplitSseFrames(Transform):
                   "zh": "流式响应中，data: 行（按转义后的 JSON 计算）超过 120 字节的增量会被拆成多个同类分片，拼接后与原文一致。"},
         ),
     )
+
+    def setup(self) -> None:
+        value = self.config.get("max_frame_length")
+        valid = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        self.limit = value if valid else DEFAULT_MAX_FRAME_LENGTH
+
+    def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any:
+        """Every frame the client's encoder writes goes through a :class:`FrameSplitter` for
+        the client's protocol (native and synthesised streams alike)."""
+        return SplittingEncoder(encoder, FrameSplitter(ctx.client_protocol, self.limit))
