@@ -29,7 +29,8 @@ from transforms.registry import registry
 from . import properties as P
 from .corpus import REQUEST_SEEDS, WEIRD_STRINGS, WIRES, mutate, response_seeds, stream_seeds
 
-# A valid configuration for each transform whose schema requires one; the rest use defaults.
+# A valid configuration for each transform whose schema requires one; the rest use their first
+# worked example's config, or defaults.
 CONFIGS = {
     "prompt_inject_system": {"content": "injected", "position": "prepend"},
     "field_set": {"path": "metadata.trace.id", "value": {"a": 1}},
@@ -46,7 +47,8 @@ BODIES = 80
 def _instances(phase: str) -> list[tuple[str, object]]:
     out = []
     for type_id, cls in sorted(registry.items()):
-        config = CONFIGS.get(type_id, {})
+        # Otherwise the first worked example's config (plug-ins and new transforms need no entry here).
+        config = CONFIGS.get(type_id, cls.examples[0].config if cls.examples else {})
         assert cls.validate_config(config) == [], (type_id, "fix CONFIGS for this transform")
         transform = cls(config)
         if phase in transform.phases:
