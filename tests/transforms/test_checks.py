@@ -103,3 +103,16 @@ def test_manage_py_check_fails_loudly():
     with registry.swapped(reg), pytest.raises(SystemCheckError, match="transforms.E003"):
         call_command("check")
     call_command("check")  # and the real registry is clean again
+
+
+def test_start_up_logs_problems_and_never_raises(caplog):
+    from transforms.checks import log_problems
+
+    reg = registry.copy()
+    reg.problems.append(RegistryProblem("import", "pkg-x 1.0 (x:T)", "ImportError: boom"))
+    reg.register(variant(name={"en": "No Chinese"}))
+    with registry.swapped(reg):
+        assert log_problems() == 2
+    assert "transforms.E001: transform could not be loaded: pkg-x 1.0 (x:T): ImportError: boom" in caplog.text
+    assert "transforms.E005" in caplog.text
+    assert log_problems() == 0
