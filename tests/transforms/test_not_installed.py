@@ -9,7 +9,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from gateway.configfile import ConfigError, load
-from gateway.proxy.snapshot import TransformInitFailed, compile_rule
+from gateway.errors import TransformInitFailed
+from gateway.live_config import compile_rule
 from transforms.models import TransformRule
 
 pytestmark = pytest.mark.django_db
