@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.protocols.frame_split import DEFAULT_MAX_FRAME_LENGTH, FrameSplitter, effective_max_frame_length
 from gateway.urp import TextNode
 from gateway.urp.events import NodeDelta, NodeStart
 from transforms.base import TransformContext
 from transforms.builtin.stream_split_sse_frames import StreamSplitSseFrames
-from transforms.engine import CompiledRule, StreamChain, select
+from transforms.engine import CompiledRule, StreamChain, select, wrap_stream_encoder
+from transforms.lib.sse_frame_split import DEFAULT_MAX_FRAME_LENGTH, FrameSplitter, SplittingEncoder
 from transforms.registry import registry
 from transforms.validation import validate_rule
 
@@ -46,26 +46,35 @@ def test_apply_step_changes_nothing():
     assert [out for e in events for out in chain.process(e)] == events
 
 
+def _limit(rules: list[CompiledRule], logical_model: str = MODEL) -> int | None:
+    """The frame limit the hook installs for these rules, or None when the encoder is untouched."""
+    inner = object()
+    ctx = TransformContext(logical_model=logical_model, client_protocol="chat_completion")
+    enc = wrap_stream_encoder(select([tuple(rules)], "response", logical_model), inner, ctx)
+    if enc is inner:
+        return None
+    assert isinstance(enc, SplittingEncoder) and enc.inner is inner
+    return enc.splitter.limit
+
+
 def test_first_matching_rule_wins_in_scope_order():
-    chains = [
-        (rule("provider", 500, ("claude-*",), 1),),  # does not match the logical model
-        (rule("global", 300, None, 2), rule("global", 100, None, 3)),
-        (rule("api_key", 200, None, 4),),
+    rules = [
+        rule("provider", 500, ("claude-*",), 1),  # does not match the logical model
+        rule("global", 300, None, 2), rule("global", 100, None, 3),
+        rule("api_key", 200, None, 4),
     ]
-    selected = select(chains, "response", MODEL)
-    assert effective_max_frame_length(selected) == 300
-    # unfiltered rules with the logical model given give the same answer
-    assert effective_max_frame_length([r for c in chains for r in c], MODEL) == 300
-    assert effective_max_frame_length([r for c in chains for r in c], "claude-x") == 500
+    assert _limit(rules) == 300
+    assert _limit(rules, "claude-x") == 500
 
 
 def test_default_and_absent():
-    assert effective_max_frame_length([rule("api_key", None)]) == DEFAULT_MAX_FRAME_LENGTH
-    assert effective_max_frame_length([]) is None
+    assert _limit([rule("api_key", None)]) == DEFAULT_MAX_FRAME_LENGTH
+    assert _limit([]) is None
+    assert _limit([rule("provider", 100, ("claude-*",))]) is None
 
 
 def test_reference_example_chat_text_split():
-    limit = effective_max_frame_length([rule("provider", 240)])
+    limit = _limit([rule("provider", 240)])
     text = "0123456789" * 100
     chunk = {"id": "chatcmpl_1", "object": "chat.completion.chunk", "created": 1, "model": "m",
              "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
@@ -97,8 +106,6 @@ def _lines(data: bytes) -> list[bytes]:
 
 
 def test_hook_wraps_the_encoder_with_the_first_matching_rule_in_scope_order():
-    from transforms.engine import wrap_stream_encoder
-
     chains = [
         (rule("provider", 500, ("claude-*",), 1),),  # does not match the logical model
         (rule("global", 150, None, 2), rule("global", 100, None, 3)),
@@ -117,8 +124,6 @@ def test_hook_wraps_the_encoder_with_the_first_matching_rule_in_scope_order():
 
 
 def test_hook_costs_nothing_without_a_rule():
-    from transforms.engine import wrap_stream_encoder
-
     inner = _Encoder()
     other = CompiledRule(1, "provider", "response", None, registry["field_remove"]({"path": "x"}))
     ctx = TransformContext(logical_model=MODEL, client_protocol="chat_completion")

@@ -1,11 +1,12 @@
 """``stream_split_sse_frames``: cap the length of the SSE ``data:`` lines sent to the client.
 
-The rule's own apply step does nothing. Before a client stream starts, the runtime asks
-``gateway.protocols.frame_split.effective_max_frame_length`` for the limit: the first enabled,
-model-matching response rule with this id in the provider chain, then the global chain, then the
-API-key chain (first match wins, unlike ordinary later-rule-wins semantics). A ``FrameSplitter``
-then cuts oversized delta frames written by the client's stream encoder into several frames of
-the same kind (see that module). Non-stream responses are unaffected and the rule never forces
+The rule's event and whole-response steps do nothing. It uses the stream-encoder hook: before a
+client stream starts (native or synthesised from a whole response), the runtime lets response
+rules wrap the client's encoder, one wrapper per transform type from the first matching rule in
+execution order (provider chain, then global, then API key: first match wins, as the reference
+does, unlike ordinary later-rule-wins semantics). This rule wraps it in a ``SplittingEncoder``
+whose ``FrameSplitter`` cuts oversized delta frames into several frames of the same kind (see
+``transforms.lib.sse_frame_split``). Non-stream responses are unaffected and the rule never forces
 buffered mode.
 """
 
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.protocols.frame_split import DEFAULT_MAX_FRAME_LENGTH, FrameSplitter, SplittingEncoder
 from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
+from transforms.lib.sse_frame_split import DEFAULT_MAX_FRAME_LENGTH, FrameSplitter, SplittingEncoder
 
 
 class StreamSplitSseFrames(Transform):
