@@ -53,7 +53,7 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
         except jsonschema.SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
             error("E003", f"config_schema is not valid JSON Schema (draft 2020-12) at {where}: {exc.message}")
-    if schema_ok:
+    if schema_ok and isinstance(schema, dict):
         for path, prop in _properties_with_default(schema):
             problems = list(jsonschema.Draft202012Validator(prop).iter_errors(prop["default"]))
             if problems:

@@ -61,8 +61,9 @@ class StreamSplitSseFrames(Transform):
 
     def setup(self) -> None:
         value = self.config.get("max_frame_length")
-        valid = isinstance(value, int) and not isinstance(value, bool) and value > 0
-        self.limit = value if valid else DEFAULT_MAX_FRAME_LENGTH
+        self.limit: int = DEFAULT_MAX_FRAME_LENGTH
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.limit = value
 
     def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any:
         """Every frame the client's encoder writes goes through a :class:`FrameSplitter` for
