@@ -273,9 +273,7 @@ registry = TransformRegistry()
 
 
 def canonical_id(type_id: str) -> str:
-    """The default registry's ``canonical_id`` (kept for callers written before the object)."""
+    """The default registry's ``canonical_id``. Kept, like ``registry()``, for transforms and tests
+    written against the old module functions while the remaining built-ins land; new code calls
+    ``registry.canonical_id``."""
     return registry.canonical_id(type_id)
-
-
-def registry_entries() -> list[dict[str, Any]]:
-    return registry.entries()
