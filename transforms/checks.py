@@ -45,7 +45,7 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
     schema = getattr(cls, "config_schema", None)
     schema_ok = False
     if not isinstance(schema, dict) or schema.get("type") != "object":
-        error("E003", "config_schema must be a JSON Schema object with \"type\": \"object\".")
+        error("E003", 'config_schema must be a JSON Schema object with "type": "object".')
     else:
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
@@ -61,10 +61,15 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
 
     for attr in ("name", "description"):
         value = getattr(cls, attr, None)
-        missing = [lang for lang in LANGUAGES
-                   if not isinstance(value, dict) or not isinstance(value.get(lang), str) or not value[lang].strip()]
+        missing = [
+            lang
+            for lang in LANGUAGES
+            if not isinstance(value, dict) or not isinstance(value.get(lang), str) or not value[lang].strip()
+        ]
         if missing:
-            error("E005", f"{attr} lacks {', '.join(missing)} text.", hint=f"{attr} = {{\"en\": ..., \"zh\": ...}}")
+            error(
+                "E005", f"{attr} lacks {', '.join(missing)} text.", hint=f'{attr} = {{"en": ..., "zh": ...}}'
+            )
 
     phases = tuple(getattr(cls, "phases", ()) or ())
     scopes = tuple(getattr(cls, "scopes", ()) or ())
@@ -98,13 +103,21 @@ def check_registry(registry: TransformRegistry) -> list[checks.CheckMessage]:
     for problem in registry.problems:
         code = "E002" if problem.kind == "clash" else "E001"
         what = "clash" if problem.kind == "clash" else "could not be loaded"
-        out.append(checks.Error(f"transform {what}: {problem.origin}: {problem.message}",
-                                hint="Uninstall or fix one of the packages; the gateway runs without it.",
-                                id=f"transforms.{code}"))
+        out.append(
+            checks.Error(
+                f"transform {what}: {problem.origin}: {problem.message}",
+                hint="Uninstall or fix one of the packages; the gateway runs without it.",
+                id=f"transforms.{code}",
+            )
+        )
     for module in registry.builtin_modules_without_transform:
-        out.append(checks.Warning(f"{module} defines no transform.",
-                                  hint="transforms/builtin/ holds only transforms; move helpers to transforms/lib/.",
-                                  id="transforms.W001"))
+        out.append(
+            checks.Warning(
+                f"{module} defines no transform.",
+                hint="transforms/builtin/ holds only transforms; move helpers to transforms/lib/.",
+                id="transforms.W001",
+            )
+        )
     for type_id, cls in registry.items():
         out.extend(check_transform(cls, registry.origin(type_id)))
     return out
@@ -146,6 +159,11 @@ def log_problems() -> int:
         log.exception("the transform checks failed")
         return 1
     for message in found:
-        log.log(logging.ERROR if message.is_serious() else logging.WARNING, "%s: %s%s", message.id, message.msg,
-                f" (hint: {message.hint})" if message.hint else "")
+        log.log(
+            logging.ERROR if message.is_serious() else logging.WARNING,
+            "%s: %s%s",
+            message.id,
+            message.msg,
+            f" (hint: {message.hint})" if message.hint else "",
+        )
     return sum(1 for m in found if m.is_serious())

@@ -80,8 +80,10 @@ class TransformRegistry:
         for name in names:
             owner = self._owner(name)
             if owner is not None and self._by_id[owner] is not cls:
-                clashes.append(f"{name!r} is already {'the id' if name == owner else 'an alias'} of {owner!r} "
-                               f"from {self._origins[owner]}")
+                clashes.append(
+                    f"{name!r} is already {'the id' if name == owner else 'an alias'} of {owner!r} "
+                    f"from {self._origins[owner]}"
+                )
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             clashes.append(f"{sorted(duplicates)} listed twice")
@@ -125,9 +127,13 @@ class TransformRegistry:
         for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
             module = importlib.import_module(f"{package}.{info.name}")
             found = [
-                obj for obj in vars(module).values()
-                if isinstance(obj, type) and issubclass(obj, Transform) and obj is not Transform
-                and obj.__module__ == module.__name__ and getattr(obj, "type_id", None)
+                obj
+                for obj in vars(module).values()
+                if isinstance(obj, type)
+                and issubclass(obj, Transform)
+                and obj is not Transform
+                and obj.__module__ == module.__name__
+                and getattr(obj, "type_id", None)
             ]
             if not found:
                 self.builtin_modules_without_transform.append(module.__name__)

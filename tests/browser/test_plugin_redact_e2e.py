@@ -27,25 +27,30 @@ CARD = "4111-1111-1111-1111"
 
 def test_plugin_is_installed():
     """CI installs the example plug-in (``make setup``); without it the e2e test below is void."""
-    assert metadata.distribution("monogate-redact").entry_points.select(group="monogate.transforms"), \
+    assert metadata.distribution("monogate-redact").entry_points.select(group="monogate.transforms"), (
         "pip install -e examples/monogate-redact (make setup does it)"
+    )
 
 
-def test_redact_rule_added_in_the_admin_redacts_upstream_request_and_capture(page, live_server, admin_user, gateway,
-                                                                              mock_upstream):
+def test_redact_rule_added_in_the_admin_redacts_upstream_request_and_capture(
+    page, live_server, admin_user, gateway, mock_upstream
+):
     from captures.models import Capture
     from tests.servers import make_key, make_route
     from transforms.models import TransformRule
 
-    make_route("chat_completion", "gpt-4o-redact", mock_upstream.base_url("chat_completion"),
-               upstream_model="up-4o")
+    make_route(
+        "chat_completion", "gpt-4o-redact", mock_upstream.base_url("chat_completion"), upstream_model="up-4o"
+    )
     _, secret = make_key("redacted", capture_mode="all")
 
     login(page, live_server.url)
     page.goto(f"{live_server.url}/admin/transforms/globaltransformrule/add/")
     page.select_option("select.transform-picker", "redact_patterns")
     assert "before the request leaves" in page.locator(".transform-description").inner_text()
-    assert "A card number in the user's message is redacted" in page.locator(".transform-examples").inner_text()
+    assert (
+        "A card number in the user's message is redacted" in page.locator(".transform-examples").inner_text()
+    )
     patterns = page.locator(".sc-field[data-path=patterns]")
     patterns.locator("button.sc-add").click()
     patterns.locator(".sc-rows input").first.fill(r"\d{4}-\d{4}-\d{4}-\d{4}")
@@ -61,7 +66,8 @@ def test_redact_rule_added_in_the_admin_redacts_upstream_request_and_capture(pag
     gateway.wait_config()
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0, timeout=30)
     reply = client.chat.completions.create(
-        model="gpt-4o-redact", messages=[{"role": "user", "content": f"Is {CARD} a test card?"}])
+        model="gpt-4o-redact", messages=[{"role": "user", "content": f"Is {CARD} a test card?"}]
+    )
     assert reply.choices[0].message.content
 
     upstream = mock_upstream.requests()[-1]["body"]
@@ -76,5 +82,9 @@ def test_redact_rule_added_in_the_admin_redacts_upstream_request_and_capture(pag
     attempt = dump["attempts"][0]
     assert dump["client_request"]["messages"][0]["content"] == f"Is {CARD} a test card?"
     assert attempt["upstream_request"]["messages"][0]["content"] == "Is [card] a test card?"
-    assert {"scope": "global", "transform": "redact_patterns", "phase": "request",
-            "rule_id": rule.pk} in attempt["executed_chain"]
+    assert {
+        "scope": "global",
+        "transform": "redact_patterns",
+        "phase": "request",
+        "rule_id": rule.pk,
+    } in attempt["executed_chain"]

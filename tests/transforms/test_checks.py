@@ -19,11 +19,19 @@ class Good(Transform):
     name = {"en": "Good", "zh": "好"}
     description = {"en": "Upper-cases nothing.", "zh": "什么也不做。"}
     phases = ("request",)
-    config_schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "default": 2}},
-                     "additionalProperties": False}
-    examples = (TransformExample(title="unchanged", phase="request",
-                                 input={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-                                 expected={"messages": [{"role": "user", "content": "hi"}]}),)
+    config_schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 1, "default": 2}},
+        "additionalProperties": False,
+    }
+    examples = (
+        TransformExample(
+            title="unchanged",
+            phase="request",
+            input={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            expected={"messages": [{"role": "user", "content": "hi"}]},
+        ),
+    )
 
 
 def variant(**attrs) -> type[Transform]:
@@ -43,16 +51,22 @@ def test_a_good_transform_passes():
 
 
 def test_invalid_schema():
-    found = check_transform(variant(config_schema={"type": "object", "properties": {"n": {"type": "integr"}}}))
+    found = check_transform(
+        variant(config_schema={"type": "object", "properties": {"n": {"type": "integr"}}})
+    )
     assert [m.id for m in found] == ["transforms.E003"]
     assert "draft 2020-12" in found[0].msg and "properties/n/type" in found[0].msg
     assert codes(variant(config_schema={"type": "string"})) == ["transforms.E003"]
 
 
 def test_default_that_does_not_validate():
-    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "default": 0},
-                                               "o": {"type": "object", "properties": {
-                                                   "s": {"enum": ["a"], "default": "b"}}}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 1, "default": 0},
+            "o": {"type": "object", "properties": {"s": {"enum": ["a"], "default": "b"}}},
+        },
+    }
     found = check_transform(variant(config_schema=schema))
     assert [m.id for m in found] == ["transforms.E004", "transforms.E004"]
     assert "default of n" in found[0].msg and "default of o.s" in found[1].msg
@@ -70,9 +84,12 @@ def test_illegal_phases_scopes_category():
 
 
 def test_failing_example():
-    wrong = TransformExample(title="claims a change", phase="request",
-                             input={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-                             expected={"messages": [{"role": "user", "content": "HI"}]})
+    wrong = TransformExample(
+        title="claims a change",
+        phase="request",
+        input={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        expected={"messages": [{"role": "user", "content": "HI"}]},
+    )
     found = check_transform(variant(examples=(wrong,)))
     assert [m.id for m in found] == ["transforms.E007"]
     assert "('claims a change') fails: messages: expected" in found[0].msg
@@ -90,7 +107,9 @@ def test_clash_and_import_failure_are_reported_naming_both_packages():
     reg = TransformRegistry()
     reg.register(Good, origin="pkg-a 1.0 (a:Good)")
     reg._register_found(variant(type_id="test_check_good"), "pkg-b 2.0 (b:Good)")
-    reg.problems.append(RegistryProblem("import", "pkg-c 0.1 (c:T)", "ModuleNotFoundError: No module named 'c'"))
+    reg.problems.append(
+        RegistryProblem("import", "pkg-c 0.1 (c:T)", "ModuleNotFoundError: No module named 'c'")
+    )
     found = check_registry(reg)
     assert [m.id for m in found] == ["transforms.E002", "transforms.E001"]
     assert "pkg-a 1.0 (a:Good)" in found[0].msg and "pkg-b 2.0 (b:Good)" in found[0].msg

@@ -21,8 +21,9 @@ MISSING = "redact_patterns_not_here"
 def test_rest_api_refuses_it(admin_user):
     api = APIClient()
     api.force_authenticate(admin_user)
-    r = api.post("/api/transforms/rules/", {"scope": "global", "transform": MISSING, "phase": "request"},
-                 format="json")
+    r = api.post(
+        "/api/transforms/rules/", {"scope": "global", "transform": MISSING, "phase": "request"}, format="json"
+    )
     assert r.status_code == 400
     assert "not installed" in r.json()["transform"][0]
     assert not TransformRule.objects.exists()
@@ -36,9 +37,17 @@ def test_loadconfig_refuses_it():
 
 
 def test_admin_refuses_it(admin_client):
-    r = admin_client.post(reverse("admin:transforms_globaltransformrule_add"),
-                          {"transform": MISSING, "phase": "request", "enabled": "on", "models": "",
-                           "config": "{}", "position": "0"})
+    r = admin_client.post(
+        reverse("admin:transforms_globaltransformrule_add"),
+        {
+            "transform": MISSING,
+            "phase": "request",
+            "enabled": "on",
+            "models": "",
+            "config": "{}",
+            "position": "0",
+        },
+    )
     assert r.status_code == 200 and "not installed as a plug-in" in r.content.decode()
     assert not TransformRule.objects.exists()
 
@@ -46,10 +55,18 @@ def test_admin_refuses_it(admin_client):
 def test_stored_rule_shows_as_broken_in_the_admin(admin_client):
     rule = TransformRule.objects.create(scope="global", transform=MISSING, config={"patterns": ["x"]})
     listing = admin_client.get(reverse("admin:transforms_globaltransformrule_changelist")).content.decode()
-    assert f"{MISSING} (not installed: requests that reach this rule fail with 500 transform_init_failed)" in listing
-    page = admin_client.get(reverse("admin:transforms_globaltransformrule_change", args=[rule.pk])).content.decode()
+    assert (
+        f"{MISSING} (not installed: requests that reach this rule fail with 500 transform_init_failed)"
+        in listing
+    )
+    page = admin_client.get(
+        reverse("admin:transforms_globaltransformrule_change", args=[rule.pk])
+    ).content.decode()
     assert '<optgroup label="Broken rule">' in page
-    assert 'data-broken="not installed: requests that reach this rule fail with 500 transform_init_failed"' in page
+    assert (
+        'data-broken="not installed: requests that reach this rule fail with 500 transform_init_failed"'
+        in page
+    )
     assert "broken: transform not installed" in str(rule)
 
 

@@ -18,19 +18,38 @@ from transforms.registry import (
 )
 
 BUILTINS = {
-    "field_alias_reserved_tool_names", "field_custom_tools_to_function", "field_override_max_tokens", "field_remove",
-    "field_set", "field_strip_sampling", "prompt_append_empty_user", "prompt_inject_system",
-    "prompt_strip_anthropic_billing_header", "prompt_strip_orphaned_tool_calls", "role_assistant_image_to_user",
-    "role_developer_to_system", "role_merge_consecutive", "role_system_to_developer", "stream_force",
+    "field_alias_reserved_tool_names",
+    "field_custom_tools_to_function",
+    "field_override_max_tokens",
+    "field_remove",
+    "field_set",
+    "field_strip_sampling",
+    "prompt_append_empty_user",
+    "prompt_inject_system",
+    "prompt_strip_anthropic_billing_header",
+    "prompt_strip_orphaned_tool_calls",
+    "role_assistant_image_to_user",
+    "role_developer_to_system",
+    "role_merge_consecutive",
+    "role_system_to_developer",
+    "stream_force",
     "stream_split_sse_frames",
 }
 
 
 def make(type_id: str, aliases: tuple[str, ...] = ()) -> type[Transform]:
-    return type(f"T_{type_id}", (Transform,), {
-        "type_id": type_id, "aliases": aliases, "category": "field", "phases": ("request",),
-        "name": {"en": type_id, "zh": type_id}, "description": {"en": "test", "zh": "测试"},
-    })
+    return type(
+        f"T_{type_id}",
+        (Transform,),
+        {
+            "type_id": type_id,
+            "aliases": aliases,
+            "category": "field",
+            "phases": ("request",),
+            "name": {"en": type_id, "zh": type_id},
+            "description": {"en": "test", "zh": "测试"},
+        },
+    )
 
 
 def test_default_registry_has_the_builtins_in_id_order():
@@ -65,7 +84,9 @@ def test_register_lookup_and_iteration_order():
 def test_clashes_name_both_owners_and_leave_the_registry_unchanged():
     reg = TransformRegistry()
     reg.register(make("x_id", ("x_old",)), origin="pkg-a 1.0 (a:X)")
-    with pytest.raises(AlreadyRegistered, match=r"pkg-b 2.0.*'x_id' is already the id of 'x_id' from pkg-a 1.0"):
+    with pytest.raises(
+        AlreadyRegistered, match=r"pkg-b 2.0.*'x_id' is already the id of 'x_id' from pkg-a 1.0"
+    ):
         reg.register(make("x_id"), origin="pkg-b 2.0 (b:X)")
     with pytest.raises(AlreadyRegistered, match=r"'x_old' is already an alias of 'x_id' from pkg-a"):
         reg.register(make("y_id", ("x_old",)), origin="pkg-b 2.0 (b:Y)")
@@ -105,6 +126,7 @@ def _plugin_ids() -> set[str]:
 
 # -- plug-ins through real entry points (a distribution on sys.path) ---------------------------
 
+
 def _install(root: Path, dist: str, module: str, source: str, entry_points: dict[str, str]) -> None:
     (root / f"{module}.py").write_text(textwrap.dedent(source))
     info = root / f"{dist}-1.0.dist-info"
@@ -137,23 +159,39 @@ NOT_A_TRANSFORM = 42
 
 
 def test_entry_points_register_plugins_and_keep_failures(tmp_path, monkeypatch, caplog):
-    _install(tmp_path, "test_plugin_good", "test_plugin_good_mod", PLUGIN, {
-        "shout": "test_plugin_good_mod:Shout",
-        "clash": "test_plugin_good_mod:Clash",
-        "number": "test_plugin_good_mod:NOT_A_TRANSFORM",
-    })
-    _install(tmp_path, "test_plugin_bad", "test_plugin_bad_mod", "raise RuntimeError('boom at import')\n",
-             {"bad": "test_plugin_bad_mod:Anything"})
+    _install(
+        tmp_path,
+        "test_plugin_good",
+        "test_plugin_good_mod",
+        PLUGIN,
+        {
+            "shout": "test_plugin_good_mod:Shout",
+            "clash": "test_plugin_good_mod:Clash",
+            "number": "test_plugin_good_mod:NOT_A_TRANSFORM",
+        },
+    )
+    _install(
+        tmp_path,
+        "test_plugin_bad",
+        "test_plugin_bad_mod",
+        "raise RuntimeError('boom at import')\n",
+        {"bad": "test_plugin_bad_mod:Anything"},
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = TransformRegistry()
     reg.autodiscover()
     reg.load_entry_points()
     assert reg["test_plugin_old_shout"].type_id == "test_plugin_shout"
     assert reg.origin("test_plugin_shout") == "test_plugin_good 1.0 (test_plugin_good_mod:Shout)"
-    assert reg["field_set"].__module__ == "transforms.builtin.field_set"  # built-ins first, they keep their ids
+    assert (
+        reg["field_set"].__module__ == "transforms.builtin.field_set"
+    )  # built-ins first, they keep their ids
     kinds = {(p.kind, p.origin.split(" (")[0]) for p in reg.problems}
-    assert kinds == {("import", "test_plugin_bad 1.0"), ("clash", "test_plugin_good 1.0"),
-                     ("invalid", "test_plugin_good 1.0")}
+    assert kinds == {
+        ("import", "test_plugin_bad 1.0"),
+        ("clash", "test_plugin_good 1.0"),
+        ("invalid", "test_plugin_good 1.0"),
+    }
     clash = next(p for p in reg.problems if p.kind == "clash")
     assert "test_plugin_good 1.0 (test_plugin_good_mod:Clash)" in clash.message
     assert "monogate (transforms.builtin.field_set)" in clash.message

@@ -30,9 +30,9 @@ class RedactPatterns(Transform):
     name = {"en": "Prompt: redact patterns", "zh": "提示词：按正则脱敏"}
     description = {
         "en": "Replace every match of the configured regular expressions in the prompt text (user messages by "
-              "default) before the request leaves for the upstream. Request phase only; responses are not changed.",
+        "default) before the request leaves for the upstream. Request phase only; responses are not changed.",
         "zh": "在请求发往上游之前，将提示词文本（默认仅用户消息）中匹配所配置正则表达式的内容替换掉。"
-              "仅作用于请求阶段，不修改响应。",
+        "仅作用于请求阶段，不修改响应。",
     }
     phases = ("request",)
     scopes = ALL_SCOPES
@@ -40,17 +40,25 @@ class RedactPatterns(Transform):
         "type": "object",
         "properties": {
             "patterns": {
-                "type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": "string", "minLength": 1},
                 "title": "Patterns",
                 "description": "Python regular expressions (re syntax); every match is replaced.",
             },
             "replacement": {
-                "type": "string", "default": "[REDACTED]", "title": "Replacement",
+                "type": "string",
+                "default": "[REDACTED]",
+                "title": "Replacement",
                 "description": "Text put in place of each match (backslash groups such as \\1 are not expanded).",
             },
             "roles": {
-                "type": "array", "items": {"enum": list(ROLES)}, "uniqueItems": True, "default": ["user"],
-                "title": "Roles", "description": "Whose text is redacted.",
+                "type": "array",
+                "items": {"enum": list(ROLES)},
+                "uniqueItems": True,
+                "default": ["user"],
+                "title": "Roles",
+                "description": "Whose text is redacted.",
             },
             "ignore_case": {"type": "boolean", "default": False, "title": "Ignore case"},
         },
@@ -62,26 +70,40 @@ class RedactPatterns(Transform):
             title="A card number in the user's message is redacted",
             phase="request",
             config={"patterns": [r"\b(?:\d[ -]?){13,16}\b"]},
-            input={"model": "gpt-4o", "messages": [
-                {"role": "system", "content": "Card 4111 1111 1111 1111 is the test card."},
-                {"role": "user", "content": "My card is 4111 1111 1111 1111, why was it declined?"},
-            ]},
-            expected={"messages": [
-                {"role": "system", "content": "Card 4111 1111 1111 1111 is the test card."},
-                {"role": "user", "content": "My card is [REDACTED], why was it declined?"},
-            ]},
-            note={"en": "Only user text by default: the operator's own system prompt is left alone.",
-                  "zh": "默认只处理用户文本：运营者自己的系统提示词不变。"},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "Card 4111 1111 1111 1111 is the test card."},
+                    {"role": "user", "content": "My card is 4111 1111 1111 1111, why was it declined?"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "system", "content": "Card 4111 1111 1111 1111 is the test card."},
+                    {"role": "user", "content": "My card is [REDACTED], why was it declined?"},
+                ]
+            },
+            note={
+                "en": "Only user text by default: the operator's own system prompt is left alone.",
+                "zh": "默认只处理用户文本：运营者自己的系统提示词不变。",
+            },
         ),
         TransformExample(
             title="Several patterns, any case, a custom replacement",
             phase="request",
             protocol="messages",
-            config={"patterns": [r"[a-z0-9-]+\.corp\.example", r"PROJ-\d+"], "replacement": "<hidden>",
-                    "ignore_case": True},
-            input={"model": "claude-sonnet-4", "max_tokens": 256, "messages": [
-                {"role": "user", "content": "Deploy proj-42 to DB1.CORP.EXAMPLE tonight"},
-            ]},
+            config={
+                "patterns": [r"[a-z0-9-]+\.corp\.example", r"PROJ-\d+"],
+                "replacement": "<hidden>",
+                "ignore_case": True,
+            },
+            input={
+                "model": "claude-sonnet-4",
+                "max_tokens": 256,
+                "messages": [
+                    {"role": "user", "content": "Deploy proj-42 to DB1.CORP.EXAMPLE tonight"},
+                ],
+            },
             expected={"messages": [{"role": "user", "content": "Deploy <hidden> to <hidden> tonight"}]},
         ),
     )
@@ -100,8 +122,13 @@ class RedactPatterns(Transform):
                 errors.append((f"patterns.{i}", f"Not a valid regular expression: {exc}."))
                 continue
             if compiled.fullmatch(""):
-                errors.append((f"patterns.{i}", "The pattern matches empty text; it would insert the replacement "
-                                                "between every character."))
+                errors.append(
+                    (
+                        f"patterns.{i}",
+                        "The pattern matches empty text; it would insert the replacement "
+                        "between every character.",
+                    )
+                )
         return errors
 
     def setup(self) -> None:
