@@ -55,17 +55,17 @@ class BrokenTransform(Transform):
 def compile_rule(rule) -> CompiledRule | None:
     """A stored TransformRule as the engine runs it; None for a disabled rule or one that is not
     allowed in its scope (dropped at load time, like the reference)."""
-    from transforms.registry import canonical_id, registry
+    from transforms.registry import registry
 
     if not rule.enabled:
         return None
-    type_id = canonical_id(rule.transform)
-    cls = registry().get(type_id)
+    type_id = registry.canonical_id(rule.transform)
+    cls = registry.get(type_id)
     # null: every model; a list: one glob must match, so an empty list matches nothing (the
     # admin form turns an empty input into null).
     models = tuple(rule.models) if rule.models is not None else None
     if cls is None:
-        transform: Transform = BrokenTransform(type_id, "unknown transform")
+        transform: Transform = BrokenTransform(type_id, "transform not found (not built in and not installed as a plug-in)")
     elif rule.scope not in cls.scopes:
         log.warning("dropping rule %s: %s is not allowed in the %s scope", rule.pk, type_id, rule.scope)
         return None
