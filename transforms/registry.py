@@ -31,7 +31,13 @@ ALIASES = {
 
 
 def canonical_id(type_id: str) -> str:
-    return ALIASES.get(type_id, type_id)
+    """The canonical id for a historical one (the table above, then each class's ``aliases``)."""
+    return ALIASES.get(type_id) or class_aliases().get(type_id, type_id)
+
+
+@cache
+def class_aliases() -> dict[str, str]:
+    return {alias: type_id for type_id, cls in registry().items() for alias in cls.aliases}
 
 
 @cache
