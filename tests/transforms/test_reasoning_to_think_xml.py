@@ -66,3 +66,17 @@ def test_stream_node_without_deltas_decided_at_done():
 def test_config_required():
     assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="response", models=None, config={})
     assert validate_rule(transform=TYPE_ID, scope="api_key", phase="response", models=None, config={"tag": "t"}) == {}
+
+
+def test_tag_closes_when_another_node_streams_while_reasoning_is_open():
+    """Chat upstreams keep the reasoning node open while the answer streams."""
+    events = [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=0, node=ReasoningNode()),
+              ev.NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="abc"),
+              ev.NodeStart(index=1, node=TextNode(role="assistant")), ev.NodeDelta(index=1, kind=ev.TEXT, delta="Hi"),
+              ev.NodeDone(index=0, node=ReasoningNode(content="abc")),
+              ev.NodeDone(index=1, node=TextNode(role="assistant", content="Hi")),
+              ev.ResponseDone(output=[ReasoningNode(content="abc"), TextNode(role="assistant", content="Hi")])]
+    out = run_stream(make(), events)
+    check_lifecycle(out)
+    assert "".join(e.delta for e in out if isinstance(e, ev.NodeDelta)) == "<think>abc</think>Hi"
+    assert plain(terminal(out)) == [("text", "assistant", "<think>abc</think>"), ("text", "assistant", "Hi")]

@@ -1,7 +1,8 @@
 """reasoning_strip_output: remove reasoning from the response, for clients that cannot take it
 (or should not see it).
 
-Whole responses: every reasoning node leaves ``output``.
+Whole responses: every reasoning node leaves ``output`` (and so does reasoning text a Chat
+decoder kept on a control node for same-protocol replay).
 
 Streams: a reasoning node's start, deltas and done are dropped, and every later node is
 renumbered so indices stay dense and equal to positions in ``ResponseDone.output`` (which drops
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from gateway.urp import ReasoningNode, Response
 from gateway.urp.events import Event, NodeDelta, NodeDone, NodeStart, ResponseDone
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.builtin.reasoning_helpers import NO_CONFIG
+from transforms.builtin.reasoning_helpers import NO_CONFIG, drop_reasoning_scalars
 
 
 @dataclass(slots=True)
@@ -55,6 +56,7 @@ class ReasoningStripOutput(Transform):
 
     def apply_response(self, resp: Response, ctx: TransformContext) -> None:
         resp.output = [n for n in resp.output if type(n) is not ReasoningNode]
+        drop_reasoning_scalars(resp.output)
 
     def new_stream_state(self, ctx: TransformContext) -> _State:
         return _State()
@@ -84,4 +86,5 @@ class ReasoningStripOutput(Transform):
             return [event] if new == index else [replace(event, index=new)]
         if t is ResponseDone:
             event.output = [n for n in event.output if type(n) is not ReasoningNode]
+            drop_reasoning_scalars(event.output)
         return [event]

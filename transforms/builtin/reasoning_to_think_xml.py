@@ -10,7 +10,8 @@ Streams (improved over the reference, which wrapped every fragment in its own ta
 terminal state unrewritten)
     A reasoning node's start is held until its first delta says what it is: a content delta
     makes it a text node that streams ``<tag>`` + the fragments, and ``</tag>`` when the node
-    completes; any other first delta (summary, encrypted) keeps it reasoning, streamed unchanged.
+    completes or as soon as another node streams (Chat upstreams keep reasoning open while the
+    answer streams; the tag must close before the answer's text); any other first delta (summary, encrypted) keeps it reasoning, streamed unchanged.
     ``NodeDone.node`` and ``ResponseDone.output`` follow that decision, so an SDK's stream
     accumulator ends with the whole-response result. The text node gets no id, like the
     whole-response rule (a reasoning item id is not a message id).
@@ -28,7 +29,7 @@ from gateway.urp import events as ev
 from gateway.urp.events import Event, NodeDelta, NodeDone, NodeStart, ResponseDone
 from gateway.urp.nodes import Node
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.builtin.reasoning_helpers import TAG_SCHEMA
+from transforms.builtin.reasoning_helpers import TAG_SCHEMA, drop_reasoning_scalars
 
 
 @dataclass(slots=True)
@@ -36,6 +37,7 @@ class _State:
     held: dict[int, NodeStart] = field(default_factory=dict)  # reasoning starts not yet decided
     as_text: set[int] = field(default_factory=set)
     as_reasoning: set[int] = field(default_factory=set)
+    open_tag: set[int] = field(default_factory=set)  # text-mode nodes whose closing tag is not sent yet
 
 
 class ReasoningToThinkXml(Transform):
@@ -90,12 +92,22 @@ class ReasoningToThinkXml(Transform):
 
     def apply_response(self, resp: Response, ctx: TransformContext) -> None:
         resp.output = [self.convert(n) for n in resp.output]
+        drop_reasoning_scalars(resp.output)
 
     def new_stream_state(self, ctx: TransformContext) -> _State:
         return _State()
 
     def apply_event(self, event: Event, state: _State, ctx: TransformContext) -> list[Event]:
         t = type(event)
+        if state.open_tag and (t is NodeStart or t is NodeDelta) and event.index not in state.open_tag:
+            # Another node streams while a converted node is open (Chat upstreams keep reasoning
+            # open until the end): close the tag now so the text reads in order.
+            closes: list[Event] = [NodeDelta(index=i, kind=ev.TEXT, delta=self.close_tag) for i in sorted(state.open_tag)]
+            state.open_tag.clear()
+            return closes + self._event(event, t, state)
+        return self._event(event, t, state)
+
+    def _event(self, event: Event, t: type, state: _State) -> list[Event]:
         if t is NodeStart:
             if type(event.node) is ReasoningNode:
                 state.held[event.index] = event
@@ -107,6 +119,7 @@ class ReasoningToThinkXml(Transform):
             if held is not None:
                 if event.kind == ev.REASONING_CONTENT:
                     state.as_text.add(index)
+                    state.open_tag.add(index)
                     event.kind = ev.TEXT
                     event.delta = self.open_tag + event.delta
                     return [NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra), event]
@@ -116,6 +129,8 @@ class ReasoningToThinkXml(Transform):
                 if event.kind != ev.REASONING_CONTENT:
                     return [NodeDelta(index=index, kind=ev.TEXT, delta="", extra=event.extra)] if event.extra else []
                 event.kind = ev.TEXT
+                if index not in state.open_tag and event.delta:  # more thought after the tag was closed
+                    event.delta = f"{self.open_tag}{event.delta}{self.close_tag}"
             return [event]
         if t is NodeDone:
             index = event.index
@@ -133,7 +148,10 @@ class ReasoningToThinkXml(Transform):
                 node = event.node
                 content = node.content if type(node) is ReasoningNode else None
                 event.node = TextNode(role="assistant", content=f"{self.open_tag}{content or ''}{self.close_tag}")
-                return [NodeDelta(index=index, kind=ev.TEXT, delta=self.close_tag), event]
+                if index in state.open_tag:
+                    state.open_tag.discard(index)
+                    return [NodeDelta(index=index, kind=ev.TEXT, delta=self.close_tag), event]
+                return [event]
             return [event]
         if t is ResponseDone:
             out: list[Event] = []
@@ -149,6 +167,7 @@ class ReasoningToThinkXml(Transform):
                     node = self.convert(node)
                 output.append(node)
             event.output = output
+            drop_reasoning_scalars(output)
             out.append(event)
             return out
         return [event]
