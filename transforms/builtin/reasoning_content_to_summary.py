@@ -62,14 +62,13 @@ class ReasoningContentToSummary(Transform):
             move(node)
 
     def apply_event(self, event: Event, state: None, ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if t is NodeDelta:
+        if isinstance(event, NodeDelta):
             if event.kind == ev.REASONING_CONTENT:
                 event.kind = ev.REASONING_SUMMARY
                 event.extra[SUMMARY_AS_THINKING] = True
-        elif t is NodeDone:
+        elif isinstance(event, NodeDone):
             move(event.node)
-        elif t is ResponseDone:
+        elif isinstance(event, ResponseDone):
             for node in event.output:
                 move(node)
         return [event]

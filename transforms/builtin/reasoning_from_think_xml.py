@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from copy import copy
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from gateway.urp import ReasoningNode, Response, TextNode
 from gateway.urp import events as ev
@@ -82,7 +82,7 @@ def split_node(node: TextNode, tag: str) -> list[Node]:
     return out
 
 
-def _is_assistant_text(node: Node) -> bool:
+def _is_assistant_text(node: Node) -> TypeGuard[TextNode]:
     return type(node) is TextNode and node.role == "assistant"
 
 
@@ -177,30 +177,30 @@ class ReasoningFromThinkXml(Transform):
         return _State()
 
     def apply_event(self, event: Event, state: _State, ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if t is NodeStart:
+        if isinstance(event, NodeStart):
             if _is_assistant_text(event.node):
                 state.splits[event.index] = _Split(header=copy(event.node))
                 return []  # a piece starts when its first character is known
             new = state.allocate()
             state.remap[event.index] = new
             return [replace(event, index=new)]
-        if t is NodeDelta:
+        if isinstance(event, NodeDelta):
             split = state.splits.get(event.index)
             if split is not None:
                 return self._delta(split, event, state)
-            new = state.remap.get(event.index)
-            return [event] if new is None else [replace(event, index=new)]
-        if t is NodeDone:
+            mapped = state.remap.get(event.index)
+            return [event] if mapped is None else [replace(event, index=mapped)]
+        if isinstance(event, NodeDone):
             split = state.splits.get(event.index)
             if split is not None:
                 return self._done(split, event.node, state, event.extra)
-            new = state.remap.get(event.index)
-            if new is None:  # done without start: allocate like a start would have
-                new = state.remap[event.index] = state.allocate()
+            done_index = state.remap.get(event.index)
+            if done_index is None:  # done without start: allocate like a start would have
+                done_index = state.remap[event.index] = state.allocate()
+            new = done_index
             state.final[new] = event.node
             return [replace(event, index=new)]
-        if t is ResponseDone:
+        if isinstance(event, ResponseDone):
             return self._response_done(event, state)
         return [event]
 
@@ -209,8 +209,9 @@ class ReasoningFromThinkXml(Transform):
         if event.kind == ev.TEXT:
             self._scan(split, split.pending + event.delta, state, out)
         if event.extra:
-            if out:
-                out[0].extra = {**event.extra, **out[0].extra}
+            first = out[0] if out else None
+            if isinstance(first, NodeStart | NodeDelta):
+                first.extra = {**event.extra, **first.extra}
             elif split.index is not None:
                 out.append(NodeDelta(index=split.index, kind=self._delta_kind(split.kind), delta="",
                                      extra=dict(event.extra)))
@@ -251,8 +252,10 @@ class ReasoningFromThinkXml(Transform):
                 header = TextNode(role=split.header.role, phase=split.header.phase)
                 split.node = TextNode(role=split.header.role, phase=split.header.phase)
             out.append(NodeStart(index=split.index, node=header))
-        split.node.content += text  # type: ignore[union-attr]
-        out.append(NodeDelta(index=split.index, kind=self._delta_kind(kind), delta=text))
+        node, index = split.node, split.index
+        if isinstance(node, TextNode | ReasoningNode) and index is not None:
+            node.content = (node.content or "") + text
+            out.append(NodeDelta(index=index, kind=self._delta_kind(kind), delta=text))
 
     @staticmethod
     def _delta_kind(kind: str | None) -> str:
@@ -291,8 +294,9 @@ class ReasoningFromThinkXml(Transform):
                 out.extend(self._done(split, node, state, {}))
         result: dict[int, Node] = {}
         for i, node in enumerate(event.output):
-            split = state.splits.get(i)
-            if split is not None and split.pieces:
+            found = state.splits.get(i)
+            if found is not None and found.pieces:
+                split = found
                 if split.tagged:
                     for index in split.pieces:
                         result[index] = state.final[index]

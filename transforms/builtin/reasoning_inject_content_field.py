@@ -72,16 +72,15 @@ class ReasoningInjectContentField(Transform):
         return _State()
 
     def apply_event(self, event: Event, state: _State, ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if t is NodeDelta:
+        if isinstance(event, NodeDelta):
             if event.kind == ev.REASONING_CONTENT and event.delta:
                 state.with_content.add(event.index)
                 event.extra[INJECT_REASONING_CONTENT] = True
             elif event.kind == ev.REASONING_SUMMARY and event.delta and event.index not in state.with_content:
                 event.extra[INJECT_REASONING_CONTENT] = True
-        elif t is NodeDone:
+        elif isinstance(event, NodeDone):
             mark(event.node)
-        elif t is ResponseDone:
+        elif isinstance(event, ResponseDone):
             for node in event.output:
                 mark(node)
         return [event]

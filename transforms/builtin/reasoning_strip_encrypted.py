@@ -25,13 +25,12 @@ ENCRYPTED_EXTRA = "encrypted_content"
 
 
 def strip_node(node: Node) -> None:
-    t = type(node)
-    if t is ReasoningNode:
+    if isinstance(node, ReasoningNode):
         node.encrypted = None
         node.extra.pop(ENCRYPTED_EXTRA, None)
-    elif t is ToolCallNode:
+    elif isinstance(node, ToolCallNode):
         node.extra.pop(GEMINI_SIGNATURE, None)
-    elif t is EnvelopeExtraNode and (ENCRYPTED_EXTRA in node.extra or node.extra.get("type") == "reasoning"):
+    elif isinstance(node, EnvelopeExtraNode) and (ENCRYPTED_EXTRA in node.extra or node.extra.get("type") == "reasoning"):
         node.extra.pop(ENCRYPTED_EXTRA, None)
 
 
@@ -65,16 +64,15 @@ class ReasoningStripEncrypted(Transform):
             strip_node(node)
 
     def apply_event(self, event: Event, state: None, ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if t is NodeDelta:
+        if isinstance(event, NodeDelta):
             return [] if event.kind == ev.REASONING_ENCRYPTED else [event]
-        if t is NodeStart:
+        if isinstance(event, NodeStart):
             strip_node(event.node)
             if type(event.node) is not ToolCallNode:
                 event.extra.pop(ENCRYPTED_EXTRA, None)
-        elif t is NodeDone:
+        elif isinstance(event, NodeDone):
             strip_node(event.node)
-        elif t is ResponseDone:
+        elif isinstance(event, ResponseDone):
             for node in event.output:
                 strip_node(node)
         return [event]

@@ -62,29 +62,29 @@ class ReasoningStripOutput(Transform):
         return _State()
 
     def apply_event(self, event: Event, state: _State, ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if t is NodeStart:
+        if isinstance(event, NodeStart):
             if type(event.node) is ReasoningNode:
                 state.stripped.add(event.index)
                 return []
             new = state.remap[event.index] = state.next
             state.next += 1
             return [event] if new == event.index else [replace(event, index=new)]
-        if t is NodeDelta or t is NodeDone:
+        if isinstance(event, NodeDelta | NodeDone):
             index = event.index
             if index in state.stripped:
                 return []
-            new = state.remap.get(index)
-            if new is None:
-                if t is NodeDelta:
+            mapped = state.remap.get(index)
+            if mapped is None:
+                if isinstance(event, NodeDelta):
                     return [event]
                 if type(event.node) is ReasoningNode:  # done without a start
                     state.stripped.add(index)
                     return []
-                new = state.remap[index] = state.next
+                mapped = state.remap[index] = state.next
                 state.next += 1
+            new = mapped
             return [event] if new == index else [replace(event, index=new)]
-        if t is ResponseDone:
+        if isinstance(event, ResponseDone):
             event.output = [n for n in event.output if type(n) is not ReasoningNode]
             drop_reasoning_scalars(event.output)
         return [event]

@@ -175,8 +175,7 @@ class ReasoningSummaryHeading(Transform):
         return f"**{title}**\n\n{text}"
 
     def apply_event(self, event: Event, state: dict[int, _Node], ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if t is NodeDelta:
+        if isinstance(event, NodeDelta):
             if event.kind != ev.REASONING_SUMMARY or not event.delta:
                 return [event]
             node = state.setdefault(event.index, _Node())
@@ -192,7 +191,7 @@ class ReasoningSummaryHeading(Transform):
             event.delta = text
             event.extra = node.extra
             return [event]
-        if t is NodeDone:
+        if isinstance(event, NodeDone):
             if type(event.node) is not ReasoningNode:
                 return [event]
             node = state.get(event.index) or _Node()
@@ -207,7 +206,7 @@ class ReasoningSummaryHeading(Transform):
             state.pop(event.index, None)
             out.append(event)
             return out
-        if t is ResponseDone:
+        if isinstance(event, ResponseDone):
             for n in event.output:
                 self._format_node(n)
         return [event]

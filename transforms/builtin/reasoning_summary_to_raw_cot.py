@@ -57,13 +57,12 @@ class ReasoningSummaryToRawCot(Transform):
             mark(node)
 
     def apply_event(self, event: Event, state: None, ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if t is NodeDelta:
+        if isinstance(event, NodeDelta):
             if event.kind == ev.REASONING_SUMMARY and event.delta:
                 event.extra[SUMMARY_AS_CHAT_CONTENT] = True
-        elif t is NodeDone:
+        elif isinstance(event, NodeDone):
             mark(event.node)
-        elif t is ResponseDone:
+        elif isinstance(event, ResponseDone):
             for node in event.output:
                 mark(node)
         return [event]

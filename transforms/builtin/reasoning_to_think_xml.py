@@ -90,6 +90,10 @@ class ReasoningToThinkXml(Transform):
             return TextNode(role="assistant", content=f"{self.open_tag}{node.content}{self.close_tag}")
         return node
 
+    @staticmethod
+    def _text(node: Node) -> str:
+        return node.content if isinstance(node, TextNode) else ""
+
     def apply_response(self, resp: Response, ctx: TransformContext) -> None:
         resp.output = [self.convert(n) for n in resp.output]
         drop_reasoning_scalars(resp.output)
@@ -98,22 +102,21 @@ class ReasoningToThinkXml(Transform):
         return _State()
 
     def apply_event(self, event: Event, state: _State, ctx: TransformContext) -> list[Event]:
-        t = type(event)
-        if state.open_tag and (t is NodeStart or t is NodeDelta) and event.index not in state.open_tag:
+        if state.open_tag and isinstance(event, NodeStart | NodeDelta) and event.index not in state.open_tag:
             # Another node streams while a converted node is open (Chat upstreams keep reasoning
             # open until the end): close the tag now so the text reads in order.
             closes: list[Event] = [NodeDelta(index=i, kind=ev.TEXT, delta=self.close_tag) for i in sorted(state.open_tag)]
             state.open_tag.clear()
-            return closes + self._event(event, t, state)
-        return self._event(event, t, state)
+            return closes + self._event(event, state)
+        return self._event(event, state)
 
-    def _event(self, event: Event, t: type, state: _State) -> list[Event]:
-        if t is NodeStart:
+    def _event(self, event: Event, state: _State) -> list[Event]:
+        if isinstance(event, NodeStart):
             if type(event.node) is ReasoningNode:
                 state.held[event.index] = event
                 return []
             return [event]
-        if t is NodeDelta:
+        if isinstance(event, NodeDelta):
             index = event.index
             held = state.held.pop(index, None)
             if held is not None:
@@ -132,7 +135,7 @@ class ReasoningToThinkXml(Transform):
                 if index not in state.open_tag and event.delta:  # more thought after the tag was closed
                     event.delta = f"{self.open_tag}{event.delta}{self.close_tag}"
             return [event]
-        if t is NodeDone:
+        if isinstance(event, NodeDone):
             index = event.index
             held = state.held.pop(index, None)
             if held is not None:  # no delta: decide from the complete node
@@ -143,7 +146,7 @@ class ReasoningToThinkXml(Transform):
                 state.as_text.add(index)
                 event.node = converted
                 return [NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra),
-                        NodeDelta(index=index, kind=ev.TEXT, delta=converted.content), event]
+                        NodeDelta(index=index, kind=ev.TEXT, delta=self._text(event.node)), event]
             if index in state.as_text:
                 node = event.node
                 content = node.content if type(node) is ReasoningNode else None
@@ -153,7 +156,7 @@ class ReasoningToThinkXml(Transform):
                     return [NodeDelta(index=index, kind=ev.TEXT, delta=self.close_tag), event]
                 return [event]
             return [event]
-        if t is ResponseDone:
+        if isinstance(event, ResponseDone):
             out: list[Event] = []
             for index, held in list(state.held.items()):  # started, never completed
                 state.as_reasoning.add(index)
