@@ -39,6 +39,7 @@ from transforms.base import TransformFailed, TransformRejected
 from transforms.engine import StreamChain, run_response
 
 from . import capture as capture_mod
+from . import effort_suffix
 from .attempt import Attempt, AttemptFailed, build_attempt, is_retryable_status
 from .breaker import BreakerBoard
 from .errors import ClientError, describe_upstream_error, mask, safe_token
@@ -171,6 +172,7 @@ def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
     if not isinstance(req.model, str) or not req.model:
         raise ClientError(400, "invalid_request", "model is required", param="model")
     logical = resolve_logical_model(key, req.model)
+    logical = effort_suffix.apply(req, logical, snapshot.routes, snapshot.settings.effort_suffixes)
     if not model_allowed(key, logical):
         raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                           error_type="permission_error")

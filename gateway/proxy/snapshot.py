@@ -21,6 +21,9 @@ from django.conf import settings
 from transforms.base import Transform, TransformContext, TransformFailed
 from transforms.engine import CompiledRule
 
+from .effort_suffix import BUILTIN as BUILTIN_SUFFIXES
+from .effort_suffix import Suffixes, compile_suffixes
+
 log = logging.getLogger("gateway.proxy.snapshot")
 
 LAST_USED_FLUSH_SECONDS = 5.0
@@ -109,6 +112,7 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
 
 
 @dataclass(slots=True, frozen=True)
@@ -192,7 +196,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     settings_snap = SettingsSnap(
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(settings.GATEWAY["UPSTREAM_IDLE_TIMEOUT"])))
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(settings.GATEWAY["UPSTREAM_IDLE_TIMEOUT"])),
+        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes))
 
     providers = []
     for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
