@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.urp import (
     AudioNode,
     EnvelopeExtraNode,
@@ -54,7 +55,6 @@ from .chat_common import (
     decode_usage,
     finish_from_wire,
 )
-from .errors import ProtocolError, UpstreamProtocolError
 
 _REQUEST_KEYS = frozenset({
     "model", "messages", "stream", "temperature", "top_p", "max_completion_tokens", "max_tokens",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.proxy.app import ProxyApp
+from gateway.proxy.chain import CompiledRule
 from gateway.proxy.effort_suffix import compile_suffixes, normalise, validate_suffix_map
 from gateway.proxy.snapshot import SettingsSnap
-from transforms.engine import CompiledRule
+from gateway.wiring import build_proxy_app
 from transforms.registry import registry
 
 from .helpers import FakeUpstream, call, channel, key, provider, snapshot
@@ -63,7 +63,7 @@ async def upstream():
 
 @pytest.fixture
 async def app():
-    proxy = ProxyApp()
+    proxy = build_proxy_app()
     yield proxy
     await proxy.client.close()
 
