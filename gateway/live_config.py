@@ -143,7 +143,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())))
+            chain=tuple(chains.get(("api_key", k.id), ())), reasoning_envelopes=k.reasoning_envelopes)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
                     providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),

@@ -66,6 +66,10 @@ class ApiKey(models.Model):
         null=True, blank=True, validators=[validate_redirects],
         help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.')
     capture_mode = models.CharField(max_length=10, choices=CaptureMode.choices, default=CaptureMode.OFF)
+    reasoning_envelopes = models.BooleanField(
+        default=False, help_text="Wrap encrypted reasoning sent to this key's clients with the provider and model it "
+                                 "came from (mz2. envelopes), so a conversation that switches providers never sends "
+                                 "one provider's ciphertext to another.")
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

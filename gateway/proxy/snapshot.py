@@ -66,6 +66,7 @@ class KeySnap:
     redirects: tuple[tuple[re.Pattern, str], ...]
     capture_mode: str
     chain: tuple[CompiledRule, ...]
+    reasoning_envelopes: bool = False  # wrap encrypted reasoning in mz2. envelopes (gateway.proxy.envelopes)
 
 
 @dataclass(slots=True, frozen=True)
