@@ -32,12 +32,13 @@ ALIASES = {
 
 def canonical_id(type_id: str) -> str:
     """The canonical id for a historical one (the table above, then each class's ``aliases``)."""
-    return ALIASES.get(type_id) or class_aliases().get(type_id, type_id)
-
-
-@cache
-def class_aliases() -> dict[str, str]:
-    return {alias: type_id for type_id, cls in registry().items() for alias in cls.aliases}
+    canonical = ALIASES.get(type_id)
+    if canonical is not None:
+        return canonical
+    for cid, cls in registry().items():  # save and snapshot-build time only, never per request
+        if type_id in cls.aliases:
+            return cid
+    return type_id
 
 
 @cache
