@@ -1,6 +1,6 @@
 """reasoning_strip_encrypted: opaque payloads leave responses and streams; text stays."""
 
-from gateway.protocols.gemini import SIGNATURE
+from gateway.protocols.gemini.common import SIGNATURE
 from gateway.urp import EnvelopeExtraNode, ReasoningNode, Request, ToolCallNode
 from gateway.urp import events as ev
 from tests.transforms.streams import (

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.protocols.chat_common import THINKING_CONFIG
-from gateway.protocols.messages_common import DERIVED_EFFORT, RAW_THINKING
+from gateway.protocols.chat.common import THINKING_CONFIG
+from gateway.protocols.messages.common import DERIVED_EFFORT, RAW_THINKING
 from gateway.urp import Request
 from transforms.base import NOT_FOR_KEYS, Transform, TransformContext, TransformExample
 

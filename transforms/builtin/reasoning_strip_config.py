@@ -4,7 +4,7 @@ non-thinking request."""
 
 from __future__ import annotations
 
-from gateway.protocols.messages_common import RAW_OUTPUT_CONFIG
+from gateway.protocols.messages.common import RAW_OUTPUT_CONFIG
 from gateway.urp import Request
 from transforms.base import Transform, TransformContext, TransformExample
 from transforms.builtin.reasoning_helpers import NO_OPTIONS

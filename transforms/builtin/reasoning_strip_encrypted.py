@@ -13,7 +13,7 @@ never touched (replayed encrypted reasoning is handled by the envelope logic).
 
 from __future__ import annotations
 
-from gateway.protocols.gemini import SIGNATURE as GEMINI_SIGNATURE
+from gateway.protocols.gemini.common import SIGNATURE as GEMINI_SIGNATURE
 from gateway.urp import EnvelopeExtraNode, ReasoningNode, Response, ToolCallNode
 from gateway.urp import events as ev
 from gateway.urp.events import Event, NodeDelta, NodeDone, NodeStart, ResponseDone

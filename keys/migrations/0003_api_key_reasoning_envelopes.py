@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('keys', '0001_initial'),
+        ('keys', '0002_unique_name'),
     ]
 
     operations = [
