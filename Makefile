@@ -58,8 +58,12 @@ test-postgres: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m unit -n 2 $(PYTEST_ARGS)
 
+# ruff (lint and format), mypy held to its baseline (tools/mypy_ratchet.py), the published config schema current.
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tools/mypy_ratchet.py
+	$(BIN)/python manage.py configschema --check
 
 bench: setup
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -87,7 +88,8 @@ ROOT_URLCONF = "gateway.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # the source tree's templates/, or where the wheel installs them
+        "DIRS": [BASE_DIR / "templates", Path(sys.prefix) / "share" / "monogate" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
