@@ -72,10 +72,9 @@ class ReasoningEffortToBudget(Transform):
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         rc = req.reasoning
-        budget = self.budgets.get(rc.effort) if rc is not None and rc.effort else None
-        if budget is None:
+        if rc is None or not rc.effort or rc.effort not in self.budgets:
             return
-        assert rc is not None
+        budget = self.budgets[rc.effort]
         # Where the upstream body's ``thinking`` comes from depends on the codecs: a Chat client's
         # DeepSeek-style object and a Messages client's own object ride on the reasoning config;
         # a Messages upstream otherwise derives it from the effort; else it is a plain top-level field.
