@@ -17,7 +17,7 @@ class GlobalSettingsAdmin(admin.ModelAdmin):
         ("Capture", {"fields": ("capture_enabled", "capture_retention_days", "capture_max_total_mb")}),
         ("Upstream", {"fields": ("request_timeout_seconds", "connect_timeout_seconds",
                                  "upstream_idle_timeout_seconds", "strip_cross_protocol_nested")}),
-        ("Transforms", {"fields": ("global_chain",)}),
+        ("Transforms", {"fields": ("global_chain", "reasoning_effort_suffixes")}),
         (None, {"fields": ("updated_at",)}),
     )
 
@@ -36,7 +36,3 @@ class GlobalSettingsAdmin(admin.ModelAdmin):
         url = reverse("admin:transforms_globaltransformrule_changelist")
         return format_html('<a href="{}">Edit the global chain</a> (runs after provider rules, before API-key rules)',
                            url)
-
-
-# The admin index adds a "Tools" box (playground, capture viewer) above the recent actions.
-admin.site.index_template = "admin/monogate_index.html"

@@ -37,7 +37,7 @@ def _apply_overrides(overrides: Any) -> list[Any]:
     rule (only the fields it gives), one without adds a new rule. Unsaved TransformRule objects;
     nothing is written. Each edited or new rule is validated like the admin would."""
     from transforms.models import TransformRule
-    from transforms.registry import canonical_id
+    from transforms.registry import registry
     from transforms.validation import validate_rule
 
     rules = {r.pk: r for r in TransformRule.objects.select_related("provider", "api_key").order_by("position", "id")}
@@ -69,7 +69,7 @@ def _apply_overrides(overrides: Any) -> list[Any]:
                 if name in ("provider", "api_key"):
                     setattr(rule, f"{name}_id", value)
                 elif name == "transform":
-                    rule.transform = canonical_id(str(value))
+                    rule.transform = registry.canonical_id(str(value))
                 else:
                     setattr(rule, name, value)
         rule_errors = validate_rule(transform=rule.transform, scope=rule.scope, phase=rule.phase,
@@ -114,7 +114,7 @@ def _rule_infos(rules: list[Any]) -> tuple[list[dryrun.RuleInfo], dict[tuple[str
             owner_name = providers.get(owner, "") if rule.scope == "provider" else keys.get(owner, "")
         compiled = compile_rule(rule)
         problem = None
-        cls = registry().get(rule.transform)
+        cls = registry.get(rule.transform)
         if cls is None:
             problem = f"unknown transform {rule.transform!r}"
         elif rule.enabled and compiled is None:

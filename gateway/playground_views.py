@@ -53,7 +53,7 @@ def _choices() -> dict:
         "models": models, "protocols": list(CLIENT_PROTOCOLS), "templates": TEMPLATES, "rules": rules,
         "transforms": {tid: {"phases": list(cls.phases), "scopes": list(cls.scopes), "schema": cls.config_schema,
                              "defaults": cls.with_defaults({}), "name": cls.name.get("en", tid)}
-                       for tid, cls in registry().items()},
+                       for tid, cls in registry.items()},
         "providers": [{"id": p.id, "name": p.name} for p in Provider.objects.order_by("priority", "name")],
     }
 
