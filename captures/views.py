@@ -102,8 +102,8 @@ def _urp_response_diff(dump: dict[str, Any], att: dict[str, Any]) -> jdiff.SideB
         return jdiff.side_by_side("Assembled answers (URP): upstream → client", "Upstream stream, assembled",
                                   before, "Client stream, assembled", after)
     run = (att.get("rule_steps") or {}).get("response")
-    if not run or att.get("response_after_chains") is None:
-        return None
+    if not run or not run.get("steps") or att.get("response_after_chains") is None:
+        return None  # no response rule ran: nothing to compare
     return jdiff.side_by_side("Response chains (URP): before → after", "Before the response rules",
                               run.get("before"), "After the response rules", att.get("response_after_chains"))
 

@@ -60,6 +60,8 @@ def _choices() -> dict:
 
 def playground_page(request: HttpRequest) -> HttpResponse:
     """The admin page; the data it needs is inlined as JSON, the runs go to the REST endpoint."""
-    context = {**admin.site.each_context(request), "title": "Playground",
-               "boot": _choices()}
+    from django.urls import reverse
+
+    boot = {**_choices(), "api_url": reverse("playground")}
+    context = {**admin.site.each_context(request), "title": "Playground", "boot": boot}
     return TemplateResponse(request, "admin/playground.html", context)

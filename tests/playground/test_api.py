@@ -175,3 +175,14 @@ def test_send_for_real_shows_the_response_side(api, db, mock_upstream):
     assert sent["client_response"]["model"] == "gpt-real"
     assert sent["urp_response_after"]["model"]
     assert route.provider.name == rep["routing"]["provider"]
+
+
+def test_admin_page_is_linked_and_staff_only(admin_client, client, setup):
+    index = admin_client.get("/admin/").content.decode()
+    assert 'href="/admin/playground/"' in index
+    page = admin_client.get("/admin/playground/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="pg-boot"' in html and "gpt-play" in html and "/api/playground/" in html
+    assert "sk-upstream-secret-123456" not in html
+    assert client.get("/admin/playground/").status_code == 302  # to the admin login

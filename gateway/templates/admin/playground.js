@@ -2,7 +2,7 @@
   "use strict";
   var boot = JSON.parse(document.getElementById("pg-boot").textContent);
   var $ = function (id) { return document.getElementById(id); };
-  var csrf = (document.cookie.match(/(?:^|; )csrftoken=([^;]+)/) || [])[1] || "";
+  var csrf = ($("pg-csrf") || {}).value || (document.cookie.match(/(?:^|; )csrftoken=([^;]+)/) || [])[1] || "";
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
     Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
