@@ -129,7 +129,8 @@ class ProviderAdmin(admin.ModelAdmin):
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelForm
-    list_display = ("name", "provider", "protocol", "base_url", "weight", "enabled", "key_status", "model_names")
+    list_display = ("name", "provider", "protocol", "base_url", "weight", "enabled", "key_status", "model_names",
+                    "health")
     list_filter = ("protocol", "enabled", "provider")
     search_fields = ("name", "provider__name", "base_url", "models__model", "models__upstream_model")
     list_select_related = ("provider",)
@@ -178,6 +179,28 @@ class ChannelAdmin(admin.ModelAdmin):
     @admin.display(description="Models")
     def model_names(self, obj: Channel) -> str:
         return ", ".join(str(m) for m in obj.models.all()) or "—"
+
+    def changelist_view(self, request, extra_context=None):
+        from providers.health import last_results
+
+        self._health = last_results()  # one Redis read per page, not per row
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="Health")
+    def health(self, obj: Channel) -> str:
+        """The last scheduled probe (GATEWAY_HEALTH_PROBE_SECONDS): OK with latency, or the error."""
+        from datetime import UTC, datetime
+
+        from django.utils.timesince import timesince
+
+        result = getattr(self, "_health", {}).get(obj.pk)
+        if not result:
+            return "—"
+        when = timesince(datetime.fromtimestamp(result.get("checked_at", 0), UTC))
+        if result.get("ok"):
+            return format_html('<span style="color:#146c2e">OK</span> {} ms, {} ago', result.get("latency_ms"), when)
+        return format_html('<span style="color:#b3261e" title="{}">failed</span>: {} ({} ago)',
+                           result.get("error") or "", result.get("error") or "", when)
 
 
 @admin.register(ChannelModel)
