@@ -37,8 +37,12 @@ def _choices() -> dict:
     from keys.models import ApiKey
     from providers.models import ChannelModel, Provider
     from transforms.models import TransformRule
+    from transforms.forms import transforms_for_scope
     from transforms.registry import registry
 
+    form_registry: dict = {}
+    for scope in ("provider", "global", "api_key"):
+        form_registry.update(transforms_for_scope(scope))
     models = sorted(set(ChannelModel.objects.values_list("model", flat=True)))
     rules = []
     order = {"provider": 0, "global": 1, "api_key": 2}  # the order chains run in
@@ -55,6 +59,7 @@ def _choices() -> dict:
                              "defaults": cls.with_defaults({}), "name": cls.name.get("en", tid)}
                        for tid, cls in registry.items()},
         "providers": [{"id": p.id, "name": p.name} for p in Provider.objects.order_by("priority", "name")],
+        "form_registry": form_registry,
     }
 
 
@@ -63,5 +68,7 @@ def playground_page(request: HttpRequest) -> HttpResponse:
     from django.urls import reverse
 
     boot = {**_choices(), "api_url": reverse("playground")}
-    context = {**admin.site.each_context(request), "title": "Playground", "boot": boot}
+    form_registry = boot.pop("form_registry")
+    context = {**admin.site.each_context(request), "title": "Playground", "boot": boot,
+               "form_registry": form_registry}
     return TemplateResponse(request, "admin/playground.html", context)

@@ -42,12 +42,14 @@ def test_playground_dry_run_and_live_rule_edit(page, live_server, admin_user):
     assert '"***"' in page.locator("#pg-upstream-headers").inner_text()  # the channel key is masked
     page.screenshot(path=str(ARTIFACTS / "playground-dry-run.png"), full_page=True)
 
-    # Editing the rule's config re-runs by itself.
-    page.fill(f"#pg-cfg-{inject.pk}", '{"content": "Answer in French.", "position": "prepend"}')
+    # Editing the rule's config in its schema form re-runs by itself.
+    page.fill(f"#pg-form-{inject.pk} .sc-field[data-path=content] textarea", "Answer in French.")
     page.wait_for_function("document.getElementById('pg-upstream-body').textContent.includes('Answer in French.')")
     assert "Be brief." not in page.locator("#pg-upstream-body").inner_text()
     assert "(edited)" in page.locator(f"#pg-match tbody tr[data-rule='{inject.pk}']").inner_text()
-    # An invalid config names the problem next to the rule.
+    assert '"Answer in French."' in page.locator(f"#pg-cfg-{inject.pk}").input_value()
+    # The JSON underneath is editable too; an invalid config names the problem next to the rule.
+    page.locator(f"#pg-rules .rule-ed[data-rule='{inject.pk}'] details.pg-json summary").click()
     page.fill(f"#pg-cfg-{inject.pk}", '{"content": "x", "position": "sideways"}')
     page.wait_for_function(f"document.querySelector('#pg-cfg-{inject.pk}').classList.contains('bad')")
     page.screenshot(path=str(ARTIFACTS / "playground-rule-edit.png"), full_page=True)

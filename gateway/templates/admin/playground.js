@@ -26,6 +26,30 @@
   useTemplate();
 
   // -- rule editors ---------------------------------------------------------------------------
+  var formRegistry = JSON.parse((document.getElementById("pg-form-registry") || {textContent: "{}"}).textContent);
+  function schemaForm(tid, config, ta, id) {
+    if (!formRegistry[tid] || !window.TransformRuleForm) { return null; }
+    var wrap = el("div", {"class": "inline-related pg-rule-form", id: "pg-form-" + id});
+    var picker = el("select", {"class": "transform-picker", hidden: "hidden", "aria-hidden": "true"});
+    var o = el("option", {value: tid}, tid); o.selected = true; picker.appendChild(o);
+    wrap.appendChild(picker);
+    var container = el("div", {"class": "schema-config", "data-registry-id": "pg-form-registry", "data-errors": "[]"});
+    var hidden = el("input", {type: "hidden"}); hidden.value = JSON.stringify(config || {});
+    container.appendChild(hidden);
+    container.appendChild(el("div", {"class": "schema-config-form"}));
+    wrap.appendChild(container);
+    function pull() {
+      var v;
+      try { v = JSON.parse(hidden.value || "{}"); } catch (e) { return; }
+      var cur = null;
+      try { cur = JSON.stringify(JSON.parse(ta.value || "{}")); } catch (e) { cur = null; }
+      if (JSON.stringify(v) !== cur) { ta.value = pretty(v); schedule(); }
+    }
+    container.addEventListener("input", pull);
+    container.addEventListener("change", pull);
+    wrap._init = function () { window.TransformRuleForm.initAll(wrap); };
+    return wrap;
+  }
   var editors = {};
   boot.rules.forEach(function (r) {
     var box = el("div", {"class": "rule-ed", "data-rule": String(r.id)});
@@ -41,7 +65,18 @@
     box.appendChild(head);
     var ta = el("textarea", {id: "pg-cfg-" + r.id, spellcheck: "false", "aria-label": "config of rule " + r.id});
     ta.value = pretty(r.config);
-    box.appendChild(ta);
+    // The admin's schema-generated config form (transforms/rule_form.js) when the transform is
+    // known; the JSON text stays available underneath and is what the run sends.
+    var formBox = schemaForm(r.transform, r.config, ta, r.id);
+    if (formBox) {
+      box.appendChild(formBox);
+      var det = el("details", {"class": "pg-json"});
+      det.appendChild(el("summary", {}, "config as JSON"));
+      det.appendChild(ta);
+      box.appendChild(det);
+    } else {
+      box.appendChild(ta);
+    }
     var msg = el("div", {"class": "err"});
     box.appendChild(msg);
     $("pg-rules").appendChild(box);
@@ -50,6 +85,7 @@
     ta.addEventListener("input", schedule);
   });
   if (!boot.rules.length) { $("pg-rules").appendChild(el("p", {"class": "muted"}, "No rules configured.")); }
+  Array.prototype.forEach.call(document.querySelectorAll(".pg-rule-form"), function (w) { if (w._init) { w._init(); } });
 
   // -- unsaved new rules ------------------------------------------------------------------------
   var added = [], addedSeq = 0;
