@@ -36,8 +36,8 @@ class PlaygroundView(APIView):
 def _choices() -> dict:
     from keys.models import ApiKey
     from providers.models import ChannelModel, Provider
-    from transforms.models import TransformRule
     from transforms.forms import transforms_for_scope
+    from transforms.models import TransformRule
     from transforms.registry import registry
 
     form_registry: dict = {}
