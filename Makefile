@@ -29,11 +29,11 @@ migrate: setup
 
 # make demo (re)applies config/demo.yaml; make run loads it only into an empty database.
 demo: migrate
-	$(BIN)/python manage.py loadconfig config/demo.yaml
+	MOCK_PORT=$(MOCK_PORT) $(BIN)/python manage.py loadconfig config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 
 run: migrate
-	$(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
+	MOCK_PORT=$(MOCK_PORT) $(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 	@$(BIN)/python manage.py mockupstream --host $(HOST) --port $(MOCK_PORT) & echo $$! > data/mock.pid
 	@echo ""

@@ -53,6 +53,7 @@ from django.db import transaction
 from django.db.models import Model, QuerySet
 
 from gateway.configdump import dump  # re-exported: the file format's other half
+from gateway.configenv import substitute
 from gateway.configschema import API_KEY, PROVIDER, check_structure
 from gateway.models import GlobalSettings
 from gateway.services import write_settings
@@ -112,6 +113,9 @@ def read_file(path: str | Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"(file): cannot read {path}: {exc.strerror or exc}"]) from exc
+    text, errors = substitute(text)
+    if errors:
+        raise ConfigError(errors)
     return parse_text(text, json_format=path.suffix.lower() == ".json")
 
 

@@ -344,3 +344,19 @@ def test_loadconfig_if_empty_never_undoes_an_operators_edits(tmp_path):
     call_command("loadconfig", "config/demo.yaml", "--if-empty", stdout=out)
     assert "Skipped" in out.getvalue()
     assert Provider.objects.get(name="demo-chat").priority == 77
+
+
+def test_environment_references_in_config_files(tmp_path):
+    from gateway.configenv import substitute
+
+    text, errors = substitute("a: ${PORT:-9100}\nb: ${KEY}\nc: $${LITERAL}\nd: ${MISSING}\n", {"KEY": "s3cret"})
+    assert text == "a: 9100\nb: s3cret\nc: ${LITERAL}\nd: \n"
+    assert errors == ["(file): line 4: environment variable MISSING is not set (write ${MISSING:-default} "
+                      "to give a default)"]
+
+
+@pytest.mark.django_db
+def test_demo_follows_mock_port(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOCK_PORT", "9555")
+    call_command("loadconfig", "config/demo.yaml", stdout=io.StringIO())
+    assert {c.base_url.split("/")[2] for c in Channel.objects.all()} == {"127.0.0.1:9555"}
