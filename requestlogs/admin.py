@@ -11,14 +11,19 @@ ordinary list filters; the search box covers request ids, client IP and model.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from django.contrib import admin, messages
 from django.http import HttpRequest
-from django.urls import reverse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from requestlogs import filters
 from requestlogs.models import RequestLog
 from requestlogs.totals import TOKEN_FIELDS, cost_text, totals
+from requestlogs.usage import GROUPS, METRICS, summarise, svg_chart
 
 EXTRA_PARAMS = ("model", "time_from", "time_to", "api_key", "owner")
 
@@ -67,6 +72,41 @@ class RequestLogAdmin(admin.ModelAdmin):
                 return qs.none()
         return qs
 
+    # -- usage summaries ---------------------------------------------------------------------
+    def get_urls(self):
+        usage = self.admin_site.admin_view(self.usage_view)
+        return [path("usage/", usage, name="requestlogs_requestlog_usage"), *super().get_urls()]
+
+    def usage_view(self, request: HttpRequest):
+        """Requests, tokens and cost by day and model, per key or per owner, with a chart.
+        Parameters: ``group`` (key, owner), ``metric`` (cost, tokens, requests), ``days`` (30),
+        and the list filters (``api_key``, ``owner``, ``model``, ``time_from``/``time_to``)."""
+        group = request.GET.get("group") if request.GET.get("group") in GROUPS else "key"
+        metric = request.GET.get("metric") if request.GET.get("metric") in METRICS else "cost"
+        raw_days = request.GET.get("days", "30")
+        days = min(int(raw_days), 366) if raw_days.isdigit() and int(raw_days) > 0 else 30
+        params = {k: request.GET[k] for k in EXTRA_PARAMS if (request.GET.get(k) or "").strip()}
+        qs = super().get_queryset(request)
+        error = None
+        try:
+            qs = filters.apply(qs, params)
+            until = (filters.parse_time("time_to", params["time_to"]) if "time_to" in params
+                     else datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1))
+            since = (filters.parse_time("time_from", params["time_from"]) if "time_from" in params
+                     else until - timedelta(days=days))
+        except filters.FilterError as exc:
+            error = f"{exc.param}: {exc.message}"
+            qs = qs.none()
+            until = datetime.now(UTC)
+            since = until - timedelta(days=days)
+        summary = summarise(qs, group, since, until)
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Usage by day and model",
+                   "summary": summary, "chart": mark_safe(svg_chart(summary, metric)),  # escaped inside
+                   "group": group, "metric": metric, "days": days, "params": params, "error": error,
+                   "groups": list(GROUPS), "metrics": METRICS, "since": since, "until": until,
+                   "totals": _summary_totals(summary)}
+        return TemplateResponse(request, "admin/requestlogs/requestlog/usage.html", context)
+
     # -- columns ----------------------------------------------------------------------------
     @admin.display(description="Cost (USD)", ordering="cost_nano")
     def cost_display(self, obj: RequestLog) -> str:
@@ -86,3 +126,14 @@ class RequestLogAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+def _summary_totals(summary) -> dict:
+    from decimal import Decimal
+
+    from requestlogs.models import NANO
+
+    return {"requests": sum(r.requests for r in summary.rows),
+            "input_tokens": sum(r.input_tokens for r in summary.rows),
+            "output_tokens": sum(r.output_tokens for r in summary.rows),
+            "cost": format((Decimal(sum(r.cost_nano for r in summary.rows)) * NANO).quantize(NANO), "f")}
