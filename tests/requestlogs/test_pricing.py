@@ -91,3 +91,22 @@ def test_bad_prices_name_the_path_and_write_nothing(price, message):
     assert "providers[0].channels[0].models[0].price" in str(info.value)
     assert message in str(info.value)
     assert not Provider.objects.exists()
+
+
+@pytest.mark.django_db
+def test_prices_through_the_rest_api(django_user_model):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("ops", password="pw-12345678", is_staff=True))
+    body = {"name": "rest-acme", "multiplier": "0.5", "channels": [
+        {"name": "c", "protocol": "chat_completion", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-up",
+         "models": [{"model": "m", "price": {"input": "2.50", "output": "10"}}]}]}
+    resp = client.post("/api/providers/", body, format="json")
+    assert resp.status_code == 201, resp.data
+    assert resp.data["channels"][0]["models"][0]["price"] == {"input": "2.50", "output": "10"}
+    assert D(resp.data["multiplier"]) == D("0.5")
+    body["name"] = "rest-bad"
+    body["channels"][0]["models"][0]["price"] = {"input": "cheap"}
+    resp = client.post("/api/providers/", body, format="json")
+    assert resp.status_code == 400 and "price" in str(resp.data)
