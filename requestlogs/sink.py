@@ -42,10 +42,11 @@ class Writer(HandOff):
     stats = STATS
     log = log
 
-    def record_id(self, record: dict[str, Any]) -> str:
+    def record_id(self, record: Any) -> str:
         return str(record.get("request_id", ""))
 
-    payload_id = record_id
+    def payload_id(self, payload: Any) -> str:
+        return str(payload.get("request_id", ""))
 
     def encode_spool(self, payload: dict[str, Any]) -> bytes:
         return orjson.dumps(payload)

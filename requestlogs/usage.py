@@ -63,7 +63,7 @@ def summarise(qs: QuerySet, group: str, since: datetime, until: datetime) -> Sum
             for r in names]
     labels = _group_names(group, {r.group_id for r in rows if r.group_id is not None}, qs)
     for r in rows:
-        r.group_name = labels.get(r.group_id, "(none)" if r.group_id is None else f"#{r.group_id}")
+        r.group_name = "(none)" if r.group_id is None else labels.get(r.group_id, f"#{r.group_id}")
     first = since.date()
     days = [first + timedelta(days=i) for i in range((until.date() - first).days + (1 if until.time() else 0))]
     return Summary(rows=rows, days=days)
