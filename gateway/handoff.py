@@ -48,6 +48,11 @@ class HandOff:
     spool_max_bytes = 256 * 1024 * 1024
     retry_seconds = 2.0
     claim_ttl = CLAIM_TTL
+    # Seconds to wait for more records once one arrived (0: write what is there at once).
+    linger_seconds = 0.0
+    # Seconds of idleness before the database connection is given back (0: after every batch
+    # that empties the queue; opening a connection again costs more than a small insert).
+    idle_release_seconds = 0.0
     stats: Counter[str] = Counter()  # submitted, persisted, published, spooled, retried, dropped
     log = logging.getLogger("gateway.handoff")
 
@@ -108,12 +113,26 @@ class HandOff:
     # -- writer thread ------------------------------------------------------------------------
     def _run(self) -> None:
         next_retry = time.monotonic()
+        holding_db = False  # a database connection is open since the last batch
         while True:
             timeout = max(0.05, next_retry - time.monotonic()) if self._spool_pending() else None
+            if holding_db:
+                timeout = self.idle_release_seconds if timeout is None else min(timeout, self.idle_release_seconds)
             try:
                 batch = [self.queue.get(timeout=timeout)]
             except queue.Empty:
                 batch = []
+                if holding_db and self.queue.empty():
+                    self._release_db()
+                    holding_db = False
+            if batch and self.linger_seconds:
+                # Let a burst gather: one transaction for many rows costs little more than one.
+                deadline = time.monotonic() + self.linger_seconds
+                while len(batch) < self.batch_max and (left := deadline - time.monotonic()) > 0:
+                    try:
+                        batch.append(self.queue.get(timeout=left))
+                    except queue.Empty:
+                        break
             while batch and len(batch) < self.batch_max:  # whatever else is waiting goes in one write
                 try:
                     batch.append(self.queue.get_nowait())
@@ -126,8 +145,10 @@ class HandOff:
                 except Exception:  # the thread must survive anything
                     self.log.exception("%s writer failed on a batch", self.label)
                 finally:
-                    if self.queue.empty():
+                    holding_db = True
+                    if self.idle_release_seconds <= 0 and self.queue.empty():
                         self._release_db()
+                        holding_db = False
                     self.busy = False
                     for _ in batch:
                         self.queue.task_done()
@@ -139,6 +160,7 @@ class HandOff:
                     self.log.exception("%s spool retry failed", self.label)
                 finally:
                     self._release_db()
+                    holding_db = False
                     self.busy = False
                 next_retry = time.monotonic() + self.retry_seconds
 

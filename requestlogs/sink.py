@@ -36,6 +36,8 @@ class Writer(HandOff):
     spool_name = "requestlog-spool"
     suffix = ".row"
     batch_max = 200
+    linger_seconds = 0.05  # rows are small and many: gather a burst into one insert
+    idle_release_seconds = 1.0
     queue_max = gateway_settings.REQUEST_LOG_QUEUE_MAX
     spool_max_bytes = int(gateway_settings.REQUEST_LOG_SPOOL_MAX_MB * 1024 * 1024)
     retry_seconds = gateway_settings.REQUEST_LOG_RETRY_SECONDS

@@ -1,15 +1,43 @@
-"""Writing request-log rows: shared by the Celery task and the in-process writer."""
+"""Writing request-log rows: shared by the Celery task and the in-process writer.
+
+One ``INSERT ... ON CONFLICT (request_id) DO NOTHING`` with ``executemany`` per batch, in one
+transaction: idempotent by request id (a batch delivered twice stores each row once), and several
+times cheaper in CPU than ``bulk_create`` (which builds a model instance and runs every field's
+``get_db_prep_save`` per row). Without Redis this runs in the gateway process, so its CPU is the
+event loop's too. Values are adapted with the backend's own ``connection.ops`` helpers, so the
+same code writes SQLite and PostgreSQL.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, models, transaction
 
 from requestlogs.models import RequestLog
 
-_FIELDS = {f.attname for f in RequestLog._meta.concrete_fields} - {"id", "created_at", "owner_id"}
+_COLUMNS = [f for f in RequestLog._meta.concrete_fields if not f.primary_key]
+
+
+def _adapter(field: models.Field) -> Callable[[Any], Any]:
+    ops = connection.ops
+    if isinstance(field, models.JSONField):
+        return lambda v: ops.adapt_json_value(v, None)
+    if isinstance(field, models.DateTimeField):
+        return lambda v: ops.adapt_datetimefield_value(datetime.fromtimestamp(float(v), UTC))
+    if isinstance(field, models.GenericIPAddressField):
+        return lambda v: ops.adapt_ipaddressfield_value(v or None)
+    return lambda v: v
+
+
+def _insert_sql() -> str:
+    qn = connection.ops.quote_name
+    cols = ", ".join(qn(f.column) for f in _COLUMNS)
+    marks = ", ".join(["%s"] * len(_COLUMNS))
+    return (f"INSERT INTO {qn(RequestLog._meta.db_table)} ({cols}) VALUES ({marks}) "
+            f"ON CONFLICT ({qn('request_id')}) DO NOTHING")
 
 
 def save_rows(rows: list[dict[str, Any]]) -> int:
@@ -20,12 +48,15 @@ def save_rows(rows: list[dict[str, Any]]) -> int:
 
     key_ids = {r.get("api_key_id") for r in rows if r.get("api_key_id") is not None}
     owners = dict(ApiKey.objects.filter(pk__in=key_ids).values_list("pk", "owner_id")) if key_ids else {}
-    objs = []
+    plan = []
+    for f in _COLUMNS:
+        default = f.get_default() if f.has_default() else None
+        plan.append((f.attname, _adapter(f), default))
+    values = []
     for r in rows:
-        values = {k: v for k, v in r.items() if k in _FIELDS}
-        values["created_at"] = datetime.fromtimestamp(float(r["created_at"]), UTC)
-        values["owner_id"] = owners.get(r.get("api_key_id"))
-        objs.append(RequestLog(**values))
-    with transaction.atomic():
-        RequestLog.objects.bulk_create(objs, ignore_conflicts=True)
-    return len(objs)
+        r = {**r, "owner_id": owners.get(r.get("api_key_id"))}
+        values.append(tuple(adapt(r[name]) if r.get(name) is not None else (
+            adapt(default) if default is not None else None) for name, adapt, default in plan))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(_insert_sql(), values)
+    return len(rows)
