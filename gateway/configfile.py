@@ -82,8 +82,12 @@ class LoadReport:
     updated: dict[str, list[str]] = field(default_factory=dict)
     deleted: dict[str, list[str]] = field(default_factory=dict)
     generated_secrets: dict[str, str] = field(default_factory=dict)
+    keyless_channels: list[str] = field(default_factory=list)  # created without an upstream key
 
     def note(self, kind: str, what: str, name: str) -> None:
+        if what == "keyless":
+            self.keyless_channels.append(name)
+            return
         getattr(self, what).setdefault(kind, []).append(name)
 
     def summary(self) -> str:
