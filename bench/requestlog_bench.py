@@ -48,20 +48,30 @@ def main() -> None:
     sunk: list = []
     rl.sink.submit = sunk.append  # measure the recorder alone first
     factory = rl.make_factory(True)
-    price = ModelPrice(input=Decimal("3"), output=Decimal("15"), cache_read=Decimal("0.3"), multiplier=Decimal("1.5"))
+    price = ModelPrice(
+        input=Decimal("3"), output=Decimal("15"), cache_read=Decimal("0.3"), multiplier=Decimal("1.5")
+    )
     provider = SimpleNamespace(id=1, name="acme")
     channel = SimpleNamespace(id=2, name="main", prices={"gpt-4o": price})
     att = SimpleNamespace(provider=provider, channel=channel, upstream_model="gpt-4o-2024")
     call = SimpleNamespace(logical_model="gpt-4o", client_stream=False)
     key = SimpleNamespace(id=7, name="k", capture_mode="off")
     snap = SimpleNamespace(settings=SimpleNamespace(capture_enabled=False))
-    resp = Response(id="r", model="gpt-4o", usage=Usage(input_tokens=1200, output_tokens=300, cache_read_tokens=200))
+    resp = Response(
+        id="r", model="gpt-4o", usage=Usage(input_tokens=1200, output_tokens=300, cache_read_tokens=200)
+    )
     body = b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
 
     def one() -> None:
-        ex = SimpleNamespace(t0=time.perf_counter(), request_id="0123456789abcdef0123456789abcdef",
-                             client_request_id=None, protocol="chat_completion", client=("127.0.0.1", 5000),
-                             finished=True, status=200)
+        ex = SimpleNamespace(
+            t0=time.perf_counter(),
+            request_id="0123456789abcdef0123456789abcdef",
+            client_request_id=None,
+            protocol="chat_completion",
+            client=("127.0.0.1", 5000),
+            finished=True,
+            status=200,
+        )
         rec = factory(ex, snap, key, body)
         rec.on_request_decoded(call)
         rec.on_attempt_start(att)
@@ -96,8 +106,20 @@ def main() -> None:
         q.put_nowait(row)
         submit.append((time.perf_counter() - t) * 1e6)
 
-    rec = factory(SimpleNamespace(t0=0.0, request_id="x", client_request_id=None, protocol="chat_completion",
-                                  client=None, finished=True, status=200), snap, key, body)
+    rec = factory(
+        SimpleNamespace(
+            t0=0.0,
+            request_id="x",
+            client_request_id=None,
+            protocol="chat_completion",
+            client=None,
+            finished=True,
+            status=200,
+        ),
+        snap,
+        key,
+        body,
+    )
     batch = [NodeDelta(index=0, kind="text", delta="hello ")]
     stream = timed(lambda: rec.on_response_events(batch), n)
 

@@ -89,8 +89,9 @@ class Writer(HandOff):
         if settings.REDIS_URL:
             app = self.celery_app()
             for meta, blob in rows:
-                app.send_task(TASK_NAME, args=[meta, base64.b64encode(blob).decode()], queue=TASK_QUEUE,
-                              retry=False)
+                app.send_task(
+                    TASK_NAME, args=[meta, base64.b64encode(blob).decode()], queue=TASK_QUEUE, retry=False
+                )
                 STATS["published"] += 1
             return
         self._save_rows(rows)

@@ -100,8 +100,12 @@ class HandOff:
             self.stats["submitted"] += 1
         except queue.Full:
             self.stats["dropped"] += 1
-            self.log.warning("%s dropped: writer queue full (%d records); request_id=%s",
-                             self.label, self.queue_max, self.record_id(record))
+            self.log.warning(
+                "%s dropped: writer queue full (%d records); request_id=%s",
+                self.label,
+                self.queue_max,
+                self.record_id(record),
+            )
 
     def _start(self) -> None:
         with self.lock:
@@ -117,7 +121,9 @@ class HandOff:
         while True:
             timeout = max(0.05, next_retry - time.monotonic()) if self._spool_pending() else None
             if holding_db:
-                timeout = self.idle_release_seconds if timeout is None else min(timeout, self.idle_release_seconds)
+                timeout = (
+                    self.idle_release_seconds if timeout is None else min(timeout, self.idle_release_seconds)
+                )
             try:
                 batch = [self.queue.get(timeout=timeout)]
             except queue.Empty:
@@ -184,7 +190,9 @@ class HandOff:
                 built.append(self.prepare(record))
             except Exception:
                 self.stats["dropped"] += 1
-                self.log.exception("%s dropped: could not build request_id=%s", self.label, self.record_id(record))
+                self.log.exception(
+                    "%s dropped: could not build request_id=%s", self.label, self.record_id(record)
+                )
         if not built:
             return
         if self._spool_pending():
@@ -204,8 +212,12 @@ class HandOff:
             try:
                 self.deliver([payload])
             except Exception as exc:
-                self.log.warning("%s delivery failed, spooling request_id=%s: %r", self.label,
-                                 self.payload_id(payload), exc)
+                self.log.warning(
+                    "%s delivery failed, spooling request_id=%s: %r",
+                    self.label,
+                    self.payload_id(payload),
+                    exc,
+                )
                 self._spool(payload)
 
     def celery_app(self):
@@ -297,7 +309,9 @@ class HandOff:
                 self.deliver([payload])
             except Exception as exc:
                 claimed.rename(path)
-                self.log.info("spooled %s still undeliverable (%r); %d waiting", self.label, exc, len(files) - done)
+                self.log.info(
+                    "spooled %s still undeliverable (%r); %d waiting", self.label, exc, len(files) - done
+                )
                 return done
             claimed.unlink(missing_ok=True)
             self.stats["retried"] += 1

@@ -30,8 +30,21 @@ EXTRA_PARAMS = ("model", "time_from", "time_to", "api_key", "owner")
 
 @admin.register(RequestLog)
 class RequestLogAdmin(admin.ModelAdmin):
-    list_display = ("created_at", "request_id", "api_key_name", "logical_model", "provider", "channel", "status",
-                    "http_status", "input_tokens", "output_tokens", "cost_display", "duration_ms", "capture_link")
+    list_display = (
+        "created_at",
+        "request_id",
+        "api_key_name",
+        "logical_model",
+        "provider",
+        "channel",
+        "status",
+        "http_status",
+        "input_tokens",
+        "output_tokens",
+        "cost_display",
+        "duration_ms",
+        "capture_link",
+    )
     list_filter = ("status", "client_protocol", "stream", "cost_estimated", "api_key", "owner")
     search_fields = ("request_id", "x_request_id", "client_request_id", "client_ip", "logical_model")
     date_hierarchy = "created_at"
@@ -52,8 +65,10 @@ class RequestLogAdmin(admin.ModelAdmin):
             request.GET = query
             request.META["QUERY_STRING"] = query.urlencode()
         request._requestlog_params = params
-        response = super().changelist_view(request, extra_context={**(extra_context or {}), "extra_params": params,
-                                                                   "token_fields": TOKEN_FIELDS})
+        response = super().changelist_view(
+            request,
+            extra_context={**(extra_context or {}), "extra_params": params, "token_fields": TOKEN_FIELDS},
+        )
         cl = getattr(response, "context_data", {}).get("cl") if hasattr(response, "context_data") else None
         if cl is not None:
             sums = totals(cl.queryset)
@@ -90,21 +105,39 @@ class RequestLogAdmin(admin.ModelAdmin):
         error = None
         try:
             qs = filters.apply(qs, params)
-            until = (filters.parse_time("time_to", params["time_to"]) if "time_to" in params
-                     else datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1))
-            since = (filters.parse_time("time_from", params["time_from"]) if "time_from" in params
-                     else until - timedelta(days=days))
+            until = (
+                filters.parse_time("time_to", params["time_to"])
+                if "time_to" in params
+                else datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+            )
+            since = (
+                filters.parse_time("time_from", params["time_from"])
+                if "time_from" in params
+                else until - timedelta(days=days)
+            )
         except filters.FilterError as exc:
             error = f"{exc.param}: {exc.message}"
             qs = qs.none()
             until = datetime.now(UTC)
             since = until - timedelta(days=days)
         summary = summarise(qs, group, since, until)
-        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Usage by day and model",
-                   "summary": summary, "chart": mark_safe(svg_chart(summary, metric)),  # escaped inside
-                   "group": group, "metric": metric, "days": days, "params": params, "error": error,
-                   "groups": list(GROUPS), "metrics": METRICS, "since": since, "until": until,
-                   "totals": _summary_totals(summary)}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Usage by day and model",
+            "summary": summary,
+            "chart": mark_safe(svg_chart(summary, metric)),  # escaped inside
+            "group": group,
+            "metric": metric,
+            "days": days,
+            "params": params,
+            "error": error,
+            "groups": list(GROUPS),
+            "metrics": METRICS,
+            "since": since,
+            "until": until,
+            "totals": _summary_totals(summary),
+        }
         return TemplateResponse(request, "admin/requestlogs/requestlog/usage.html", context)
 
     # -- columns ----------------------------------------------------------------------------
@@ -133,7 +166,9 @@ def _summary_totals(summary) -> dict:
 
     from requestlogs.models import NANO
 
-    return {"requests": sum(r.requests for r in summary.rows),
-            "input_tokens": sum(r.input_tokens for r in summary.rows),
-            "output_tokens": sum(r.output_tokens for r in summary.rows),
-            "cost": format((Decimal(sum(r.cost_nano for r in summary.rows)) * NANO).quantize(NANO), "f")}
+    return {
+        "requests": sum(r.requests for r in summary.rows),
+        "input_tokens": sum(r.input_tokens for r in summary.rows),
+        "output_tokens": sum(r.output_tokens for r in summary.rows),
+        "cost": format((Decimal(sum(r.cost_nano for r in summary.rows)) * NANO).quantize(NANO), "f"),
+    }

@@ -23,11 +23,38 @@ class RequestLogSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = RequestLog
-        fields = ["request_id", "x_request_id", "client_request_id", "created_at", "api_key", "api_key_name",
-                  "owner", "client_protocol", "stream", "client_ip", "status", "http_status", "error_code",
-                  "error_message", "logical_model", "upstream_model", "provider", "channel", "attempts",
-                  "affinity", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-                  "reasoning_tokens", "cost", "cost_estimated", "duration_ms", "ttfb_ms", "has_capture"]
+        fields = [
+            "request_id",
+            "x_request_id",
+            "client_request_id",
+            "created_at",
+            "api_key",
+            "api_key_name",
+            "owner",
+            "client_protocol",
+            "stream",
+            "client_ip",
+            "status",
+            "http_status",
+            "error_code",
+            "error_message",
+            "logical_model",
+            "upstream_model",
+            "provider",
+            "channel",
+            "attempts",
+            "affinity",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+            "cost",
+            "cost_estimated",
+            "duration_ms",
+            "ttfb_ms",
+            "has_capture",
+        ]
 
     def get_cost(self, obj: RequestLog) -> str | None:
         return cost_text(obj.cost)
@@ -89,8 +116,10 @@ class RequestLogDetailView(generics.GenericAPIView):
 
     def get(self, request, request_id: str):
         qs = _visible(request)
-        row = qs.filter(request_id=request_id).first() or qs.filter(x_request_id=request_id).order_by(
-            "-created_at", "-id").first()
+        row = (
+            qs.filter(request_id=request_id).first()
+            or qs.filter(x_request_id=request_id).order_by("-created_at", "-id").first()
+        )
         if row is None:
             raise Http404("no such request log")
         return Response(self.get_serializer(row).data)

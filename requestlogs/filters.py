@@ -54,17 +54,25 @@ def parse_time(param: str, value: str) -> datetime:
         parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
         return parsed.astimezone(UTC)  # an offset may push a date past the calendar's ends
     except (ValueError, OverflowError):
-        raise FilterError(param, "invalid_time_filter",
-                          f"{param} must be an ISO 8601 date-time, such as 2026-01-31T12:00:00Z") from None
+        raise FilterError(
+            param,
+            "invalid_time_filter",
+            f"{param} must be an ISO 8601 date-time, such as 2026-01-31T12:00:00Z",
+        ) from None
 
 
 def model_terms(value: str) -> list[str]:
     terms = [t.strip() for t in value.split(",") if t.strip()]
     if len(terms) > MAX_MODEL_TERMS:
-        raise FilterError("model", "request_log_model_filter_too_many_terms",
-                          f"model takes at most {MAX_MODEL_TERMS} comma-separated terms")
+        raise FilterError(
+            "model",
+            "request_log_model_filter_too_many_terms",
+            f"model takes at most {MAX_MODEL_TERMS} comma-separated terms",
+        )
     if any(len(t) > MAX_TEXT for t in terms):
-        raise FilterError("model", "invalid_model_filter", f"a model term is longer than {MAX_TEXT} characters")
+        raise FilterError(
+            "model", "invalid_model_filter", f"a model term is longer than {MAX_TEXT} characters"
+        )
     return terms
 
 
@@ -82,7 +90,9 @@ def apply(qs: QuerySet, params: Mapping[str, str], *, staff: bool = True) -> Que
     status = (params.get("status") or "").strip()
     if status:
         if status not in Status.values:
-            raise FilterError("status", "invalid_status", f"status must be one of: {', '.join(Status.values)}")
+            raise FilterError(
+                "status", "invalid_status", f"status must be one of: {', '.join(Status.values)}"
+            )
         qs = qs.filter(status=status)
     for param in ("api_key", "key"):
         if (params.get(param) or "").strip():
@@ -108,7 +118,11 @@ def apply(qs: QuerySet, params: Mapping[str, str], *, staff: bool = True) -> Que
     if search:
         if len(search) > MAX_TEXT:
             raise FilterError("search", "invalid_search", f"search is longer than {MAX_TEXT} characters")
-        qs = qs.filter(Q(request_id__icontains=search) | Q(x_request_id__icontains=search)
-                       | Q(client_request_id__icontains=search) | Q(client_ip__icontains=search)
-                       | Q(logical_model__icontains=search))
+        qs = qs.filter(
+            Q(request_id__icontains=search)
+            | Q(x_request_id__icontains=search)
+            | Q(client_request_id__icontains=search)
+            | Q(client_ip__icontains=search)
+            | Q(logical_model__icontains=search)
+        )
     return qs

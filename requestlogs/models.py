@@ -42,31 +42,61 @@ class RequestLogQuerySet(models.QuerySet):
 
 class RequestLog(models.Model):
     # -- identity
-    request_id = models.CharField(max_length=64, unique=True,
-                                  help_text="The gateway's own id for the request (stable: makes writes idempotent).")
+    request_id = models.CharField(
+        max_length=64,
+        unique=True,
+        help_text="The gateway's own id for the request (stable: makes writes idempotent).",
+    )
     x_request_id = models.CharField(
-        max_length=256, blank=True, default="",
-        help_text="The x-request-id echoed to the client (the client's own when it sent one); captures use it.")
-    client_request_id = models.CharField(max_length=256, blank=True, default="",
-                                         help_text="The client's x-request-id header, when it sent one.")
+        max_length=256,
+        blank=True,
+        default="",
+        help_text="The x-request-id echoed to the client (the client's own when it sent one); captures use it.",
+    )
+    client_request_id = models.CharField(
+        max_length=256,
+        blank=True,
+        default="",
+        help_text="The client's x-request-id header, when it sent one.",
+    )
     created_at = models.DateTimeField(help_text="When processing started.")
-    api_key = models.ForeignKey("keys.ApiKey", null=True, blank=True, on_delete=models.DO_NOTHING,
-                                db_constraint=False, related_name="+")
+    api_key = models.ForeignKey(
+        "keys.ApiKey",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
     api_key_name = models.CharField(max_length=256, blank=True, default="")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DO_NOTHING,
-                              db_constraint=False, related_name="+", help_text="The key's owner when the row was written.")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+        help_text="The key's owner when the row was written.",
+    )
     client_protocol = models.CharField(max_length=32, blank=True, default="")
     stream = models.BooleanField(default=False)
     client_ip = models.GenericIPAddressField(null=True, blank=True)
     # -- routing
     logical_model = models.CharField(max_length=256, blank=True, default="")
     upstream_model = models.CharField(max_length=256, blank=True, default="")
-    provider = models.CharField(max_length=100, blank=True, default="", help_text="The provider that served (name).")
-    channel = models.CharField(max_length=100, blank=True, default="", help_text="The channel that served (name).")
+    provider = models.CharField(
+        max_length=100, blank=True, default="", help_text="The provider that served (name)."
+    )
+    channel = models.CharField(
+        max_length=100, blank=True, default="", help_text="The channel that served (name)."
+    )
     provider_ref = models.BigIntegerField(null=True, blank=True, help_text="The serving provider's id.")
     channel_ref = models.BigIntegerField(null=True, blank=True, help_text="The serving channel's id.")
-    attempts = models.JSONField(default=list, blank=True,
-                                help_text="Every upstream attempt in order: provider, channel, status, error, duration.")
+    attempts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Every upstream attempt in order: provider, channel, status, error, duration.",
+    )
     affinity = models.BooleanField(default=False, help_text="Whether an affinity binding chose the channel.")
     # -- usage and cost
     input_tokens = models.PositiveBigIntegerField(default=0)
@@ -74,17 +104,21 @@ class RequestLog(models.Model):
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     cache_write_tokens = models.PositiveBigIntegerField(default=0)
     reasoning_tokens = models.PositiveBigIntegerField(default=0)
-    cost_nano = models.BigIntegerField(null=True, blank=True,
-                                       help_text="Cost in nano-USD (10^-9); empty when the model has no price.")
-    cost_estimated = models.BooleanField(default=False,
-                                         help_text="Usage was estimated (the upstream reported none).")
+    cost_nano = models.BigIntegerField(
+        null=True, blank=True, help_text="Cost in nano-USD (10^-9); empty when the model has no price."
+    )
+    cost_estimated = models.BooleanField(
+        default=False, help_text="Usage was estimated (the upstream reported none)."
+    )
     # -- outcome and timing
     status = models.CharField(max_length=16, choices=Status.choices)
     http_status = models.PositiveSmallIntegerField(default=0, help_text="The HTTP status the client got.")
     error_code = models.CharField(max_length=100, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
     duration_ms = models.FloatField(default=0.0)
-    ttfb_ms = models.FloatField(null=True, blank=True, help_text="First byte sent to the client, from the start.")
+    ttfb_ms = models.FloatField(
+        null=True, blank=True, help_text="First byte sent to the client, from the start."
+    )
     has_capture = models.BooleanField(default=False, help_text="A capture was recorded for this request.")
 
     objects = RequestLogQuerySet.as_manager()

@@ -51,11 +51,14 @@ def _scaled(price: ModelPrice) -> tuple[int, int, int, int, int, int]:
         return hit[1]
     inp = price.input if price.input is not None else Decimal(0)
     out = price.output if price.output is not None else Decimal(0)
-    values = (_to_int(inp, _PRICE_SCALE), _to_int(out, _PRICE_SCALE),
-              _to_int(price.cache_read if price.cache_read is not None else inp, _PRICE_SCALE),
-              _to_int(price.cache_write if price.cache_write is not None else inp, _PRICE_SCALE),
-              _to_int(price.reasoning if price.reasoning is not None else out, _PRICE_SCALE),
-              _to_int(price.multiplier, _MUL_SCALE))
+    values = (
+        _to_int(inp, _PRICE_SCALE),
+        _to_int(out, _PRICE_SCALE),
+        _to_int(price.cache_read if price.cache_read is not None else inp, _PRICE_SCALE),
+        _to_int(price.cache_write if price.cache_write is not None else inp, _PRICE_SCALE),
+        _to_int(price.reasoning if price.reasoning is not None else out, _PRICE_SCALE),
+        _to_int(price.multiplier, _MUL_SCALE),
+    )
     if len(_scaled_cache) > 4096:
         _scaled_cache.clear()
     _scaled_cache[id(price)] = (price, values)
@@ -71,8 +74,13 @@ def cost_nano(tokens: Tokens, price: ModelPrice) -> int:
     uncached = inp - cache_read - cache_write
     out = max(tokens.output, 0)
     reasoning = min(max(tokens.reasoning, 0), out)
-    total = (uncached * p_in + cache_read * p_read + cache_write * p_write + (out - reasoning) * p_out
-             + reasoning * p_reason) * mul
+    total = (
+        uncached * p_in
+        + cache_read * p_read
+        + cache_write * p_write
+        + (out - reasoning) * p_out
+        + reasoning * p_reason
+    ) * mul
     return (total + _ONE_NANO // 2) // _ONE_NANO
 
 

@@ -45,9 +45,24 @@ class RequestLogRecorder(Recorder):
     sequential); ``usage`` the upstream's reported usage (``None`` before, ``False`` when the
     upstream said it sent none)."""
 
-    __slots__ = ("ex", "key", "created_at", "body_len", "capture", "logical_model", "stream", "attempt",
-                 "upstream_status", "attempt_t", "attempts", "usage", "completed", "out_chars", "ttfb",
-                 "stream_error")
+    __slots__ = (
+        "ex",
+        "key",
+        "created_at",
+        "body_len",
+        "capture",
+        "logical_model",
+        "stream",
+        "attempt",
+        "upstream_status",
+        "attempt_t",
+        "attempts",
+        "usage",
+        "completed",
+        "out_chars",
+        "ttfb",
+        "stream_error",
+    )
 
     def __init__(self, ex: Any, key: Any, body_len: int, capture: str) -> None:
         self.ex = ex
@@ -112,9 +127,13 @@ class RequestLogRecorder(Recorder):
 
     def _attempt(self, att: Any, started: float, failed: Any) -> None:
         self.attempt_t = None
-        entry = {"provider": att.provider.name, "channel": att.channel.name, "upstream_model": att.upstream_model,
-                 "status": self.upstream_status if failed is None else (failed.status or self.upstream_status),
-                 "duration_ms": _ms(started, time.perf_counter())}
+        entry = {
+            "provider": att.provider.name,
+            "channel": att.channel.name,
+            "upstream_model": att.upstream_model,
+            "status": self.upstream_status if failed is None else (failed.status or self.upstream_status),
+            "duration_ms": _ms(started, time.perf_counter()),
+        }
         if failed is not None:
             entry["code"] = failed.code or ""
             entry["error"] = (failed.message or "")[:ERROR_TEXT_MAX]
@@ -140,10 +159,17 @@ class RequestLogRecorder(Recorder):
         key = self.key
         status, code, message = self._outcome(ex, error)
         if att is not None and self.attempt_t is not None:  # cut short (the client left)
-            self.attempts.append({"provider": att.provider.name, "channel": att.channel.name,
-                                  "upstream_model": att.upstream_model, "status": self.upstream_status,
-                                  "duration_ms": _ms(self.attempt_t, now), "code": code or "interrupted",
-                                  "error": message})
+            self.attempts.append(
+                {
+                    "provider": att.provider.name,
+                    "channel": att.channel.name,
+                    "upstream_model": att.upstream_model,
+                    "status": self.upstream_status,
+                    "duration_ms": _ms(self.attempt_t, now),
+                    "code": code or "interrupted",
+                    "error": message,
+                }
+            )
         tokens, estimated = self._tokens()
         cost = None
         if att is not None and status != "error":
@@ -152,12 +178,17 @@ class RequestLogRecorder(Recorder):
                 cost = cost_nano(tokens, price)
         crid = ex.client_request_id
         own_id = ex.request_id if crid is None or crid.strip() != ex.request_id else uuid.uuid4().hex
-        abnormal = (len(self.attempts) != 1 or status != "success" or not self.usage)
+        abnormal = len(self.attempts) != 1 or status != "success" or not self.usage
         client = ex.client
         return {
-            "request_id": own_id, "x_request_id": ex.request_id, "client_request_id": (crid or "")[:256],
-            "created_at": self.created_at, "api_key_id": key.id, "api_key_name": key.name,
-            "client_protocol": ex.protocol, "stream": self.stream,
+            "request_id": own_id,
+            "x_request_id": ex.request_id,
+            "client_request_id": (crid or "")[:256],
+            "created_at": self.created_at,
+            "api_key_id": key.id,
+            "api_key_name": key.name,
+            "client_protocol": ex.protocol,
+            "stream": self.stream,
             "client_ip": client[0] if client else None,
             "logical_model": self.logical_model,
             "upstream_model": att.upstream_model if att is not None else "",
@@ -165,13 +196,21 @@ class RequestLogRecorder(Recorder):
             "channel": att.channel.name if att is not None else "",
             "provider_ref": att.provider.id if att is not None else None,
             "channel_ref": att.channel.id if att is not None else None,
-            "attempts": self.attempts, "affinity": False,
-            "input_tokens": tokens.input, "output_tokens": tokens.output, "cache_read_tokens": tokens.cache_read,
-            "cache_write_tokens": tokens.cache_write, "reasoning_tokens": tokens.reasoning,
-            "cost_nano": cost, "cost_estimated": estimated and cost is not None,
-            "status": status, "http_status": 499 if status == "client_gone" else ex.status,
-            "error_code": code, "error_message": message,
-            "duration_ms": _ms(ex.t0, now), "ttfb_ms": _ms(ex.t0, self.ttfb) if self.ttfb is not None else None,
+            "attempts": self.attempts,
+            "affinity": False,
+            "input_tokens": tokens.input,
+            "output_tokens": tokens.output,
+            "cache_read_tokens": tokens.cache_read,
+            "cache_write_tokens": tokens.cache_write,
+            "reasoning_tokens": tokens.reasoning,
+            "cost_nano": cost,
+            "cost_estimated": estimated and cost is not None,
+            "status": status,
+            "http_status": 499 if status == "client_gone" else ex.status,
+            "error_code": code,
+            "error_message": message,
+            "duration_ms": _ms(ex.t0, now),
+            "ttfb_ms": _ms(ex.t0, self.ttfb) if self.ttfb is not None else None,
             "has_capture": self.capture == "all" or (self.capture == "abnormal" and abnormal),
         }
 
@@ -196,9 +235,13 @@ class RequestLogRecorder(Recorder):
         an upstream (``True``: estimated)."""
         usage = self.usage
         if usage:
-            return Tokens(input=usage.input_tokens or 0, output=usage.output_tokens or 0,
-                          cache_read=usage.cache_read_tokens or 0, cache_write=usage.cache_creation_tokens or 0,
-                          reasoning=usage.reasoning_tokens or 0), False
+            return Tokens(
+                input=usage.input_tokens or 0,
+                output=usage.output_tokens or 0,
+                cache_read=usage.cache_read_tokens or 0,
+                cache_write=usage.cache_creation_tokens or 0,
+                reasoning=usage.reasoning_tokens or 0,
+            ), False
         reached = self.upstream_status is not None and self.upstream_status < 300
         if self.attempt is None or not reached:
             return Tokens(), False

@@ -20,8 +20,11 @@ def purge_by_age(days: int, now: datetime | None = None) -> int:
     cutoff = (now or timezone.now()) - timedelta(days=days)
     deleted = 0
     while True:
-        ids = list(RequestLog.objects.filter(created_at__lt=cutoff).order_by("created_at", "id")
-                   .values_list("pk", flat=True)[:BATCH])
+        ids = list(
+            RequestLog.objects.filter(created_at__lt=cutoff)
+            .order_by("created_at", "id")
+            .values_list("pk", flat=True)[:BATCH]
+        )
         if not ids:
             return deleted
         deleted += RequestLog.objects.filter(pk__in=ids).delete()[0]

@@ -36,8 +36,10 @@ def _insert_sql() -> str:
     qn = connection.ops.quote_name
     cols = ", ".join(qn(f.column) for f in _COLUMNS)
     marks = ", ".join(["%s"] * len(_COLUMNS))
-    return (f"INSERT INTO {qn(RequestLog._meta.db_table)} ({cols}) VALUES ({marks}) "
-            f"ON CONFLICT ({qn('request_id')}) DO NOTHING")
+    return (
+        f"INSERT INTO {qn(RequestLog._meta.db_table)} ({cols}) VALUES ({marks}) "
+        f"ON CONFLICT ({qn('request_id')}) DO NOTHING"
+    )
 
 
 def save_rows(rows: list[dict[str, Any]]) -> int:
@@ -55,8 +57,14 @@ def save_rows(rows: list[dict[str, Any]]) -> int:
     values = []
     for r in rows:
         r = {**r, "owner_id": owners.get(r.get("api_key_id"))}
-        values.append(tuple(adapt(r[name]) if r.get(name) is not None else (
-            adapt(default) if default is not None else None) for name, adapt, default in plan))
+        values.append(
+            tuple(
+                adapt(r[name])
+                if r.get(name) is not None
+                else (adapt(default) if default is not None else None)
+                for name, adapt, default in plan
+            )
+        )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(_insert_sql(), values)
     return len(rows)

@@ -10,12 +10,19 @@ from django.db.models import Count, QuerySet, Sum
 
 from requestlogs.models import NANO
 
-TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 
 
 def totals(qs: QuerySet) -> dict[str, Any]:
-    agg = qs.order_by().aggregate(requests=Count("id"), cost_nano=Sum("cost_nano"),
-                                  **{name: Sum(name) for name in TOKEN_FIELDS})
+    agg = qs.order_by().aggregate(
+        requests=Count("id"), cost_nano=Sum("cost_nano"), **{name: Sum(name) for name in TOKEN_FIELDS}
+    )
     out: dict[str, Any] = {"requests": agg["requests"]}
     for name in TOKEN_FIELDS:
         out[name] = int(agg[name] or 0)

@@ -6,55 +6,166 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('keys', '0001_initial'),
+        ("keys", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RequestLog',
+            name="RequestLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('request_id', models.CharField(help_text="The gateway's own id for the request (stable: makes writes idempotent).", max_length=64, unique=True)),
-                ('x_request_id', models.CharField(blank=True, default='', help_text="The x-request-id echoed to the client (the client's own when it sent one); captures use it.", max_length=256)),
-                ('client_request_id', models.CharField(blank=True, default='', help_text="The client's x-request-id header, when it sent one.", max_length=256)),
-                ('created_at', models.DateTimeField(help_text='When processing started.')),
-                ('api_key_name', models.CharField(blank=True, default='', max_length=256)),
-                ('client_protocol', models.CharField(blank=True, default='', max_length=32)),
-                ('stream', models.BooleanField(default=False)),
-                ('client_ip', models.GenericIPAddressField(blank=True, null=True)),
-                ('logical_model', models.CharField(blank=True, default='', max_length=256)),
-                ('upstream_model', models.CharField(blank=True, default='', max_length=256)),
-                ('provider', models.CharField(blank=True, default='', help_text='The provider that served (name).', max_length=100)),
-                ('channel', models.CharField(blank=True, default='', help_text='The channel that served (name).', max_length=100)),
-                ('provider_ref', models.BigIntegerField(blank=True, help_text="The serving provider's id.", null=True)),
-                ('channel_ref', models.BigIntegerField(blank=True, help_text="The serving channel's id.", null=True)),
-                ('attempts', models.JSONField(blank=True, default=list, help_text='Every upstream attempt in order: provider, channel, status, error, duration.')),
-                ('affinity', models.BooleanField(default=False, help_text='Whether an affinity binding chose the channel.')),
-                ('input_tokens', models.PositiveBigIntegerField(default=0)),
-                ('output_tokens', models.PositiveBigIntegerField(default=0)),
-                ('cache_read_tokens', models.PositiveBigIntegerField(default=0)),
-                ('cache_write_tokens', models.PositiveBigIntegerField(default=0)),
-                ('reasoning_tokens', models.PositiveBigIntegerField(default=0)),
-                ('cost_nano', models.BigIntegerField(blank=True, help_text='Cost in nano-USD (10^-9); empty when the model has no price.', null=True)),
-                ('cost_estimated', models.BooleanField(default=False, help_text='Usage was estimated (the upstream reported none).')),
-                ('status', models.CharField(choices=[('success', 'Success'), ('error', 'Error'), ('client_gone', 'Client gone')], max_length=16)),
-                ('http_status', models.PositiveSmallIntegerField(default=0, help_text='The HTTP status the client got.')),
-                ('error_code', models.CharField(blank=True, default='', max_length=100)),
-                ('error_message', models.TextField(blank=True, default='')),
-                ('duration_ms', models.FloatField(default=0.0)),
-                ('ttfb_ms', models.FloatField(blank=True, help_text='First byte sent to the client, from the start.', null=True)),
-                ('has_capture', models.BooleanField(default=False, help_text='A capture was recorded for this request.')),
-                ('api_key', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='keys.apikey')),
-                ('owner', models.ForeignKey(blank=True, db_constraint=False, help_text="The key's owner when the row was written.", null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "request_id",
+                    models.CharField(
+                        help_text="The gateway's own id for the request (stable: makes writes idempotent).",
+                        max_length=64,
+                        unique=True,
+                    ),
+                ),
+                (
+                    "x_request_id",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="The x-request-id echoed to the client (the client's own when it sent one); captures use it.",
+                        max_length=256,
+                    ),
+                ),
+                (
+                    "client_request_id",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="The client's x-request-id header, when it sent one.",
+                        max_length=256,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(help_text="When processing started.")),
+                ("api_key_name", models.CharField(blank=True, default="", max_length=256)),
+                ("client_protocol", models.CharField(blank=True, default="", max_length=32)),
+                ("stream", models.BooleanField(default=False)),
+                ("client_ip", models.GenericIPAddressField(blank=True, null=True)),
+                ("logical_model", models.CharField(blank=True, default="", max_length=256)),
+                ("upstream_model", models.CharField(blank=True, default="", max_length=256)),
+                (
+                    "provider",
+                    models.CharField(
+                        blank=True, default="", help_text="The provider that served (name).", max_length=100
+                    ),
+                ),
+                (
+                    "channel",
+                    models.CharField(
+                        blank=True, default="", help_text="The channel that served (name).", max_length=100
+                    ),
+                ),
+                (
+                    "provider_ref",
+                    models.BigIntegerField(blank=True, help_text="The serving provider's id.", null=True),
+                ),
+                (
+                    "channel_ref",
+                    models.BigIntegerField(blank=True, help_text="The serving channel's id.", null=True),
+                ),
+                (
+                    "attempts",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="Every upstream attempt in order: provider, channel, status, error, duration.",
+                    ),
+                ),
+                (
+                    "affinity",
+                    models.BooleanField(
+                        default=False, help_text="Whether an affinity binding chose the channel."
+                    ),
+                ),
+                ("input_tokens", models.PositiveBigIntegerField(default=0)),
+                ("output_tokens", models.PositiveBigIntegerField(default=0)),
+                ("cache_read_tokens", models.PositiveBigIntegerField(default=0)),
+                ("cache_write_tokens", models.PositiveBigIntegerField(default=0)),
+                ("reasoning_tokens", models.PositiveBigIntegerField(default=0)),
+                (
+                    "cost_nano",
+                    models.BigIntegerField(
+                        blank=True,
+                        help_text="Cost in nano-USD (10^-9); empty when the model has no price.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "cost_estimated",
+                    models.BooleanField(
+                        default=False, help_text="Usage was estimated (the upstream reported none)."
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("success", "Success"), ("error", "Error"), ("client_gone", "Client gone")],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "http_status",
+                    models.PositiveSmallIntegerField(default=0, help_text="The HTTP status the client got."),
+                ),
+                ("error_code", models.CharField(blank=True, default="", max_length=100)),
+                ("error_message", models.TextField(blank=True, default="")),
+                ("duration_ms", models.FloatField(default=0.0)),
+                (
+                    "ttfb_ms",
+                    models.FloatField(
+                        blank=True, help_text="First byte sent to the client, from the start.", null=True
+                    ),
+                ),
+                (
+                    "has_capture",
+                    models.BooleanField(default=False, help_text="A capture was recorded for this request."),
+                ),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="keys.apikey",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        help_text="The key's owner when the row was written.",
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['-created_at', '-id'], name='reqlog_created'), models.Index(fields=['owner', '-created_at'], name='reqlog_owner_created'), models.Index(fields=['api_key', '-created_at'], name='reqlog_key_created'), models.Index(fields=['status', '-created_at'], name='reqlog_status_created'), models.Index(fields=['logical_model'], name='reqlog_model')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [
+                    models.Index(fields=["-created_at", "-id"], name="reqlog_created"),
+                    models.Index(fields=["owner", "-created_at"], name="reqlog_owner_created"),
+                    models.Index(fields=["api_key", "-created_at"], name="reqlog_key_created"),
+                    models.Index(fields=["status", "-created_at"], name="reqlog_status_created"),
+                    models.Index(fields=["logical_model"], name="reqlog_model"),
+                ],
             },
         ),
     ]

@@ -19,12 +19,27 @@ T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 
 
 def row(rid: str, key: ApiKey | None = None, **fields) -> dict:
-    base = {"request_id": rid, "x_request_id": rid, "created_at": T0, "api_key_id": key.pk if key else None,
-            "api_key_name": key.name if key else "", "client_protocol": "chat_completion", "stream": False,
-            "client_ip": "10.0.0.7", "logical_model": "gpt-4o", "upstream_model": "gpt-4o-2024", "provider": "p",
-            "channel": "c", "attempts": [{"provider": "p", "channel": "c", "status": 200, "duration_ms": 1.0}],
-            "input_tokens": 10, "output_tokens": 5, "cost_nano": 123, "status": "success", "http_status": 200,
-            "duration_ms": 3.5}
+    base = {
+        "request_id": rid,
+        "x_request_id": rid,
+        "created_at": T0,
+        "api_key_id": key.pk if key else None,
+        "api_key_name": key.name if key else "",
+        "client_protocol": "chat_completion",
+        "stream": False,
+        "client_ip": "10.0.0.7",
+        "logical_model": "gpt-4o",
+        "upstream_model": "gpt-4o-2024",
+        "provider": "p",
+        "channel": "c",
+        "attempts": [{"provider": "p", "channel": "c", "status": 200, "duration_ms": 1.0}],
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "cost_nano": 123,
+        "status": "success",
+        "http_status": 200,
+        "duration_ms": 3.5,
+    }
     base.update(fields)
     return base
 
@@ -40,14 +55,40 @@ def data(django_user_model):
     kb = ApiKey(name="kb", owner=bob)
     kb.set_secret()
     kb.save()
-    store.save_rows([
-        row("r1", ka, created_at=T0, logical_model="gpt-4o", cost_nano=1_000_000_001),
-        row("r2", ka, created_at=T0 + 60, logical_model="claude-sonnet-4", upstream_model="claude-x",
-            status="error", http_status=502, cost_nano=None, error_code="upstream_error"),
-        row("r3", kb, created_at=T0 + 120, logical_model="gpt_4o-mini", client_ip="192.168.1.9",
-            cost_nano=2_999_999_999, input_tokens=7),
-        row("r4", kb, created_at=T0 + 180, logical_model="o3", upstream_model="o3-x", status="client_gone", http_status=499),
-    ])
+    store.save_rows(
+        [
+            row("r1", ka, created_at=T0, logical_model="gpt-4o", cost_nano=1_000_000_001),
+            row(
+                "r2",
+                ka,
+                created_at=T0 + 60,
+                logical_model="claude-sonnet-4",
+                upstream_model="claude-x",
+                status="error",
+                http_status=502,
+                cost_nano=None,
+                error_code="upstream_error",
+            ),
+            row(
+                "r3",
+                kb,
+                created_at=T0 + 120,
+                logical_model="gpt_4o-mini",
+                client_ip="192.168.1.9",
+                cost_nano=2_999_999_999,
+                input_tokens=7,
+            ),
+            row(
+                "r4",
+                kb,
+                created_at=T0 + 180,
+                logical_model="o3",
+                upstream_model="o3-x",
+                status="client_gone",
+                http_status=499,
+            ),
+        ]
+    )
     return {"alice": alice, "bob": bob, "staff": staff, "ka": ka, "kb": kb}
 
 
@@ -76,26 +117,35 @@ def test_staff_see_all_rows_newest_first_with_exact_totals(data):
 
 def test_owners_see_only_their_own_keys_rows(data):
     assert ids(get(data["alice"])) == ["r2", "r1"]
-    assert ids(get(data["bob"], {"owner": str(data["alice"].pk)})) == ["r4", "r3"]  # staff-only filter ignored
+    assert ids(get(data["bob"], {"owner": str(data["alice"].pk)})) == [
+        "r4",
+        "r3",
+    ]  # staff-only filter ignored
     assert get(None).status_code in (401, 403)
     assert get(data["bob"], path="/api/request-logs/r1/").status_code == 404
     assert get(data["alice"], path="/api/request-logs/r1/").data["request_id"] == "r1"
 
 
-@pytest.mark.parametrize(("params", "expected"), [
-    ({"model": "GPT"}, ["r3", "r1"]),
-    ({"model": "claude, o3"}, ["r4", "r2"]),
-    ({"model": "gpt_4"}, ["r3"]),  # "_" is literal, not a wildcard
-    ({"model": "claude-x"}, ["r2"]),  # the upstream model too
-    ({"status": "error"}, ["r2"]),
-    ({"status": "client_gone"}, ["r4"]),
-    ({"time_from": "2026-05-28T20:27:40Z"}, ["r4", "r3", "r2"]),
-    ({"time_from": "2026-05-28T20:27:40Z", "time_to": "2026-05-28T20:29:40Z"}, ["r3", "r2"]),  # to: exclusive
-    ({"time_to": "2026-05-28T22:27:40+02:00"}, ["r1"]),
-    ({"search": "192.168"}, ["r3"]),
-    ({"search": "r2"}, ["r2"]),
-    ({"username": "alice"}, ["r2", "r1"]),
-])
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"model": "GPT"}, ["r3", "r1"]),
+        ({"model": "claude, o3"}, ["r4", "r2"]),
+        ({"model": "gpt_4"}, ["r3"]),  # "_" is literal, not a wildcard
+        ({"model": "claude-x"}, ["r2"]),  # the upstream model too
+        ({"status": "error"}, ["r2"]),
+        ({"status": "client_gone"}, ["r4"]),
+        ({"time_from": "2026-05-28T20:27:40Z"}, ["r4", "r3", "r2"]),
+        (
+            {"time_from": "2026-05-28T20:27:40Z", "time_to": "2026-05-28T20:29:40Z"},
+            ["r3", "r2"],
+        ),  # to: exclusive
+        ({"time_to": "2026-05-28T22:27:40+02:00"}, ["r1"]),
+        ({"search": "192.168"}, ["r3"]),
+        ({"search": "r2"}, ["r2"]),
+        ({"username": "alice"}, ["r2", "r1"]),
+    ],
+)
 def test_filters(data, params, expected):
     resp = get(data["staff"], params)
     assert resp.status_code == 200, resp.data
@@ -109,19 +159,22 @@ def test_key_and_owner_filters_and_paging(data):
     assert ids(resp) == ["r3"] and resp.data["count"] == 4 and resp.data["totals"]["requests"] == 4
 
 
-@pytest.mark.parametrize(("params", "param"), [
-    ({"api_key": str(2**63)}, "api_key"),
-    ({"api_key": "-1"}, "api_key"),
-    ({"owner": "x"}, "owner"),
-    ({"time_from": "yesterday"}, "time_from"),
-    ({"time_from": "9999-12-31T23:59:59-05:00"}, "time_from"),  # overflows when moved to UTC
-    ({"time_to": "99999-01-01"}, "time_to"),
-    ({"time_from": "2026-01-02", "time_to": "2026-01-01"}, "time_from"),
-    ({"status": "ok"}, "status"),
-    ({"model": ",".join(f"m{i}" for i in range(33))}, "model"),
-    ({"limit": "0"}, "limit"),
-    ({"offset": "x"}, "offset"),
-])
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [
+        ({"api_key": str(2**63)}, "api_key"),
+        ({"api_key": "-1"}, "api_key"),
+        ({"owner": "x"}, "owner"),
+        ({"time_from": "yesterday"}, "time_from"),
+        ({"time_from": "9999-12-31T23:59:59-05:00"}, "time_from"),  # overflows when moved to UTC
+        ({"time_to": "99999-01-01"}, "time_to"),
+        ({"time_from": "2026-01-02", "time_to": "2026-01-01"}, "time_from"),
+        ({"status": "ok"}, "status"),
+        ({"model": ",".join(f"m{i}" for i in range(33))}, "model"),
+        ({"limit": "0"}, "limit"),
+        ({"offset": "x"}, "offset"),
+    ],
+)
 def test_bad_filter_values_are_400s_naming_the_parameter(data, params, param):
     resp = get(data["staff"], params)
     assert resp.status_code == 400 and param in resp.data

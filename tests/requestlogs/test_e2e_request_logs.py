@@ -35,8 +35,10 @@ def wait_rows(count: int, timeout: float = 60, **filters: Any) -> list:
 
 def start_gateway(tmp_path_factory, env: dict[str, str]) -> GatewayServer:
     data_dir = tmp_path_factory.mktemp("gateway-data")
-    return GatewayServer({"GATEWAY_DATA_DIR": str(data_dir), "GATEWAY_REQUEST_LOG_RETRY_SECONDS": "0.5", **env},
-                         name="gateway-requestlogs").start()
+    return GatewayServer(
+        {"GATEWAY_DATA_DIR": str(data_dir), "GATEWAY_REQUEST_LOG_RETRY_SECONDS": "0.5", **env},
+        name="gateway-requestlogs",
+    ).start()
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +65,19 @@ def client_for(server: GatewayServer, secret: str, **kw: Any) -> openai.OpenAI:
 
 
 def priced_route(mock_upstream, model: str, *, fault: str = "", **kw: Any):
-    route = make_route("chat_completion", model, mock_upstream.base_url("chat_completion", fault),
-                       upstream_model=f"up-{model}", **kw)
-    route.channel_model.price = {"input": "3.00", "output": "15.00", "cache_read": "0.30", "cache_write": "3.75"}
+    route = make_route(
+        "chat_completion",
+        model,
+        mock_upstream.base_url("chat_completion", fault),
+        upstream_model=f"up-{model}",
+        **kw,
+    )
+    route.channel_model.price = {
+        "input": "3.00",
+        "output": "15.00",
+        "cache_read": "0.30",
+        "cache_write": "3.75",
+    }
     route.channel_model.multiplier = Decimal("1.5")
     route.channel_model.save()
     route.provider.multiplier = Decimal("2")
@@ -85,24 +97,44 @@ def test_success_row_with_the_cost_of_the_reported_usage(gw, mock_upstream):
     (row,) = wait_rows(1, api_key=key)
     assert (row.status, row.http_status, row.error_code) == ("success", 200, "")
     assert (row.logical_model, row.upstream_model, row.client_protocol, row.stream) == (
-        "rl-ok", "up-rl-ok", "chat_completion", False)
+        "rl-ok",
+        "up-rl-ok",
+        "chat_completion",
+        False,
+    )
     assert row.client_request_id == "client-id-1" and row.x_request_id == "client-id-1"
     assert row.request_id != "client-id-1" and len(row.request_id) == 32  # the gateway's own id
     assert row.api_key_name == key.name and row.client_ip == "127.0.0.1"
     assert (row.input_tokens, row.output_tokens) == (reply.usage.prompt_tokens, reply.usage.completion_tokens)
     # by hand: (input * 3.00 + output * 15.00) USD per million tokens, times 1.5 (model) and 2 (provider)
-    expected = (Decimal(reply.usage.prompt_tokens) * Decimal("3.00")
-                + Decimal(reply.usage.completion_tokens) * Decimal("15.00")) * 3 / Decimal(10**6)
+    expected = (
+        (
+            Decimal(reply.usage.prompt_tokens) * Decimal("3.00")
+            + Decimal(reply.usage.completion_tokens) * Decimal("15.00")
+        )
+        * 3
+        / Decimal(10**6)
+    )
     assert row.cost == expected.quantize(NANO) and not row.cost_estimated
     assert row.duration_ms > 0 and row.ttfb_ms is not None and row.ttfb_ms <= row.duration_ms
     assert [a["status"] for a in row.attempts] == [200] and "error" not in row.attempts[0]
 
 
 def test_failover_keeps_each_attempt_with_its_error_and_duration(gw, mock_upstream):
-    make_route("chat_completion", "rl-fo", mock_upstream.base_url("chat_completion", "status=500"),
-               provider_name="rl-broken", priority=0)
-    make_route("chat_completion", "rl-fo", mock_upstream.base_url("chat_completion"), provider_name="rl-good",
-               priority=1)
+    make_route(
+        "chat_completion",
+        "rl-fo",
+        mock_upstream.base_url("chat_completion", "status=500"),
+        provider_name="rl-broken",
+        priority=0,
+    )
+    make_route(
+        "chat_completion",
+        "rl-fo",
+        mock_upstream.base_url("chat_completion"),
+        provider_name="rl-good",
+        priority=1,
+    )
     key, secret = make_key("rl-fo")
     gw.wait_config()
     client_for(gw, secret).chat.completions.create(model="rl-fo", messages=[{"role": "user", "content": "x"}])
@@ -119,7 +151,9 @@ def test_all_attempts_failing_is_an_error_row_without_cost(gw, mock_upstream):
     key, secret = make_key("rl-down")
     gw.wait_config()
     with pytest.raises(openai.APIStatusError) as info:
-        client_for(gw, secret).chat.completions.create(model="rl-down", messages=[{"role": "user", "content": "x"}])
+        client_for(gw, secret).chat.completions.create(
+            model="rl-down", messages=[{"role": "user", "content": "x"}]
+        )
     (row,) = wait_rows(1, api_key=key)
     assert row.status == "error" and row.http_status == info.value.status_code and row.error_code
     assert row.cost_nano is None and row.attempts[0]["status"] == 503
@@ -130,8 +164,11 @@ def test_stream_row_has_the_final_usage_and_a_time_to_first_byte(gw, mock_upstre
     key, secret = make_key("rl-stream")
     gw.wait_config()
     stream = client_for(gw, secret).chat.completions.create(
-        model="rl-stream", messages=[{"role": "user", "content": "stream it"}], stream=True,
-        stream_options={"include_usage": True})
+        model="rl-stream",
+        messages=[{"role": "user", "content": "stream it"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     usage = None
     for chunk in stream:
         usage = chunk.usage or usage
@@ -147,10 +184,17 @@ def test_a_client_that_leaves_mid_stream_is_client_gone(gw, mock_upstream):
     priced_route(mock_upstream, "rl-gone", fault="frame-delay=0.3")
     key, secret = make_key("rl-gone")
     gw.wait_config()
-    body = {"model": "rl-gone", "stream": True,
-            "messages": [{"role": "user", "content": "a rather long answer please, many words"}]}
-    with httpx.Client(timeout=30) as http, http.stream(
-            "POST", gw.url + "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {secret}"}) as resp:
+    body = {
+        "model": "rl-gone",
+        "stream": True,
+        "messages": [{"role": "user", "content": "a rather long answer please, many words"}],
+    }
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream(
+            "POST", gw.url + "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {secret}"}
+        ) as resp,
+    ):
         assert resp.status_code == 200
         next(resp.iter_raw())  # the first bytes, then hang up
     (row,) = wait_rows(1, api_key=key)
@@ -170,7 +214,9 @@ def test_rejected_requests_are_logged_with_their_status(gw, mock_upstream):
         client.chat.completions.create(model="rl-allowed", messages="not a list")
     rows = wait_rows(2, api_key=key)
     assert [(r.status, r.http_status, r.error_code) for r in rows] == [
-        ("error", 403, "model_not_allowed"), ("error", 400, "invalid_request")]
+        ("error", 403, "model_not_allowed"),
+        ("error", 400, "invalid_request"),
+    ]
     assert all(r.cost_nano is None and r.attempts == [] for r in rows)
 
 
@@ -179,7 +225,8 @@ def test_stream_that_breaks_after_its_first_bytes_is_an_error_row(gw, mock_upstr
     key, secret = make_key("rl-broken")
     gw.wait_config()
     stream = client_for(gw, secret).chat.completions.create(
-        model="rl-broken", messages=[{"role": "user", "content": "a long answer please"}], stream=True)
+        model="rl-broken", messages=[{"role": "user", "content": "a long answer please"}], stream=True
+    )
     with pytest.raises(openai.APIError):
         for _ in stream:
             pass
@@ -199,7 +246,9 @@ def test_admin_totals_match_the_rows(gw, mock_upstream, django_user_model):
     gw.wait_config()
     client = client_for(gw, secret)
     for i, model in enumerate(["rl-sum-a", "rl-sum-b", "rl-sum-a"]):
-        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "words " * (i + 1)}])
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "words " * (i + 1)}]
+        )
     rows = wait_rows(3, api_key=key)
     assert len(rows) == 3
     admin_user = django_user_model.objects.create_superuser("rl-admin", "a@example.com", "pw-12345678")
@@ -232,7 +281,9 @@ def test_redis_outage_loses_no_row(mock_upstream, transactional_db, private_redi
         assert len(wait_rows(1, api_key=key)) == 1
         private_redis.stop()
         for _ in range(3):
-            client.chat.completions.create(model="rl-outage", messages=[{"role": "user", "content": "during"}])
+            client.chat.completions.create(
+                model="rl-outage", messages=[{"role": "user", "content": "during"}]
+            )
         deadline = time.monotonic() + 30
         while len(list(spool.glob("*.row"))) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -15,8 +15,14 @@ from requestlogs.pricing import Tokens, cost_nano, estimate_tokens
 
 
 def test_cost_by_category_with_both_multipliers():
-    price = ModelPrice(input=D("3"), output=D("15"), cache_read=D("0.30"), cache_write=D("3.75"),
-                       reasoning=D("20"), multiplier=D("1.5"))
+    price = ModelPrice(
+        input=D("3"),
+        output=D("15"),
+        cache_read=D("0.30"),
+        cache_write=D("3.75"),
+        reasoning=D("20"),
+        multiplier=D("1.5"),
+    )
     tokens = Tokens(input=1000, output=500, cache_read=200, cache_write=100, reasoning=50)
     # uncached 700*3 + 200*0.30 + 100*3.75 + 450*15 + 50*20 = 2100+60+375+6750+1000 = 10285 USD/M
     # * 1.5 = 15427.5 -> /10^6 USD = 0.0154275 USD = 15 427 500 nano-USD
@@ -30,16 +36,24 @@ def test_missing_cache_and_reasoning_prices_fall_back_to_input_and_output():
 
 
 def test_rounding_is_half_up_to_a_nano_dollar_and_never_a_float():
-    price = ModelPrice(input=D("0.0005"), output=D("0"))  # 0.0005 USD per million tokens = 0.5 nano-USD a token
+    price = ModelPrice(
+        input=D("0.0005"), output=D("0")
+    )  # 0.0005 USD per million tokens = 0.5 nano-USD a token
     assert cost_nano(Tokens(input=1), price) == 1  # 0.5 nano rounds up
     assert cost_nano(Tokens(input=1), ModelPrice(input=D("0.0004"))) == 0
     big = Tokens(input=10**12, output=10**12)
-    assert cost_nano(big, ModelPrice(input=D("0.000000000001"), output=D("999999999.999999999999"))) == \
-        int(D(10**12) * (D("0.000000000001") + D("999999999.999999999999")) * 1000)
+    assert cost_nano(big, ModelPrice(input=D("0.000000000001"), output=D("999999999.999999999999"))) == int(
+        D(10**12) * (D("0.000000000001") + D("999999999.999999999999")) * 1000
+    )
 
 
 def test_estimate_is_four_characters_a_token():
-    assert estimate_tokens(0) == 0 and estimate_tokens(1) == 1 and estimate_tokens(8) == 2 and estimate_tokens(9) == 3
+    assert (
+        estimate_tokens(0) == 0
+        and estimate_tokens(1) == 1
+        and estimate_tokens(8) == 2
+        and estimate_tokens(9) == 3
+    )
 
 
 CONFIG = """
@@ -68,8 +82,9 @@ def test_prices_load_from_the_config_file_and_reach_the_snapshot():
     assert Provider.objects.get(name="acme").multiplier == D("1.25")
     snap = build_snapshot()
     ch = snap.providers[0].channels[0]
-    assert ch.prices["m1"] == ModelPrice(input=D("3.00"), output=D("15.00"), cache_read=D("0.30"),
-                                         cache_write=D("3.75"), multiplier=D("2.5"))
+    assert ch.prices["m1"] == ModelPrice(
+        input=D("3.00"), output=D("15.00"), cache_read=D("0.30"), cache_write=D("3.75"), multiplier=D("2.5")
+    )
     assert "m3" not in ch.prices
     out = dump()
     models = out["providers"][0]["channels"][0]["models"]
@@ -77,13 +92,16 @@ def test_prices_load_from_the_config_file_and_reach_the_snapshot():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("price", "message"), [
-    ('{input: "-1"}', "price.input: must be a non-negative decimal"),
-    ('{input: "1e3"}', "price.input: must be a non-negative decimal"),
-    ('{inptu: "1"}', "Unknown price keys: inptu"),
-    ('{output: true}', "price.output: must be a decimal string"),
-    ('"3.00"', "must be a mapping"),
-])
+@pytest.mark.parametrize(
+    ("price", "message"),
+    [
+        ('{input: "-1"}', "price.input: must be a non-negative decimal"),
+        ('{input: "1e3"}', "price.input: must be a non-negative decimal"),
+        ('{inptu: "1"}', "Unknown price keys: inptu"),
+        ("{output: true}", "price.output: must be a decimal string"),
+        ('"3.00"', "must be a mapping"),
+    ],
+)
 def test_bad_prices_name_the_path_and_write_nothing(price, message):
     text = CONFIG.replace('{input: "3.00", output: "15.00", cache_read: "0.30", cache_write: "3.75"}', price)
     with pytest.raises(ConfigError) as info:
@@ -98,10 +116,22 @@ def test_prices_through_the_rest_api(django_user_model):
     from rest_framework.test import APIClient
 
     client = APIClient()
-    client.force_authenticate(django_user_model.objects.create_user("ops", password="pw-12345678", is_staff=True))
-    body = {"name": "rest-acme", "multiplier": "0.5", "channels": [
-        {"name": "c", "protocol": "chat_completion", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-up",
-         "models": [{"model": "m", "price": {"input": "2.50", "output": "10"}}]}]}
+    client.force_authenticate(
+        django_user_model.objects.create_user("ops", password="pw-12345678", is_staff=True)
+    )
+    body = {
+        "name": "rest-acme",
+        "multiplier": "0.5",
+        "channels": [
+            {
+                "name": "c",
+                "protocol": "chat_completion",
+                "base_url": "http://127.0.0.1:9/v1",
+                "api_key": "sk-up",
+                "models": [{"model": "m", "price": {"input": "2.50", "output": "10"}}],
+            }
+        ],
+    }
     resp = client.post("/api/providers/", body, format="json")
     assert resp.status_code == 201, resp.data
     assert resp.data["channels"][0]["models"][0]["price"] == {"input": "2.50", "output": "10"}

@@ -55,11 +55,25 @@ def rows(monkeypatch):
 
 @pytest.mark.asyncio
 async def test_stream_without_usage_is_priced_from_an_estimate(upstream, rows):
-    ch = ChannelSnap(id=1, name="c1", provider_id=1, protocol="chat_completion", base_url=upstream, api_key="k",
-                     weight=1, extra_headers=(), models={"m": "up-m"}, prices={"m": PRICE})
-    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet([rl_recorder.make_factory(True)]))
+    ch = ChannelSnap(
+        id=1,
+        name="c1",
+        provider_id=1,
+        protocol="chat_completion",
+        base_url=upstream,
+        api_key="k",
+        weight=1,
+        extra_headers=(),
+        models={"m": "up-m"},
+        prices={"m": PRICE},
+    )
+    app = ProxyApp(
+        proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet([rl_recorder.make_factory(True)])
+    )
     app.holder.set(snapshot([provider(1, [ch])], keys={hash_api_key(SECRET): key()}))
-    body = orjson.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello there"}]})
+    body = orjson.dumps(
+        {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello there"}]}
+    )
     try:
         reply = await call(app, "POST", "/v1/chat/completions", body)
     finally:
@@ -71,7 +85,9 @@ async def test_stream_without_usage_is_priced_from_an_estimate(upstream, rows):
     assert row["input_tokens"] == ceil(len(body) / 4)
     assert row["output_tokens"] == ceil(len("echo: hello there") / 4)
     assert row["cost_estimated"] is True
-    assert row["cost_nano"] == cost_nano(Tokens(input=row["input_tokens"], output=row["output_tokens"]), PRICE)
+    assert row["cost_nano"] == cost_nano(
+        Tokens(input=row["input_tokens"], output=row["output_tokens"]), PRICE
+    )
     assert row["request_id"] == row["x_request_id"] and row["client_request_id"] == ""
 
 

@@ -10,8 +10,12 @@ class Command(BaseCommand):
     help = "Delete request-log rows older than GATEWAY_REQUEST_LOG_RETENTION_DAYS (default 90)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--days", type=int, default=None,
-                            help=f"Keep this many days instead (default {gateway_settings.REQUEST_LOG_RETENTION_DAYS}).")
+        parser.add_argument(
+            "--days",
+            type=int,
+            default=None,
+            help=f"Keep this many days instead (default {gateway_settings.REQUEST_LOG_RETENTION_DAYS}).",
+        )
 
     def handle(self, *args, days=None, **options):
         if days is not None and days < 1:
