@@ -220,6 +220,22 @@ def test_rejected_requests_are_logged_with_their_status(gw, mock_upstream):
     assert all(r.cost_nano is None and r.attempts == [] for r in rows)
 
 
+def test_a_limit_refusal_is_an_error_row_with_429(gw, mock_upstream):
+    make_route("chat_completion", "rl-limited", mock_upstream.base_url("chat_completion"))
+    key, secret = make_key("rl-limited", limits={"rpm": 1})
+    gw.wait_config()
+    client = client_for(gw, secret)
+    client.chat.completions.create(model="rl-limited", messages=[{"role": "user", "content": "one"}])
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="rl-limited", messages=[{"role": "user", "content": "two"}])
+    rows = wait_rows(2, api_key=key)
+    assert [(r.status, r.http_status, r.error_code) for r in rows] == [
+        ("success", 200, ""),
+        ("error", 429, "rate_limit_exceeded"),
+    ]
+    assert rows[1].attempts == [] and rows[1].cost_nano is None
+
+
 def test_stream_that_breaks_after_its_first_bytes_is_an_error_row(gw, mock_upstream):
     priced_route(mock_upstream, "rl-broken", fault="disconnect-after=3")
     key, secret = make_key("rl-broken")
@@ -284,14 +300,17 @@ def test_redis_outage_loses_no_row(mock_upstream, transactional_db, private_redi
             client.chat.completions.create(
                 model="rl-outage", messages=[{"role": "user", "content": "during"}]
             )
+        def spooled() -> int:  # a file being retried is renamed to .claim<pid> meanwhile
+            return len(list(spool.glob("*.row"))) + len(list(spool.glob("*.claim*")))
+
         deadline = time.monotonic() + 30
-        while len(list(spool.glob("*.row"))) < 3 and time.monotonic() < deadline:
+        while spooled() < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(list(spool.glob("*.row"))) == 3, "rows were not spooled while Redis was down"
+        assert spooled() == 3, "rows were not spooled while Redis was down"
         private_redis.start()
         rows = wait_rows(4, timeout=120, api_key=key)
         assert len(rows) == 4, f"rows not persisted after Redis returned:\n{server.log_tail()[-3000:]}"
-        assert not list(spool.glob("*.row"))
+        assert spooled() == 0
     finally:
         server.stop()
         worker.stop()
