@@ -288,12 +288,3 @@ def test_channel_extra_headers_as_rows(admin_client, channel):
     page = admin_client.get(reverse("admin:providers_channel_change", args=[channel.pk])).content.decode()
     assert 'name="extra_headers__key"' in page
 
-
-def test_each_rule_in_a_chain_has_a_one_line_summary():
-    rule = TransformRule(transform="prompt_inject_system", phase="request", models=["gpt-4*"], enabled=False,
-                         config={"content": "Answer in French.", "position": "prepend"}, scope="global")
-    line = str(rule)
-    assert line.startswith("[off] ") and "request" in line and "gpt-4*" in line
-    assert "content=Answer in French." in line and "position" not in line  # defaults are left out
-    assert len(str(TransformRule(transform="prompt_inject_system", phase="request", scope="global",
-                                 config={"content": "x" * 500}))) <= 90
