@@ -287,3 +287,4 @@ def test_json_fields_are_edited_as_rows_and_globs_and_empty_is_not_null(admin_cl
 def test_channel_extra_headers_as_rows(admin_client, channel):
     page = admin_client.get(reverse("admin:providers_channel_change", args=[channel.pk])).content.decode()
     assert 'name="extra_headers__key"' in page
+
