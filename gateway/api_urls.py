@@ -10,6 +10,7 @@ from gateway.api_root import ApiRootView
 from gateway.playground_views import PlaygroundView
 from keys.api import ApiKeyViewSet
 from providers.api import ProviderViewSet
+from requestlogs.api import RequestLogDetailView, RequestLogListView
 from transforms.api import RegistryView, TransformRuleViewSet
 
 router = DefaultRouter(trailing_slash="/")
@@ -27,5 +28,7 @@ urlpatterns = [
     path("playground/", PlaygroundView.as_view(), name="playground"),
     path("captures/", CaptureListView.as_view(), name="capture-list"),
     path("captures/<path:request_id>/", CaptureDetailView.as_view(), name="capture-detail"),
+    path("request-logs/", RequestLogListView.as_view(), name="requestlog-list"),
+    path("request-logs/<path:request_id>/", RequestLogDetailView.as_view(), name="requestlog-detail"),
     path("", include(router.urls)),
 ]

@@ -17,7 +17,7 @@ def run_checks(pairs: list[tuple[Any, str]], timeout: float = 30.0) -> list[dict
     settings = settings_snap()
     jobs = []
     for ch, model in pairs:
-        jobs.append((provider_snap(ch.provider, (), ()), channel_snap(ch), model))
+        jobs.append((provider_snap(ch.provider, (), ()), channel_snap(ch, ch.provider.multiplier), model))
 
     async def main() -> list[dict[str, Any]]:
         client = UpstreamClient()
