@@ -70,7 +70,8 @@ def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
             "upstream_protocol": a.upstream_protocol, "logical_model": _ident(a.logical_model),
             "upstream_model": _ident(a.upstream_model), "started_at": a.started_at, "ttfb_ms": a.ttfb_ms,
             "duration_ms": a.duration_ms, "upstream_status": a.upstream_status,
-            "error": cut_utf8(a.error, 4096) if a.error else None}
+            "error": cut_utf8(a.error, 4096) if a.error else None,
+            "error_detail": cut_utf8(a.error_detail, 4096) if a.error_detail else None}
 
 
 def _attempt(n: int, a: AttemptRecord) -> dict[str, Any]:
@@ -82,6 +83,7 @@ def _attempt(n: int, a: AttemptRecord) -> dict[str, Any]:
         "upstream_response": mask_secrets(a.upstream_response),
         "upstream_frames": list(a.upstream_frames),
         "response_after_chains": mask_secrets(a.response_after_chains),
+        "rule_steps": mask_secrets(a.rule_steps),
     })
     return out
 
@@ -90,6 +92,7 @@ def _placeholder(n: int, a: AttemptRecord, original: int) -> bytes:
     out = _identity(n, a)
     out.update({"executed_chain": None, "internal_request": None, "upstream_request": None,
                 "upstream_response": None, "upstream_frames": None, "response_after_chains": None,
+                "rule_steps": None,
                 "truncated": {"truncated": True, "reason": "attempt_bytes", "original_bytes": original}})
     return orjson.dumps(out)
 

@@ -174,6 +174,8 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "BREAKER_WINDOW_SECONDS": (float, 30.0, "The breaker's failure-counting window."),
     "BREAKER_COOLDOWN_SECONDS": (float, 60.0, "How long an opened breaker keeps its channel out."),
     "BREAKER_RATE_LIMIT_COOLDOWN_SECONDS": (float, 15.0, "Cooldown after an upstream 429."),
+    "HEALTH_PROBE_SECONDS": (float, 0.0, "Active channel health probes every N seconds (Celery beat, needs "
+                             "REDIS_URL); a failed probe opens the channel's breaker. 0: off."),
     "TRUSTED_PROXY_CIDRS": (str, "127.0.0.0/8,::1/128",
                             "Comma-separated proxies whose X-Forwarded-For names the client (for API keys' "
                             "IP allow-lists); empty trusts nobody."),
@@ -213,6 +215,17 @@ def _knob(name: str, kind: type, default: object) -> object:
 
 
 GATEWAY = {name: _knob(name, kind, default) for name, (kind, default, _doc) in GATEWAY_KNOBS.items()}
+
+
+
+def health_probe_schedule(redis_url: str, seconds: float) -> dict[str, dict[str, object]]:
+    """The beat entry for channel health probes (providers.health): only with Redis and N > 0."""
+    if not redis_url or seconds <= 0:
+        return {}
+    return {"channel-health-probes": {"task": "providers.tasks.probe_channels", "schedule": seconds}}
+
+
+CELERY_BEAT_SCHEDULE.update(health_probe_schedule(REDIS_URL, float(GATEWAY["HEALTH_PROBE_SECONDS"])))  # type: ignore[arg-type]
 
 LOGGING = {
     "version": 1,

@@ -15,7 +15,15 @@ from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 
 from . import envelopes
-from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
+from .chain import (
+    CompiledRule,
+    ExecutedRule,
+    RuleTrace,
+    TransformContext,
+    needs_whole_response,
+    run_request,
+    select,
+)
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
 
@@ -46,10 +54,12 @@ class Attempt:
 
 def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
                   channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
-                  client_stream: bool, anthropic_beta: str | None = None) -> Attempt:
+                  client_stream: bool, anthropic_beta: str | None = None,
+                  trace: RuleTrace | None = None) -> Attempt:
     """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
     request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
-    from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
+    from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward).
+    ``trace`` watches the request rules one by one (captures with rule steps, the playground)."""
     areq = req
     areq.model = upstream_model
     upstream_protocol = channel.protocol
@@ -62,7 +72,7 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
                             provider=provider.name, api_key_id=key.id, stream=client_stream)
-    executed = run_request(select(chains, "request", logical_model), areq, tctx)
+    executed = run_request(select(chains, "request", logical_model), areq, tctx, trace)
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
     if key.reasoning_envelopes:  # wrapping runs before every response rule

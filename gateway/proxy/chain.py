@@ -89,19 +89,38 @@ def _guard(rule: CompiledRule, fn, *args):
         raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
 
 
-def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext) -> list[ExecutedRule]:
+class RuleTrace(Protocol):
+    """Watches a chain rule by rule (captures, the playground). ``step`` is called once with
+    ``rule=None`` before the first rule and once after each rule, with the object the rules
+    mutate; a tracer that wants per-rule diffs snapshots it there. The engine only calls it
+    when one was passed, so a request nobody traces pays one ``is None`` test per rule."""
+
+    def step(self, phase: str, rule: CompiledRule | None, target: Request | Response) -> None: ...
+
+
+def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext,
+                trace: RuleTrace | None = None) -> list[ExecutedRule]:
     executed = []
+    if trace is not None:
+        trace.step("request", None, req)
     for rule in rules:
         _guard(rule, rule.transform.apply_request, req, ctx)
         executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
+        if trace is not None:
+            trace.step("request", rule, req)
     return executed
 
 
-def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext) -> list[ExecutedRule]:
+def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext,
+                 trace: RuleTrace | None = None) -> list[ExecutedRule]:
     executed = []
+    if trace is not None:
+        trace.step("response", None, resp)
     for rule in rules:
         _guard(rule, rule.transform.apply_response, resp, ctx)
         executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
+        if trace is not None:
+            trace.step("response", rule, resp)
     return executed
 
 
