@@ -39,7 +39,7 @@ run: demo
 	@echo "  Mock upstream: http://$(HOST):$(MOCK_PORT)"
 	@echo ""
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
+	GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
 		--loop uvloop --http httptools --no-access-log --lifespan on
 
 test: setup

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from gateway.fetch import AddressRefused
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.errors import ProtocolError, UpstreamProtocolError
@@ -256,6 +257,10 @@ async def read_bounded(resp, limit: int) -> bytes:
 
 
 def _transport_failure(exc: BaseException) -> AttemptFailed:
+    refused = exc if isinstance(exc, AddressRefused) else getattr(exc, "os_error", None)
+    if isinstance(refused, AddressRefused):  # guard_channel_urls is on and refused this channel
+        return AttemptFailed(f"channel address refused by guard_channel_urls: {refused}",
+                             code="upstream_address_refused", detail=repr(exc))
     if isinstance(exc, TimeoutError):
         return AttemptFailed("upstream request timed out", code="upstream_timeout", retryable=True,
                              detail=repr(exc))

@@ -109,6 +109,8 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    fetch_allow_private: bool = False
+    guard_channel_urls: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -192,7 +194,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     settings_snap = SettingsSnap(
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(settings.GATEWAY["UPSTREAM_IDLE_TIMEOUT"])))
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(settings.GATEWAY["UPSTREAM_IDLE_TIMEOUT"])),
+        fetch_allow_private=gs.fetch_allow_private, guard_channel_urls=gs.guard_channel_urls)
 
     providers = []
     for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
@@ -257,6 +260,10 @@ class SnapshotHolder:
 
     def set(self, snapshot: Snapshot) -> None:
         """Install a snapshot directly (tests, or a caller that built one itself)."""
+        from gateway import fetch
+
+        fetch.set_setting_allow_private(snapshot.settings.fetch_allow_private)
+        fetch.set_setting_guard_channels(snapshot.settings.guard_channel_urls)
         self.current = snapshot
         self.ready.set()
 
