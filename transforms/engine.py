@@ -67,6 +67,47 @@ def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext) 
     return executed
 
 
+async def _aguard(rule: CompiledRule, fn, *args):
+    try:
+        return await fn(*args)
+    except (TransformRejected, TransformFailed):
+        raise
+    except Exception as exc:
+        raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
+
+
+async def run_request_async(rules: list[CompiledRule], req: Request, ctx: TransformContext) -> list[ExecutedRule]:
+    """``run_request`` for the proxy: a rule with ``apply_request_async`` is awaited at its own
+    position in the chain (so a fetch or an image re-encode never blocks the event loop)."""
+    executed = []
+    for rule in rules:
+        hook = rule.transform.apply_request_async
+        if hook is None:
+            _guard(rule, rule.transform.apply_request, req, ctx)
+        else:
+            await _aguard(rule, hook, req, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
+    return executed
+
+
+async def run_response_async(rules: list[CompiledRule], resp: Response, ctx: TransformContext) -> list[ExecutedRule]:
+    """``run_response`` awaiting ``apply_response_async`` hooks in chain order."""
+    executed = []
+    for rule in rules:
+        hook = rule.transform.apply_response_async
+        if hook is None:
+            _guard(rule, rule.transform.apply_response, resp, ctx)
+        else:
+            await _aguard(rule, hook, resp, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
+    return executed
+
+
+def has_async(rules: list[CompiledRule]) -> bool:
+    return any(rule.transform.apply_request_async is not None or rule.transform.apply_response_async is not None
+               for rule in rules)
+
+
 def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext) -> list[ExecutedRule]:
     executed = []
     for rule in rules:

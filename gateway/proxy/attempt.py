@@ -14,7 +14,14 @@ from gateway.protocols.base import EncodeContext
 from gateway.protocols.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 from transforms.base import TransformContext
-from transforms.engine import CompiledRule, ExecutedRule, needs_whole_response, run_request, select
+from transforms.engine import (
+    CompiledRule,
+    ExecutedRule,
+    needs_whole_response,
+    run_request,
+    run_request_async,
+    select,
+)
 
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
@@ -64,23 +71,55 @@ class Attempt:
     started_at: float = field(default_factory=time.time)
 
 
+def _begin_attempt(req: Request, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap, channel: ChannelSnap,
+                   upstream_model: str, logical_model: str, client_protocol: str, client_stream: bool):
+    areq = req
+    areq.model = upstream_model
+    strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
+    prepare_before_chains(areq, upstream_protocol=channel.protocol, source_protocol=client_protocol,
+                          strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
+    chains = [provider.chain, snapshot.global_chain, key.chain]
+    tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
+                            upstream_protocol=channel.protocol, upstream_model=upstream_model,
+                            provider=provider.name, api_key_id=key.id, stream=client_stream)
+    return areq, tctx, chains, strip
+
+
 def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
                   channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
                   client_stream: bool, anthropic_beta: str | None = None) -> Attempt:
     """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
     request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
     from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
-    areq = req
-    areq.model = upstream_model
-    upstream_protocol = channel.protocol
-    strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
-    prepare_before_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
-                          strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
-    chains = [provider.chain, snapshot.global_chain, key.chain]
-    tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
-                            upstream_protocol=upstream_protocol, upstream_model=upstream_model,
-                            provider=provider.name, api_key_id=key.id, stream=client_stream)
+    areq, tctx, chains, strip = _begin_attempt(req, snapshot, key, provider, channel, upstream_model,
+                                               logical_model, client_protocol, client_stream)
     executed = run_request(select(chains, "request", logical_model), areq, tctx)
+    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, provider=provider, channel=channel,
+                           upstream_model=upstream_model, logical_model=logical_model,
+                           client_protocol=client_protocol, client_stream=client_stream,
+                           anthropic_beta=anthropic_beta, strip=strip)
+
+
+async def build_attempt_async(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
+                              channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
+                              client_stream: bool, anthropic_beta: str | None = None) -> Attempt:
+    """``build_attempt`` with the request chain run by ``run_request_async``: rules with an async
+    hook (image fetches and re-encodes) are awaited at their position instead of blocking."""
+    areq, tctx, chains, strip = _begin_attempt(req, snapshot, key, provider, channel, upstream_model,
+                                               logical_model, client_protocol, client_stream)
+    executed = await run_request_async(select(chains, "request", logical_model), areq, tctx)
+    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, provider=provider, channel=channel,
+                           upstream_model=upstream_model, logical_model=logical_model,
+                           client_protocol=client_protocol, client_stream=client_stream,
+                           anthropic_beta=anthropic_beta, strip=strip)
+
+
+def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[ExecutedRule], chains, *,
+                    snapshot: Snapshot, provider: ProviderSnap, channel: ChannelSnap, upstream_model: str,
+                    logical_model: str,
+                    client_protocol: str, client_stream: bool, anthropic_beta: str | None, strip: bool) -> Attempt:
+    """Everything after the request chain: response rules, stream mode, encoding, URL, headers."""
+    upstream_protocol = channel.protocol
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
     upstream_stream = bool(areq.stream)
@@ -101,11 +140,16 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
         headers[name.lower()] = value
     if anthropic_beta and upstream_protocol == "messages":
         headers["anthropic-beta"] = anthropic_beta
+    raw = orjson.dumps(body)
+    wire_body = getattr(ucodec, "wire_body", None)
+    if wire_body is not None:  # a codec whose upstream is not JSON (openai_image edits: multipart)
+        raw, ctype = wire_body(body)
+        headers["content-type"] = ctype
     settings = snapshot.settings
     return Attempt(
         provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,
         response_rules=response_rules, executed=executed, upstream_stream=upstream_stream, body=body,
-        raw=orjson.dumps(body), url=join_url(channel.base_url, ucodec.upstream_path(model, upstream_stream)),
+        raw=raw, url=join_url(channel.base_url, ucodec.upstream_path(model, upstream_stream)),
         headers=headers, codec=ucodec,
         total_timeout=provider.request_timeout or settings.request_timeout,
         connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout)

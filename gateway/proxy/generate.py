@@ -37,10 +37,10 @@ from gateway.urp import Request, Response
 from gateway.urp import events as ev
 from gateway.urp.synth import response_to_events
 from transforms.base import TransformFailed, TransformRejected
-from transforms.engine import StreamChain, run_response
+from transforms.engine import StreamChain, run_response_async
 
 from . import capture as capture_mod
-from .attempt import Attempt, AttemptFailed, build_attempt, is_retryable_status
+from .attempt import Attempt, AttemptFailed, build_attempt_async, is_retryable_status
 from .breaker import BreakerBoard
 from .errors import ClientError, describe_upstream_error, mask, safe_token
 from .exchange import Exchange, keepalive_loop
@@ -209,7 +209,7 @@ async def _route(call: Call, run_one) -> None:
                 if try_no and provider.channel_retry_interval_ms:
                     await asyncio.sleep(provider.channel_retry_interval_ms / 1000.0)
                 used += 1
-                att = build_attempt(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
+                att = await build_attempt_async(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
                                     channel=channel, upstream_model=upstream_model,
                                     logical_model=call.logical_model, client_protocol=call.ex.protocol,
                                     client_stream=call.client_stream, anthropic_beta=call.ex.anthropic_beta)
@@ -361,7 +361,7 @@ async def _serve_whole(call: Call) -> None:
 
 async def _whole_one(call: Call, att: Attempt, arec) -> None:
     resp = await _fetch_whole(call, att, arec)
-    executed = run_response(att.response_rules, resp, att.tctx)
+    executed = await run_response_async(att.response_rules, resp, att.tctx)
     ccodec = codec(call.ex.protocol)
     out = ccodec.encode_response(resp, EncodeContext(model=call.logical_model, source_protocol=att.channel.protocol))
     raw = orjson.dumps(out)
@@ -586,7 +586,7 @@ async def _synth_one(call: Call, att: Attempt, arec) -> None:
 
 async def _emit_whole(call: Call, att: Attempt, arec, resp: Response) -> None:
     """A whole response -> response rules -> synthesised events -> the client's stream."""
-    executed = run_response(att.response_rules, resp, att.tctx)
+    executed = await run_response_async(att.response_rules, resp, att.tctx)
     events = response_to_events(resp)
     # F1 (stream_split_sse_frames): split oversized client frames when a rule applies.
     enc = with_frame_limit(_new_encoder(call, att.channel.protocol), call.ex.protocol, att.response_rules)
