@@ -15,6 +15,7 @@ import time
 import orjson
 from django.conf import settings
 
+from gateway.fetch import fetcher
 from keys.auth import authenticate, extract_secret
 
 from .breaker import BreakerBoard, RedisMirror
@@ -77,6 +78,7 @@ class ProxyApp:
             await self.mirror.stop()
             self.mirror = None
         await self.client.close()
+        await fetcher().close()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.stop)
 
     async def lifespan(self, scope, receive, send) -> None:
