@@ -11,6 +11,8 @@ Every module exposes the same functions (there is no Codec base class; this list
   ``error(status, code, message) -> bytes`` (pre-stream error frames)
 - ``error_body(status, code, message, *, param=None, error_type=None) -> dict``   client protocols only
 - ``upstream_path(model, stream) -> str`` and ``upstream_headers(api_key) -> dict``
+- optional: ``SUPPORTS_STREAM = False`` (never called streaming) and ``wire(body) -> (bytes,
+  content type, path)`` for upstreams whose body is not JSON or whose path depends on the body
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ from types import ModuleType
 
 CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages")
 UPSTREAM_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
+# Upstreams that only make images (no text turns, never streamed): kept out of UPSTREAM_PROTOCOLS,
+# which the cross-protocol text matrices and fuzzers iterate.
+IMAGE_UPSTREAM_PROTOCOLS = ("openai_image",)
 
 _MODULES = {
     "chat_completion": "gateway.protocols.chat_completions",
     "responses": "gateway.protocols.responses",
     "messages": "gateway.protocols.messages",
     "gemini": "gateway.protocols.gemini",
+    "openai_image": "gateway.protocols.openai_image",
 }
 
 

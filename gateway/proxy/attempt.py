@@ -122,11 +122,11 @@ def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[Execut
     upstream_protocol = channel.protocol
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
-    upstream_stream = bool(areq.stream)
+    ucodec = codec(upstream_protocol)
+    upstream_stream = bool(areq.stream) and getattr(ucodec, "SUPPORTS_STREAM", True)
     if upstream_stream and client_stream and response_rules and needs_whole_response(response_rules, tctx):
         upstream_stream = False
     areq.stream = upstream_stream
-    ucodec = codec(upstream_protocol)
     model = areq.model or upstream_model  # a request rule may have rewritten it
     tctx.upstream_model = model
     body = ucodec.encode_request(areq, EncodeContext(model=model, source_protocol=client_protocol,
@@ -141,15 +141,15 @@ def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[Execut
     if anthropic_beta and upstream_protocol == "messages":
         headers["anthropic-beta"] = anthropic_beta
     raw = orjson.dumps(body)
-    wire_body = getattr(ucodec, "wire_body", None)
-    if wire_body is not None:  # a codec whose upstream is not JSON (openai_image edits: multipart)
-        raw, ctype = wire_body(body)
-        headers["content-type"] = ctype
+    path = ucodec.upstream_path(model, upstream_stream)
+    wire = getattr(ucodec, "wire", None)
+    if wire is not None:  # a codec whose body decides bytes, type and path (openai_image edits: multipart)
+        raw, headers["content-type"], path = wire(body)
     settings = snapshot.settings
     return Attempt(
         provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,
         response_rules=response_rules, executed=executed, upstream_stream=upstream_stream, body=body,
-        raw=raw, url=join_url(channel.base_url, ucodec.upstream_path(model, upstream_stream)),
+        raw=raw, url=join_url(channel.base_url, path),
         headers=headers, codec=ucodec,
         total_timeout=provider.request_timeout or settings.request_timeout,
         connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout)
