@@ -23,6 +23,7 @@ from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
 from .generate import Runtime, serve
+from .images_api import IMAGES_PATHS, serve_images
 from .routing import model_allowed
 from .snapshot import Snapshot, SnapshotHolder
 from .upstream import UpstreamClient
@@ -35,7 +36,9 @@ GENERATION_PATHS = {
     "/v1/messages": "messages",
 }
 # Non-generation endpoints answered in a client protocol's shape (no capture, see count_tokens).
-PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages"}
+# The Images API answers in OpenAI's shape (see images_api).
+PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages",
+                  **{p: "chat_completion" for p in IMAGES_PATHS}}
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
@@ -149,6 +152,9 @@ class ProxyApp:
             return
         if path == COUNT_TOKENS_PATH:
             await serve_count_tokens(self.runtime, ex, snapshot, key, raw_body)
+            return
+        if path in IMAGES_PATHS:
+            await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
             return
         if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
             # Possibly streaming: watch for a client disconnect and cancel the upstream with it.

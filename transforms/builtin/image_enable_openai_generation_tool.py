@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.protocols.prepare import RULE_ADDED_TOOL
 from gateway.urp import Request, ToolDef
 from transforms.base import Transform, TransformContext, TransformExample, TransformFailed
 
@@ -127,8 +128,10 @@ class ImageEnableOpenaiGenerationTool(Transform):
                 cfg["action"] = self.action
             if wants_partials and "partial_images" not in self.extra:
                 cfg["partial_images"] = 3
-            req.tools.append(ToolDef(kind=TOOL, extra=cfg))
+            cfg[RULE_ADDED_TOOL] = True  # passes the cross-protocol tool filter to Responses upstreams
+            req.tools.append(ToolDef(kind=TOOL, origin_protocol="responses", extra=cfg))
             existing = [req.tools[-1]]
-        for tool in existing:  # typed options win over tool defaults
+        for tool in existing:  # typed options win over tool defaults (tool settings only: not n, user...)
             for key, value in typed.items():
-                tool.extra[key] = value
+                if key in LIFTED:
+                    tool.extra[key] = value
