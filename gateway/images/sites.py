@@ -70,6 +70,7 @@ def image_site(node: ImageNode) -> Site | None:
         def write_b64(mt: str, data: str, src=src) -> None:
             src.media_type = mt
             src.data = data
+            _sync_raw_item(node, mt, data)
         return Site(src.media_type or "", src.data, write_b64)
     if src.kind == "url" and isinstance(src.url, str):
         parsed = data_image(src.url)
@@ -78,6 +79,22 @@ def image_site(node: ImageNode) -> Site | None:
                 src.url = f"data:{mt};base64,{data}"
             return Site(parsed[0], parsed[1], write_url)
     return None
+
+
+RAW_ITEM = "_gw_rsp_body"  # the Responses codec's raw image_generation_call item, replayed same-protocol
+
+
+def _sync_raw_item(node: ImageNode, media_type: str, data: str) -> None:
+    """A Responses client gets the upstream's raw ``image_generation_call`` item back; keep its
+    ``result`` and ``output_format`` in step with the rewritten source."""
+    raw = node.extra.get(RAW_ITEM)
+    if isinstance(raw, dict) and "result" in raw:
+        raw = dict(raw)
+        raw["result"] = data
+        sub = media_type.partition("/")[2]
+        if sub:
+            raw["output_format"] = "jpeg" if sub == "jpg" else sub
+        node.extra[RAW_ITEM] = raw
 
 
 def data_image(url: str) -> tuple[str, str] | None:
