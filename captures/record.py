@@ -31,6 +31,7 @@ class AttemptRecord:
     error: str | None = None
     ttfb_ms: float | None = None
     duration_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # what rules noted (images left untouched, fetches kept)
 
 
 @dataclass(slots=True)

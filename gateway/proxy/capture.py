@@ -31,7 +31,9 @@ def attempt_record(att: Attempt, logical_model: str) -> AttemptRecord:
         provider=att.provider.name, channel=att.channel.name, upstream_protocol=att.channel.protocol,
         logical_model=logical_model, upstream_model=att.upstream_model, started_at=att.started_at,
         internal_request=to_jsonable(att.request), upstream_request=att.body,
-        executed_chain=[e.as_dict() for e in att.executed])
+        executed_chain=[e.as_dict() for e in att.executed],
+        # The attempt's own notes list: response-phase rules append to it later.
+        notes=att.tctx.shared.setdefault("notes", []))
 
 
 def finish(cap: CaptureRecord, *, mode: str, status: int, error: str | None, duration_ms: float) -> None:
