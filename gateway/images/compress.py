@@ -29,7 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from transforms.base import TransformFailed
+from gateway.errors import TransformFailed
 
 OUTPUT_FORMATS = ("original", "jpg", "jpegxl_lossless", "jpegxl", "webp_lossless", "webp", "png")
 ACCEPTED_TYPES = frozenset({"image/jpeg", "image/jpg", "image/png", "image/webp"})

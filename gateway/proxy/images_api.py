@@ -27,19 +27,21 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ClientError
 from gateway.images import multipart, pool
 from gateway.images.sites import MASK_NODE_ID
 from gateway.protocols.openai_image import IMAGE_OPTIONS
 from gateway.urp import ImageNode, MediaSource, Request, Response, TextNode
-from gateway.urp.serialize import to_jsonable
-from transforms.engine import run_response_async
 
-from . import capture as capture_mod
-from .errors import ClientError
+from .call import Call, Runtime
+from .chain import run_response_async
+from .errors import to_client_error
 from .exchange import Exchange
-from .generate import Call, Runtime, _fetch_whole, _route, to_client_error
+from .failover import route
+from .recorder import NULL_RECORDER
 from .routing import model_allowed, resolve_logical_model
 from .snapshot import KeySnap, Snapshot
+from .whole import fetch_whole
 
 GENERATIONS_PATH = "/v1/images/generations"
 EDITS_PATH = "/v1/images/edits"
@@ -176,13 +178,11 @@ class ImagesCall(Call):
         return self.job.request()
 
 
-async def _run_one(call: ImagesCall, att, arec) -> None:
-    resp = await _fetch_whole(call, att, arec)
+async def _run_one(call: Call, att) -> None:
+    resp = await fetch_whole(call, att)
     executed = await run_response_async(att.response_rules, resp, att.tctx)
-    if arec is not None:
-        arec.executed_chain.extend(e.as_dict() for e in executed)
-        arec.response_after_chains = to_jsonable(resp)
-    call.result = resp
+    call.rec.on_response(resp, executed)
+    call.result = resp  # type: ignore[attr-defined]
 
 
 def images_body(responses: list[Response]) -> dict[str, Any]:
@@ -217,33 +217,38 @@ def images_body(responses: list[Response]) -> dict[str, Any]:
 
 async def serve_images(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes,
                        content_type: str, path: str) -> None:
-    """Answer one Images API request; every failure in OpenAI's error shape."""
-    cap = None
+    """Answer one Images API request; every failure in OpenAI's error shape.
+
+    The ``n`` sub-requests run concurrently, except when the request is recorded: recorders see
+    attempts one after the other (``Recorder`` contract), so recorded requests run them in turn."""
+    # Recorders get a JSON stand-in for a multipart body, then the parsed job's summary.
+    head = raw_body if path == GENERATIONS_PATH else orjson.dumps(
+        {"multipart": True, "content_type": content_type[:200], "bytes": len(raw_body)})
+    rec = rt.recorders.start(ex, snapshot, key, head)
+    ex.recorder = rec
     error_text = None
     try:
         if path == EDITS_PATH:
             job = await pool.run(parse_edits, raw_body, content_type)
         else:
             job = parse_generations(raw_body)
-        if capture_mod.wanted(snapshot, key):
-            cap = capture_mod.start(request_id=ex.request_id, key=key, protocol=ex.protocol, client_body=job.summary())
-            ex.capture = cap
+        rec.on_request_body(orjson.dumps(job.summary()))
         logical = resolve_logical_model(key, job.model)
         if not model_allowed(key, logical):
             raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                               error_type="permission_error")
-        if cap is not None:
-            cap.logical_model = logical
         calls = [ImagesCall(rt=rt, ex=ex, snapshot=snapshot, key=key, req=None, logical_model=logical,
-                            client_stream=False, include_usage=True, cap=cap, job=job) for _ in range(job.n)]
-        results = await asyncio.gather(*(_route(c, _run_one) for c in calls), return_exceptions=True)
-        for res in results:
-            if isinstance(res, BaseException):
-                raise res
+                            client_stream=False, include_usage=True, rec=rec, job=job) for _ in range(job.n)]
+        rec.on_request_decoded(calls[0])
+        if rec is NULL_RECORDER:
+            results = await asyncio.gather(*(route(c, _run_one) for c in calls), return_exceptions=True)
+            for res in results:
+                if isinstance(res, BaseException):
+                    raise res
+        else:
+            for c in calls:
+                await route(c, _run_one)
         body = images_body([c.result for c in calls if c.result is not None])
-        if cap is not None:
-            cap.client_response = body
-            cap.usage_seen = "usage" in body
         await ex.send_bytes(200, orjson.dumps(body))
     except Exception as exc:
         err = to_client_error(exc)
@@ -251,6 +256,4 @@ async def serve_images(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySn
         if not ex.headers_sent:
             await ex.send_error(err)
     finally:
-        if cap is not None:
-            capture_mod.finish(cap, mode=key.capture_mode, status=ex.status, error=error_text,
-                               duration_ms=(time.perf_counter() - ex.t0) * 1000.0)
+        rec.on_finish(ex, error_text)

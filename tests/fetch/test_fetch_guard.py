@@ -221,7 +221,7 @@ async def test_fetch_many_runs_concurrently(server, fetcher, monkeypatch):
 # -- channel base URLs (guard_channel_urls) ---------------------------------------------------------
 
 async def test_channel_guard_off_by_default_and_clear_error_when_on(server, monkeypatch):
-    from gateway.proxy.generate import _transport_failure
+    from gateway.proxy.errors import transport_failure as _transport_failure
     from gateway.proxy.upstream import TRANSPORT_ERRORS, UpstreamClient
 
     client = UpstreamClient()

@@ -8,11 +8,11 @@ import base64
 import orjson
 import pytest
 
+from gateway.errors import UpstreamProtocolError
 from gateway.images import multipart
 from gateway.images.samples import PNG_RGB_8
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import UpstreamProtocolError
 from gateway.urp import ImageNode, MediaSource, Request, TextNode
 
 C = codec("openai_image")

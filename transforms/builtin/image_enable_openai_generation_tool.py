@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.protocols.prepare import RULE_ADDED_TOOL
+from gateway.proxy.prepare import RULE_ADDED_TOOL
 from gateway.urp import Request, ToolDef
 from transforms.base import Transform, TransformContext, TransformExample, TransformFailed
 

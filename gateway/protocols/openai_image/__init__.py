@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import UpstreamProtocolError
 from gateway.images import multipart
 from gateway.images.compress import sniff
 from gateway.images.sites import MASK_NODE_ID, data_image, is_mask
@@ -37,7 +38,6 @@ from gateway.urp import ImageNode, MediaSource, Request, Response, TextNode, Usa
 from gateway.urp import events as ev
 
 from ..base import EncodeContext, new_id, token_count
-from ..errors import UpstreamProtocolError
 
 PROTOCOL = "openai_image"
 SUPPORTS_STREAM = False
