@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import os
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -92,9 +91,17 @@ def check_channel_url(url: str) -> None:
             raise AddressRefused(f"channel base URL points at a {reason} ({addr})")
 
 
+_process_allow: bool | None = None  # GATEWAY_FETCH_ALLOW_PRIVATE, read once (tests set it directly)
+
+
 def allow_private() -> bool:
-    """Private targets allowed: the environment switch or the global setting."""
-    return os.environ.get(ALLOW_ENV, "").strip().lower() in ("1", "true", "yes", "on") or _setting_allow_private
+    """Private targets allowed: the process-wide knob or the global setting."""
+    global _process_allow
+    if _process_allow is None:
+        from gateway.conf import gateway_settings
+
+        _process_allow = bool(gateway_settings.FETCH_ALLOW_PRIVATE)
+    return _process_allow or _setting_allow_private
 
 
 def literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -21,7 +21,6 @@ import base64
 import binascii
 import hashlib
 import io
-import os
 import struct
 import threading
 import warnings
@@ -36,15 +35,17 @@ ACCEPTED_TYPES = frozenset({"image/jpeg", "image/jpg", "image/png", "image/webp"
 CACHE_VERSION = b"compress_user_message_images:v7"
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+def _knob(name: str) -> int:
+    from gateway.conf import gateway_settings
+
+    return int(getattr(gateway_settings, name))
 
 
-MAX_ENCODED_BYTES = _env_int("GATEWAY_IMAGE_MAX_ENCODED_BYTES", 20_971_520)
-MAX_PIXELS = _env_int("GATEWAY_IMAGE_MAX_PIXELS", 40_000_000)
-CACHE_MAX_BYTES = _env_int("GATEWAY_IMAGE_CACHE_MAX_BYTES", 64 * 1024 * 1024)
-CACHE_MAX_ENTRY_BYTES = _env_int("GATEWAY_IMAGE_CACHE_MAX_ENTRY_BYTES", 8 * 1024 * 1024)
+# Limits from the gateway's knobs (gateway.settings.GATEWAY_KNOBS: GATEWAY_IMAGE_* variables).
+MAX_ENCODED_BYTES = _knob("IMAGE_MAX_ENCODED_BYTES")
+MAX_PIXELS = _knob("IMAGE_MAX_PIXELS")
+CACHE_MAX_BYTES = _knob("IMAGE_CACHE_MAX_BYTES")
+CACHE_MAX_ENTRY_BYTES = _knob("IMAGE_CACHE_MAX_ENTRY_BYTES")
 
 # The shared config schema (both transforms). Unknown keys are ignored, as the reference's parser.
 CONFIG_SCHEMA: dict[str, Any] = {

@@ -2,7 +2,7 @@
 event loop (Pillow releases the GIL inside its codecs, so the work really runs beside the loop).
 
 Sized for the machine: one worker per CPU (``os.cpu_count()``), overridable with
-``GATEWAY_IMAGE_WORKERS``. The pool is also the concurrency limit: at most that many images
+the ``IMAGE_WORKERS`` knob (``GATEWAY_IMAGE_WORKERS``). The pool is also the concurrency limit: at most that many images
 are decoded at once per process, whatever the number of requests carrying images.
 """
 
@@ -20,10 +20,10 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def workers() -> int:
-    raw = os.environ.get("GATEWAY_IMAGE_WORKERS", "")
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return max(1, os.cpu_count() or 1)
+    from gateway.conf import gateway_settings
+
+    configured = int(gateway_settings.IMAGE_WORKERS)
+    return configured if configured > 0 else max(1, os.cpu_count() or 1)
 
 
 def pool() -> ThreadPoolExecutor:

@@ -75,7 +75,7 @@ async def fetcher():
 
 @pytest.fixture
 def guard_on(monkeypatch):
-    monkeypatch.delenv(fetch.ALLOW_ENV, raising=False)
+    monkeypatch.setattr(fetch, "_process_allow", False)
     monkeypatch.setattr(fetch, "_setting_allow_private", False)
 
 
@@ -138,14 +138,14 @@ async def test_non_http_schemes_refused(fetcher, guard_on):
 
 
 async def test_env_switch_allows_loopback(server, fetcher, monkeypatch):
-    monkeypatch.setenv(fetch.ALLOW_ENV, "1")
+    monkeypatch.setattr(fetch, "_process_allow", True)
     got = await fetcher.fetch(f"{server['url']}/a.png", timeout=5, max_bytes=1000)
     assert got.body == PNG
     assert got.content_type == "image/png"
 
 
 async def test_global_setting_allows_loopback(server, fetcher, monkeypatch):
-    monkeypatch.delenv(fetch.ALLOW_ENV, raising=False)
+    monkeypatch.setattr(fetch, "_process_allow", False)
     monkeypatch.setattr(fetch, "_setting_allow_private", True)
     got = await fetcher.fetch(f"http://localhost:{server['port']}/a.png", timeout=5, max_bytes=1000)
     assert got.body == PNG
@@ -182,7 +182,7 @@ async def test_redirect_loop_stops(server, fetcher, loopback_one_public):
 # -- limits and failures ----------------------------------------------------------------------------
 
 async def test_byte_cap_enforced_while_streaming(server, fetcher, monkeypatch):
-    monkeypatch.setenv(fetch.ALLOW_ENV, "1")
+    monkeypatch.setattr(fetch, "_process_allow", True)
     with pytest.raises(FetchError) as info:
         await fetcher.fetch(f"{server['url']}/chunked", timeout=5, max_bytes=2500)
     assert info.value.reason == "too_large"
@@ -191,14 +191,14 @@ async def test_byte_cap_enforced_while_streaming(server, fetcher, monkeypatch):
 
 
 async def test_content_length_over_cap_refused(server, fetcher, monkeypatch):
-    monkeypatch.setenv(fetch.ALLOW_ENV, "1")
+    monkeypatch.setattr(fetch, "_process_allow", True)
     with pytest.raises(FetchError) as info:
         await fetcher.fetch(f"{server['url']}/a.png", timeout=5, max_bytes=10)
     assert info.value.reason == "too_large"
 
 
 async def test_timeout_and_status(server, fetcher, monkeypatch):
-    monkeypatch.setenv(fetch.ALLOW_ENV, "1")
+    monkeypatch.setattr(fetch, "_process_allow", True)
     with pytest.raises(FetchError) as info:
         await fetcher.fetch(f"{server['url']}/slow", timeout=0.3, max_bytes=1000)
     assert info.value.reason == "timeout"
@@ -208,7 +208,7 @@ async def test_timeout_and_status(server, fetcher, monkeypatch):
 
 
 async def test_fetch_many_runs_concurrently(server, fetcher, monkeypatch):
-    monkeypatch.setenv(fetch.ALLOW_ENV, "1")
+    monkeypatch.setattr(fetch, "_process_allow", True)
     loop = asyncio.get_running_loop()
     t = loop.time()
     urls = [f"{server['url']}/slow?{i}" for i in range(4)] + [f"{server['url']}/a.png"]

@@ -46,7 +46,7 @@ async def server():
 
 @pytest.fixture(autouse=True)
 async def allow_loopback(monkeypatch):
-    monkeypatch.setenv(fetch.ALLOW_ENV, "1")
+    monkeypatch.setattr(fetch, "_process_allow", True)
     yield
     await fetch.fetcher().close()
 
@@ -125,7 +125,7 @@ async def test_example_4_terminal_replay_downloads_once(server):
 
 
 async def test_guard_refuses_loopback_through_the_rule(server, monkeypatch):
-    monkeypatch.delenv(fetch.ALLOW_ENV)
+    monkeypatch.setattr(fetch, "_process_allow", False)
     monkeypatch.setattr(fetch, "_setting_allow_private", False)
     nodes = [image(f"http://localhost:{server['port']}/a.png"), image(f"http://2130706433:{server['port']}/a.png")]
     c = ctx()
