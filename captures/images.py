@@ -104,7 +104,7 @@ def _thumbnail(sha: str, media_type: str, data: str) -> dict[str, Any]:
         raw = base64.b64decode(data)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            img = Image.open(io.BytesIO(raw))
+            img: Image.Image = Image.open(io.BytesIO(raw))
             entry["width"], entry["height"] = img.size
             if img.size[0] * img.size[1] > MAX_THUMB_PIXELS:
                 entry["error"] = "too many pixels to preview"

@@ -215,7 +215,7 @@ def _reencode(raw: bytes, source_type: str, cfg: CompressConfig) -> tuple[str, b
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
-            img = Image.open(io.BytesIO(raw))
+            img: Image.Image = Image.open(io.BytesIO(raw))
             width, height = img.size
         except Image.DecompressionBombError:
             return "left: image dimensions exceed Pillow's decompression bomb limit"

@@ -49,9 +49,8 @@ def parse(body: bytes, content_type: str) -> list[Part]:
         if not isinstance(name, str):
             continue
         filename = sub.get_filename()
-        payload = sub.get_payload(decode=True)
-        if payload is None:
-            payload = b""
+        raw_payload = sub.get_payload(decode=True)
+        payload = raw_payload if isinstance(raw_payload, bytes) else b""
         ctype = sub.get_content_type() if sub.get("Content-Type") else None
         parts.append(Part(name=name, data=payload, filename=filename, content_type=ctype))
     return parts

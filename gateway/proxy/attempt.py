@@ -49,7 +49,8 @@ class Attempt:
 
 
 def _begin_attempt(req: Request, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap, channel: ChannelSnap,
-                   upstream_model: str, logical_model: str, client_protocol: str, client_stream: bool):
+                   upstream_model: str, logical_model: str, client_protocol: str, client_stream: bool
+                   ) -> tuple[Request, TransformContext, list[tuple[CompiledRule, ...]], bool]:
     areq = req
     areq.model = upstream_model
     strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
@@ -91,7 +92,8 @@ async def build_attempt_async(req: Request, *, snapshot: Snapshot, key: KeySnap,
                            anthropic_beta=anthropic_beta, strip=strip)
 
 
-def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[ExecutedRule], chains, *,
+def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[ExecutedRule],
+                    chains: list[tuple[CompiledRule, ...]], *,
                     snapshot: Snapshot, provider: ProviderSnap, channel: ChannelSnap, upstream_model: str,
                     logical_model: str,
                     client_protocol: str, client_stream: bool, anthropic_beta: str | None, strip: bool) -> Attempt:

@@ -7,6 +7,7 @@ so running a chain costs no parsing and no database access.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -101,7 +102,7 @@ def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext) 
     return executed
 
 
-async def _aguard(rule: CompiledRule, fn, *args):
+async def _aguard(rule: CompiledRule, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     try:
         return await fn(*args)
     except (TransformRejected, TransformFailed):

@@ -33,6 +33,7 @@ from gateway.images.sites import MASK_NODE_ID
 from gateway.protocols.openai_image import IMAGE_OPTIONS
 from gateway.urp import ImageNode, MediaSource, Request, Response, TextNode
 
+from .attempt import Attempt
 from .call import Call, Runtime
 from .chain import run_response_async
 from .errors import to_client_error
@@ -175,10 +176,11 @@ class ImagesCall(Call):
     result: Response | None = None
 
     def fresh_request(self) -> Request:
+        assert self.job is not None
         return self.job.request()
 
 
-async def _run_one(call: Call, att) -> None:
+async def _run_one(call: Call, att: Attempt) -> None:
     resp = await fetch_whole(call, att)
     executed = await run_response_async(att.response_rules, resp, att.tctx)
     call.rec.on_response(resp, executed)

@@ -105,7 +105,7 @@ class ImageResolveUrls(Transform):
         if not targets:
             return
         cache: dict[str, MediaSource] = ctx.shared.setdefault(self.type_id, {})
-        wanted = [n.source.url for n in targets if n.source.url not in cache]
+        wanted = [n.source.url for n in targets if n.source.url is not None and n.source.url not in cache]
         if wanted:
             results = await (using or fetcher()).fetch_many(wanted, timeout=self.timeout, max_bytes=self.max_bytes)
             notes = ctx.shared.setdefault("notes", [])
@@ -115,7 +115,7 @@ class ImageResolveUrls(Transform):
                 else:
                     notes.append(f"{self.type_id}: kept a URL ({got.reason}: {got.message})")
         for node in targets:
-            src = cache.get(node.source.url)
+            src = cache.get(node.source.url or "")
             if src is not None:
                 node.source = MediaSource(kind="base64", media_type=src.media_type, data=src.data)
 

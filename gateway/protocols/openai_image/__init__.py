@@ -34,7 +34,7 @@ from gateway.errors import UpstreamProtocolError
 from gateway.images import multipart
 from gateway.images.compress import sniff
 from gateway.images.sites import MASK_NODE_ID, data_image, is_mask
-from gateway.urp import ImageNode, MediaSource, Request, Response, TextNode, Usage
+from gateway.urp import ImageNode, MediaSource, Node, Request, Response, TextNode, Usage
 from gateway.urp import events as ev
 
 from ..base import EncodeContext, new_id, token_count
@@ -148,7 +148,7 @@ def decode_response(body: dict[str, Any]) -> Response:
     data = body.get("data")
     if not isinstance(data, list):
         raise UpstreamProtocolError("images response has no 'data' array")
-    output = []
+    output: list[Node] = []
     for item in data:
         if not isinstance(item, dict):
             continue
