@@ -186,7 +186,8 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     # Outbound fetches (gateway.fetch) and image work (gateway.images).
     "FETCH_ALLOW_PRIVATE": (flag, False, "Let the outbound fetcher reach loopback/private/link-local addresses for "  # type: ignore[dict-item]
                                          "the whole process (the global setting fetch_allow_private does it per config)."),
-    "IMAGE_WORKERS": (int, 0, "Threads decoding/re-encoding images off the event loop; 0: one per CPU."),
+    "IMAGE_POOL": (str, "process", "Where image work runs off the event loop: process (default) or thread."),
+    "IMAGE_WORKERS": (int, 0, "Threads decoding/re-encoding images off the event loop; 0: CPUs - 1 (at least 1)."),
     "IMAGE_MAX_ENCODED_BYTES": (int, 20_971_520, "Largest image (decoded bytes) the compression pipeline touches."),
     "IMAGE_MAX_PIXELS": (int, 40_000_000, "Largest image (width x height) decoded; larger ones are left (bombs)."),
     "IMAGE_CACHE_MAX_BYTES": (int, 64 * 1024 * 1024, "In-memory cache of compressed images, in base64 bytes."),

@@ -15,6 +15,7 @@ import time
 import orjson
 
 from gateway.fetch import fetcher
+from gateway.images import pool as image_pool
 
 from .breaker import BreakerBoard, RedisMirror
 from .call import Runtime
@@ -88,6 +89,7 @@ class ProxyApp:
             self.mirror = None
         await self.client.close()
         await fetcher().close()
+        image_pool.shutdown()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.stop)
 
     async def lifespan(self, scope, receive, send) -> None:

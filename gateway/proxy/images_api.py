@@ -136,8 +136,17 @@ def _media_type(part: multipart.Part) -> str:
     return "image/png"
 
 
+def parse_edits_in_pool(raw: bytes, content_type: str) -> ImagesJob | tuple[int, str, str, str | None]:
+    """``parse_edits`` for the image pool (possibly another process): a client error comes back
+    as a plain tuple, since ClientError does not survive pickling."""
+    try:
+        return parse_edits(raw, content_type)
+    except ClientError as err:
+        return (err.status, err.code, err.message, err.param)
+
+
 def parse_edits(raw: bytes, content_type: str) -> ImagesJob:
-    """Runs on the image pool (MIME parsing and base64 of large files)."""
+    """MIME parsing and base64 of large files: run it on the image pool."""
     try:
         parts = multipart.parse(raw, content_type)
     except multipart.MultipartError as exc:
@@ -231,7 +240,11 @@ async def serve_images(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySn
     error_text = None
     try:
         if path == EDITS_PATH:
-            job = await pool.run(parse_edits, raw_body, content_type)
+            parsed = await pool.run(parse_edits_in_pool, raw_body, content_type)
+            if isinstance(parsed, tuple):
+                status, code, message, param = parsed
+                raise ClientError(status, code, message, param=param)
+            job = parsed
         else:
             job = parse_generations(raw_body)
         rec.on_request_body(orjson.dumps(job.summary()))

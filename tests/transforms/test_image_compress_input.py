@@ -187,7 +187,7 @@ def test_metadata_and_scopes():
     assert cls.name["zh"] and cls.description["zh"] and cls.examples
 
 
-async def test_async_path_runs_on_the_image_pool():
+async def test_async_path_runs_on_the_image_pool_threads():
     seen = []
     real = compress_mod.compress_source
 
@@ -199,12 +199,33 @@ async def test_async_path_runs_on_the_image_pool():
     nodes = [user_b64(data) for _ in range(3)]
     rule = CompiledRule(1, "provider", "request", None, make({"max_edge_px": 50, "output_format": "webp"}))
     import gateway.images.sites as sites_mod
+    from gateway.images import pool
 
     orig = sites_mod.compress_source
     sites_mod.compress_source = spy
+    pool.use("thread")  # the spy is not picklable: threads for this test
     try:
         await run_request_async([rule], Request(model="m", input=nodes), ctx())
     finally:
         sites_mod.compress_source = orig
+        pool.use(None)
     assert len(seen) == 3 and all(name.startswith("gateway-image") for name in seen)
     assert all(decode(n.source.data).size == (50, 50) for n in nodes)
+
+
+async def test_async_path_on_the_default_process_pool():
+    from gateway.images import pool
+
+    pool.use("process")
+    try:
+        data = b64_image(Image.effect_noise((300, 300), 60).convert("RGB"))
+        node = user_b64(data)
+        rule = CompiledRule(1, "provider", "request", None, make({"max_edge_px": 30, "output_format": "png"}))
+        c = ctx()
+        await run_request_async([rule], Request(model="m", input=[node]), c)
+        assert decode(node.source.data).size == (30, 30)
+        with pytest.raises(TransformFailed, match="jpeg xl"):  # errors come back from the worker process
+            bad = CompiledRule(1, "provider", "request", None, make({"output_format": "jpegxl"}))
+            await run_request_async([bad], Request(model="m", input=[user_b64(data)]), ctx())
+    finally:
+        pool.use(None)
