@@ -24,6 +24,11 @@ class GlobalSettings(models.Model):
         default=False, help_text="Apply the same address guard to channel base URLs: upstream calls to loopback, "
                                  "private or link-local addresses fail with a clear error. Off by default, since "
                                  "operators point channels at private hosts on purpose.")
+    reasoning_effort_suffixes = models.JSONField(
+        default=dict, blank=True,
+        help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, '
+                  '-low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. '
+                  'A suffixed name resolves to its base model when the base is served and the suffixed one is not.')
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -37,6 +42,11 @@ class GlobalSettings(models.Model):
         errors = {name: "Must be greater than 0." for name in (
             "request_timeout_seconds", "connect_timeout_seconds", "upstream_idle_timeout_seconds")
             if getattr(self, name) is not None and getattr(self, name) <= 0}
+        from gateway.proxy.effort_suffix import validate_suffix_map
+
+        suffix_errors = validate_suffix_map(self.reasoning_effort_suffixes)
+        if suffix_errors:
+            errors["reasoning_effort_suffixes"] = " ".join(suffix_errors)
         if errors:
             raise ValidationError(errors)
 

@@ -13,8 +13,9 @@ from gateway.proxy.chain import (
     run_response,
     run_response_async,
     select,
+    wrap_stream_encoder,
 )
 
 __all__ = ["CompiledRule", "ExecutedRule", "RuleTransform", "StreamChain", "TransformContext",
            "needs_whole_response", "run_request", "run_request_async", "run_response", "run_response_async",
-           "select"]
+           "select", "wrap_stream_encoder"]

@@ -14,6 +14,7 @@ from gateway.protocols.base import EncodeContext
 from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 
+from . import envelopes
 from .chain import (
     CompiledRule,
     ExecutedRule,
@@ -25,6 +26,9 @@ from .chain import (
 )
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
+
+# What a codec's upstream_headers() uses to carry the channel key; left out for keyless channels.
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key"})
 
 
 @dataclass(slots=True)
@@ -51,14 +55,18 @@ class Attempt:
 def _begin_attempt(req: Request, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap, channel: ChannelSnap,
                    upstream_model: str, logical_model: str, client_protocol: str, client_stream: bool
                    ) -> tuple[Request, TransformContext, list[tuple[CompiledRule, ...]], bool]:
+    """Everything before the request chain: the upstream model, preparation, envelopes, context."""
     areq = req
     areq.model = upstream_model
+    upstream_protocol = channel.protocol
     strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
-    prepare_before_chains(areq, upstream_protocol=channel.protocol, source_protocol=client_protocol,
+    prepare_before_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
                           strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
+    if key.reasoning_envelopes:  # before the request rules: they see this upstream's own payloads
+        envelopes.unwrap_request(areq, upstream_protocol, upstream_model)
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
-                            upstream_protocol=channel.protocol, upstream_model=upstream_model,
+                            upstream_protocol=upstream_protocol, upstream_model=upstream_model,
                             provider=provider.name, api_key_id=key.id, stream=client_stream)
     return areq, tctx, chains, strip
 
@@ -72,8 +80,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     areq, tctx, chains, strip = _begin_attempt(req, snapshot, key, provider, channel, upstream_model,
                                                logical_model, client_protocol, client_stream)
     executed = run_request(select(chains, "request", logical_model), areq, tctx)
-    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, provider=provider, channel=channel,
-                           upstream_model=upstream_model, logical_model=logical_model,
+    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, key=key, provider=provider,
+                           channel=channel, upstream_model=upstream_model, logical_model=logical_model,
                            client_protocol=client_protocol, client_stream=client_stream,
                            anthropic_beta=anthropic_beta, strip=strip)
 
@@ -86,21 +94,22 @@ async def build_attempt_async(req: Request, *, snapshot: Snapshot, key: KeySnap,
     areq, tctx, chains, strip = _begin_attempt(req, snapshot, key, provider, channel, upstream_model,
                                                logical_model, client_protocol, client_stream)
     executed = await run_request_async(select(chains, "request", logical_model), areq, tctx)
-    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, provider=provider, channel=channel,
-                           upstream_model=upstream_model, logical_model=logical_model,
+    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, key=key, provider=provider,
+                           channel=channel, upstream_model=upstream_model, logical_model=logical_model,
                            client_protocol=client_protocol, client_stream=client_stream,
                            anthropic_beta=anthropic_beta, strip=strip)
 
 
 def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[ExecutedRule],
-                    chains: list[tuple[CompiledRule, ...]], *,
-                    snapshot: Snapshot, provider: ProviderSnap, channel: ChannelSnap, upstream_model: str,
-                    logical_model: str,
+                    chains: list[tuple[CompiledRule, ...]], *, snapshot: Snapshot, key: KeySnap,
+                    provider: ProviderSnap, channel: ChannelSnap, upstream_model: str, logical_model: str,
                     client_protocol: str, client_stream: bool, anthropic_beta: str | None, strip: bool) -> Attempt:
     """Everything after the request chain: response rules, stream mode, encoding, URL, headers."""
     upstream_protocol = channel.protocol
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
+    if key.reasoning_envelopes:  # wrapping runs before every response rule
+        response_rules = [envelopes.rule(upstream_protocol, upstream_model), *response_rules]
     ucodec = codec(upstream_protocol)
     upstream_stream = bool(areq.stream) and getattr(ucodec, "SUPPORTS_STREAM", True)
     if upstream_stream and client_stream and response_rules and needs_whole_response(response_rules, tctx):
@@ -115,8 +124,12 @@ def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[Execut
                else "application/json"}
     for name, value in channel.extra_headers:
         headers[name.lower()] = value
-    for name, value in ucodec.upstream_headers(channel.api_key).items():
-        headers[name.lower()] = value
+    if channel.api_key:  # a keyless channel (a local upstream) sends no credentials at all
+        for name, value in ucodec.upstream_headers(channel.api_key).items():
+            headers[name.lower()] = value
+    else:
+        headers.update((name.lower(), value) for name, value in ucodec.upstream_headers("").items()
+                       if name.lower() not in CREDENTIAL_HEADERS)
     if anthropic_beta and upstream_protocol == "messages":
         headers["anthropic-beta"] = anthropic_beta
     raw = orjson.dumps(body)
