@@ -245,3 +245,26 @@ async def test_channel_guard_off_by_default_and_clear_error_when_on(server, monk
         assert server["hits"] == []
     finally:
         await client.close()
+
+
+@pytest.mark.django_db
+def test_channel_save_refused_with_a_clear_error_when_the_guard_is_on():
+    from django.core.exceptions import ValidationError
+
+    from gateway.models import GlobalSettings
+    from providers.models import Channel, Provider
+
+    provider = Provider.objects.create(name="guarded")
+    channel = Channel(provider=provider, name="local", protocol="chat_completion", base_url="http://127.0.0.1:9/v1")
+    channel.set_api_key("sk-x")
+    channel.full_clean()  # guard off (the default): private hosts are fine for channels
+    gs = GlobalSettings.load()
+    gs.guard_channel_urls = True
+    gs.save()
+    for url in ("http://127.0.0.1:9/v1", "http://2130706433/v1", "http://localhost:9/v1", "http://[::1]/v1"):
+        channel.base_url = url
+        with pytest.raises(ValidationError) as info:
+            channel.full_clean()
+        assert "guard_channel_urls is on" in str(info.value.message_dict["base_url"])
+    channel.base_url = "http://93.184.216.34/v1"
+    channel.full_clean()
