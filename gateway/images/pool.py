@@ -20,7 +20,7 @@ import asyncio
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -63,9 +63,22 @@ def use(new_kind: str | None) -> None:
         old.shutdown(wait=False, cancel_futures=True)
 
 
+class PoolBroken(RuntimeError):
+    """A worker process died (killed for memory, crashed in a codec): the pool is rebuilt for
+    the next call and the caller leaves its image as it was."""
+
+
 async def run(fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` on the image pool, awaited from the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(pool(), fn, *args)
+    global _pool
+    executor = pool()
+    try:
+        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+    except BrokenExecutor as exc:
+        if _pool is executor:
+            _pool = None
+            executor.shutdown(wait=False, cancel_futures=True)
+        raise PoolBroken(f"image worker failed: {type(exc).__name__}") from None
 
 
 def shutdown() -> None:

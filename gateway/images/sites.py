@@ -191,7 +191,12 @@ async def process_on_pool(sites: Sites, cfg: CompressConfig) -> list[str]:
 
     if not sites.items:
         return []
-    outcomes = await asyncio.gather(*(pool.run(compress_source, s.media_type, s.data, cfg) for s in sites.items))
+    outcomes = await asyncio.gather(*(pool.run(compress_source, s.media_type, s.data, cfg) for s in sites.items),
+                                    return_exceptions=True)
     for site, out in zip(sites.items, outcomes, strict=True):
+        if isinstance(out, pool.PoolBroken):  # a crashed worker: this image stays, the request goes on
+            out = Outcome(note=f"left: {out}")
+        elif isinstance(out, BaseException):
+            raise out
         site.outcome = out
     return sites.finish()

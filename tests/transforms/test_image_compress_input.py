@@ -229,3 +229,29 @@ async def test_async_path_on_the_default_process_pool():
             await run_request_async([bad], Request(model="m", input=[user_b64(data)]), ctx())
     finally:
         pool.use(None)
+
+
+def _crash(*args):
+    import os
+
+    os._exit(1)  # a worker killed mid-image (OOM killer, codec crash)
+
+
+async def test_a_crashed_worker_leaves_the_image_and_the_pool_recovers(monkeypatch):
+    from gateway.images import pool
+    from gateway.images import sites as sites_mod
+
+    pool.use("process")
+    try:
+        data = b64_image(Image.effect_noise((64, 64), 60).convert("RGB"))
+        node = user_b64(data)
+        monkeypatch.setattr(sites_mod, "compress_source", _crash)
+        c = ctx()
+        rule = CompiledRule(1, "provider", "request", None, make({"max_edge_px": 8, "output_format": "png"}))
+        await run_request_async([rule], Request(model="m", input=[node]), c)
+        assert node.source.data == data and any("image worker failed" in n for n in c.shared["notes"])
+        monkeypatch.undo()
+        await run_request_async([rule], Request(model="m", input=[node]), ctx())
+        assert decode(node.source.data).size == (8, 8)  # a fresh pool serves the next request
+    finally:
+        pool.use(None)
