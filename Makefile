@@ -43,11 +43,11 @@ run: migrate
 	@echo "  Admin:         http://$(HOST):$(PORT)/admin/"
 	@echo "  Capture viewer http://$(HOST):$(PORT)/captures/"
 	@echo "  SDK base URL:  http://$(HOST):$(PORT)/v1"
-	@echo "  Demo API key:  sk-demo-0001   (models: demo-chat, demo-responses, demo-messages, demo-gemini)"
+	@echo "  Demo API key:  sk-demo-0001   (models: demo-chat, demo-responses, demo-messages, demo-gemini, demo-image)"
 	@echo "  Mock upstream: http://$(HOST):$(MOCK_PORT)"
 	@echo ""
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
+	GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
 		--loop uvloop --http httptools --no-access-log --lifespan on
 
 test: setup

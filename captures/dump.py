@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from captures.bounds import Budget, cut_utf8
+from captures.images import ImageBounder
 from captures.record import AttemptRecord, CaptureRecord
 from captures.redact import mask_secrets
 
@@ -74,17 +75,19 @@ def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
             "error_detail": cut_utf8(a.error_detail, 4096) if a.error_detail else None}
 
 
-def _attempt(n: int, a: AttemptRecord) -> dict[str, Any]:
+def _attempt(n: int, a: AttemptRecord, img: ImageBounder) -> dict[str, Any]:
     out = _identity(n, a)
     out.update({
         "executed_chain": _chain(a.executed_chain),
-        "internal_request": mask_secrets(a.internal_request),
-        "upstream_request": mask_secrets(a.upstream_request),
-        "upstream_response": mask_secrets(a.upstream_response),
-        "upstream_frames": list(a.upstream_frames),
-        "response_after_chains": mask_secrets(a.response_after_chains),
-        "rule_steps": mask_secrets(a.rule_steps),
+        "internal_request": img.bound(mask_secrets(a.internal_request)),
+        "upstream_request": img.bound(mask_secrets(a.upstream_request)),
+        "upstream_response": img.bound(mask_secrets(a.upstream_response)),
+        "upstream_frames": [img.bound_str(f) for f in a.upstream_frames],
+        "response_after_chains": img.bound(mask_secrets(a.response_after_chains)),
+        "rule_steps": img.bound(mask_secrets(a.rule_steps)),
     })
+    if a.notes:
+        out["notes"] = [cut_utf8(str(note), 1024) for note in a.notes[:64]]
     return out
 
 
@@ -130,10 +133,11 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
         ("duration_ms", orjson.dumps(record.duration_ms)),
         ("ttfb_ms", orjson.dumps(record.ttfb_ms)),
     ]
+    img = ImageBounder()  # large base64 images -> placeholders, thumbnails kept for the viewer
     payloads = [
-        ["client_request", orjson.dumps(mask_secrets(record.client_request))],
-        ["client_response", orjson.dumps(mask_secrets(record.client_response))],
-        ["client_frames", orjson.dumps(list(record.client_frames))],
+        ["client_request", orjson.dumps(img.bound(mask_secrets(record.client_request)))],
+        ["client_response", orjson.dumps(img.bound(mask_secrets(record.client_response)))],
+        ["client_frames", orjson.dumps([img.bound_str(f) for f in record.client_frames])],
     ]
     omitted_bytes = budget.omitted_bytes
     used = sum(len(k) + len(v) + 4 for k, v in head) + _RESERVE + 16
@@ -151,7 +155,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     kept: list[bytes] = []
     omitted_attempts = budget.omitted_attempts
     for n, a in enumerate(record.attempts, start=1):
-        data = orjson.dumps(_attempt(n, a))
+        data = orjson.dumps(_attempt(n, a, img))
         if used + len(data) + 1 > limit:
             omitted_bytes += len(data)
             data = _placeholder(n, a, len(data))
@@ -164,6 +168,10 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
 
     truncated = bool(omitted_attempts or budget.omitted_frames or omitted_bytes or budget.cut_frames)
     body_parts = head + [(k, v) for k, v in payloads] + [("attempts", attempts_bytes)]
+    if img.images:
+        thumbs = orjson.dumps(img.thumbnails())
+        if used + len(thumbs) + 16 <= limit:  # thumbnails are a few KB; never at the expense of data
+            body_parts.append(("image_thumbnails", thumbs))
     retained = sum(len(k) + len(v) + 4 for k, v in body_parts)
     trunc = orjson.dumps({"truncated": truncated, "omitted_attempts": omitted_attempts,
                           "omitted_frames": budget.omitted_frames, "omitted_bytes": omitted_bytes,

@@ -154,6 +154,8 @@ def build_detail(dump: dict[str, Any], selected: int | None, staff: bool = True)
         "hidden_transforms": hidden,
         "attempts": attempts, "attempt": att, "attempt_index": index + 1, "tabs": tabs,
         "chain": chain, "stream": stream, "truncation": dump.get("capture_truncation") or {},
+        "thumbnails": [t for t in dump.get("image_thumbnails") or [] if isinstance(t, dict)],
+        "notes": att.get("notes") or [],
     }
 
 

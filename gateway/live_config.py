@@ -122,6 +122,7 @@ def settings_snap() -> SettingsSnap:
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
         idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
+        fetch_allow_private=gs.fetch_allow_private, guard_channel_urls=gs.guard_channel_urls,
         effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes))
 
 

@@ -163,6 +163,11 @@ CELERY_BEAT_SCHEDULE = {
 # its default and meaning. Code reads them through ``gateway.conf.gateway_settings`` (in the spirit
 # of DRF's ``api_settings``), never from ``os.environ``. The environment variable of a knob is its
 # name with a ``GATEWAY_`` prefix (``BREAKER_FAILURES`` <- ``GATEWAY_BREAKER_FAILURES``).
+def flag(raw: object) -> bool:
+    """A boolean knob: ``1``/``true``/``yes``/``on`` (any case) or a real bool."""
+    return raw if isinstance(raw, bool) else str(raw).strip().lower() in {"1", "true", "yes", "on"}
+
+
 GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     # name: (type, default, what it does)
     "MAX_BODY_BYTES": (int, 50 * 1024 * 1024, "Largest client request body accepted on /v1/*, in bytes."),
@@ -195,6 +200,15 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
     # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
     "SECRETS_KEY": (str, "", "Master key for channel-key encryption and client-key hashes; default SECRET_KEY."),
+    # Outbound fetches (gateway.fetch) and image work (gateway.images).
+    "FETCH_ALLOW_PRIVATE": (flag, False, "Let the outbound fetcher reach loopback/private/link-local addresses for "  # type: ignore[dict-item]
+                                         "the whole process (the global setting fetch_allow_private does it per config)."),
+    "IMAGE_POOL": (str, "process", "Where image work runs off the event loop: process (default) or thread."),
+    "IMAGE_WORKERS": (int, 0, "Threads decoding/re-encoding images off the event loop; 0: CPUs - 1 (at least 1)."),
+    "IMAGE_MAX_ENCODED_BYTES": (int, 20_971_520, "Largest image (decoded bytes) the compression pipeline touches."),
+    "IMAGE_MAX_PIXELS": (int, 40_000_000, "Largest image (width x height) decoded; larger ones are left (bombs)."),
+    "IMAGE_CACHE_MAX_BYTES": (int, 64 * 1024 * 1024, "In-memory cache of compressed images, in base64 bytes."),
+    "IMAGE_CACHE_MAX_ENTRY_BYTES": (int, 8 * 1024 * 1024, "Largest compressed image kept in that cache."),
 }
 
 

@@ -50,6 +50,7 @@ class Turn:
     input_tokens: int = 1
     output_tokens: int = 1
     reasoning_tokens: int = 0
+    image_b64: str = ""  # Responses: an image_generation_call result (request offered image_generation)
 
     @property
     def finish(self) -> str:

@@ -16,6 +16,7 @@ class MockState:
         self.in_flight = 0
         self.total = 0
         self.client_disconnects = 0
+        self.image_hits: list[str] = []  # GET /_mock/images/... paths, in order
         self.server_state: Any = None  # uvicorn ServerState when the runner attaches it
 
     def should_fail(self, key: str, times: int) -> bool:
@@ -35,3 +36,4 @@ class MockState:
         self.requests.clear()
         self.fail_counts.clear()
         self.script.clear()
+        self.image_hits.clear()

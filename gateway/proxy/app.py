@@ -14,12 +14,16 @@ import time
 
 import orjson
 
+from gateway.fetch import fetcher
+from gateway.images import pool as image_pool
+
 from .breaker import BreakerBoard, RedisMirror
 from .call import Runtime
 from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .images_api import IMAGES_PATHS, serve_images
 from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
 from .recorder import RecorderSet
 from .routing import model_allowed
@@ -35,7 +39,9 @@ GENERATION_PATHS = {
     "/v1/messages": "messages",
 }
 # Non-generation endpoints answered in a client protocol's shape (no capture, see count_tokens).
-PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages"}
+# The Images API answers in OpenAI's shape (see images_api).
+PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages",
+                  **{p: "chat_completion" for p in IMAGES_PATHS}}
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
@@ -89,6 +95,8 @@ class ProxyApp:
             await self.mirror.stop()
             self.mirror = None
         await self.client.close()
+        await fetcher().close()
+        image_pool.shutdown()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.stop)
 
     async def lifespan(self, scope, receive, send) -> None:
@@ -165,6 +173,9 @@ class ProxyApp:
             return
         if path == COUNT_TOKENS_PATH:
             await serve_count_tokens(self.runtime, ex, snapshot, key, raw_body)
+            return
+        if path in IMAGES_PATHS:
+            await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
             return
         if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
             # Possibly streaming: watch for a client disconnect and cancel the upstream with it.

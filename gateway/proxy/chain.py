@@ -7,6 +7,7 @@ so running a chain costs no parsing and no database access.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +29,11 @@ class RuleTransform(Protocol):
     def new_stream_state(self, ctx: TransformContext) -> Any: ...
     def apply_event(self, event: Event, state: Any, ctx: TransformContext) -> list[Event]: ...
     def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any: ...
+
+    # Optional async variants (None when absent): awaited in place of the sync method by
+    # run_request_async / run_response_async, for rules doing I/O or heavy CPU work.
+    apply_request_async: Any
+    apply_response_async: Any
 
 
 @dataclass(slots=True)
@@ -108,6 +114,52 @@ def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext,
         executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
         if trace is not None:
             trace.step("request", rule, req)
+    return executed
+
+
+async def _aguard(rule: CompiledRule, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    try:
+        return await fn(*args)
+    except (TransformRejected, TransformFailed):
+        raise
+    except Exception as exc:
+        raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
+
+
+async def run_request_async(rules: list[CompiledRule], req: Request, ctx: TransformContext,
+                            trace: RuleTrace | None = None) -> list[ExecutedRule]:
+    """``run_request`` for the proxy: a rule with ``apply_request_async`` is awaited at its own
+    position in the chain (so a fetch or an image re-encode never blocks the event loop)."""
+    executed = []
+    if trace is not None:
+        trace.step("request", None, req)
+    for rule in rules:
+        hook = getattr(rule.transform, "apply_request_async", None)
+        if hook is None:
+            _guard(rule, rule.transform.apply_request, req, ctx)
+        else:
+            await _aguard(rule, hook, req, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
+        if trace is not None:
+            trace.step("request", rule, req)
+    return executed
+
+
+async def run_response_async(rules: list[CompiledRule], resp: Response, ctx: TransformContext,
+                             trace: RuleTrace | None = None) -> list[ExecutedRule]:
+    """``run_response`` awaiting ``apply_response_async`` hooks in chain order."""
+    executed = []
+    if trace is not None:
+        trace.step("response", None, resp)
+    for rule in rules:
+        hook = getattr(rule.transform, "apply_response_async", None)
+        if hook is None:
+            _guard(rule, rule.transform.apply_response, resp, ctx)
+        else:
+            await _aguard(rule, hook, resp, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
+        if trace is not None:
+            trace.step("response", rule, resp)
     return executed
 
 

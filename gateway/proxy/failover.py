@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from gateway.errors import AttemptFailed, ClientError
 
-from .attempt import Attempt, build_attempt
+from .attempt import Attempt, build_attempt_async
 from .call import Call
 from .errors import exhausted
 from .routing import candidates
@@ -61,10 +61,10 @@ async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel:
     """One attempt; None when it answered the client, its failure when the loop may go on.
     Rule and encoder errors (from ``build_attempt`` or the response path) propagate: they stop
     routing."""
-    att = build_attempt(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
-                        channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                        client_protocol=call.ex.protocol, client_stream=call.client_stream,
-                        anthropic_beta=call.ex.anthropic_beta, trace=call.rec.rule_trace())
+    att = await build_attempt_async(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
+                                    channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
+                                    client_protocol=call.ex.protocol, client_stream=call.client_stream,
+                                    anthropic_beta=call.ex.anthropic_beta, trace=call.rec.rule_trace())
     rec = call.rec
     rec.on_attempt_start(att)
     t = time.perf_counter()

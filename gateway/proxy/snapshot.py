@@ -95,6 +95,8 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    fetch_allow_private: bool = False
+    guard_channel_urls: bool = False
     effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
 
 
@@ -178,6 +180,10 @@ class SnapshotHolder:
 
     def set(self, snapshot: Snapshot) -> None:
         """Install a snapshot directly (tests, or a caller that built one itself)."""
+        from gateway import fetch
+
+        fetch.set_setting_allow_private(snapshot.settings.fetch_allow_private)
+        fetch.set_setting_guard_channels(snapshot.settings.guard_channel_urls)
         self.current = snapshot
         self.ready.set()
 
