@@ -31,7 +31,15 @@ ALIASES = {
 
 
 def canonical_id(type_id: str) -> str:
-    return ALIASES.get(type_id, type_id)
+    """Historical ids from the table above or from a class's own ``aliases``."""
+    if type_id in ALIASES:
+        return ALIASES[type_id]
+    return _class_aliases().get(type_id, type_id)
+
+
+@cache
+def _class_aliases() -> dict[str, str]:
+    return {alias: type_id for type_id, cls in registry().items() for alias in cls.aliases}
 
 
 @cache

@@ -79,7 +79,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
-                            provider=provider.name, api_key_id=key.id, stream=client_stream)
+                            provider=provider.name, api_key_id=key.id, username=key.owner_username,
+                            stream=client_stream)
     executed = run_request(select(chains, "request", logical_model), areq, tctx)
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)

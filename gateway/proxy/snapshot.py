@@ -100,6 +100,7 @@ class KeySnap:
     redirects: tuple[tuple[re.Pattern, str], ...]
     capture_mode: str
     chain: tuple[CompiledRule, ...]
+    owner_username: str | None = None  # identity for transforms (TransformContext.username)
 
 
 @dataclass(slots=True, frozen=True)
@@ -226,13 +227,14 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             routes.setdefault(logical, []).append(Route(provider=p, channels=tuple(pairs)))
 
     keys = {}
-    for k in ApiKey.objects.all():
+    for k in ApiKey.objects.select_related("owner"):
         keys[k.key_hash] = KeySnap(
             id=k.id, name=k.name, enabled=k.enabled,
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())))
+            chain=tuple(chains.get(("api_key", k.id), ())),
+            owner_username=k.owner.get_username() if k.owner_id else None)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
                     providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),
