@@ -34,12 +34,12 @@ def canonical_id(type_id: str) -> str:
     """Historical ids from the table above or from a class's own ``aliases``."""
     if type_id in ALIASES:
         return ALIASES[type_id]
-    return _class_aliases().get(type_id, type_id)
-
-
-@cache
-def _class_aliases() -> dict[str, str]:
-    return {alias: type_id for type_id, cls in registry().items() for alias in cls.aliases}
+    reg = registry()  # not memoised here: tests swap the registry, and this never runs per request
+    if type_id not in reg:
+        for cls in reg.values():
+            if type_id in getattr(cls, "aliases", ()):
+                return cls.type_id
+    return type_id
 
 
 @cache
