@@ -169,6 +169,9 @@ class MockUpstreamApp:
         summary.input_chars = len(body_bytes)
         scripted = self.state.script.popleft() if self.state.script else None
         turn = plan_turn(summary, scripted)
+        if faults.prompt_cache:
+            turn.cache_read_tokens, turn.cache_write_tokens = self.state.prompt_cache.account(
+                protocol, body, turn.input_tokens)
         ctx = WireContext(model=summary.model or model, created=int(time.time()),
                           response_id=short_id(str(self.state.total), body_bytes.decode("utf-8", "replace")),
                           arg_chunk=faults.arg_chunk or self.arg_chunk, include_usage=summary.include_usage)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from gateway.mock_upstream.prompt_cache import PromptCache
+
 
 class MockState:
     """All state lives on the event loop thread; readers use the ``/_mock/*`` endpoints."""
@@ -17,6 +19,7 @@ class MockState:
         self.total = 0
         self.client_disconnects = 0
         self.server_state: Any = None  # uvicorn ServerState when the runner attaches it
+        self.prompt_cache = PromptCache()
 
     def should_fail(self, key: str, times: int) -> bool:
         """Count one request under ``key``; true while the count is within the first ``times``."""
@@ -35,3 +38,4 @@ class MockState:
         self.requests.clear()
         self.fail_counts.clear()
         self.script.clear()
+        self.prompt_cache.reset()
