@@ -16,7 +16,8 @@ go in one segment separated by commas (``/fault/fail-times=2,fail-key=k1/v1``) o
 - ``frame-delay``: seconds between stream frames (lets tests act mid-stream);
 - ``arg-chunk``: size of streamed tool-argument fragments (default: the server's setting, 3);
 - ``prompt-cache``: not a fault: simulate the provider's prompt cache and report cached tokens
-  (see ``prompt_cache``).
+  (see ``prompt_cache``); the value names the cache, so two channels with different values behave
+  like two upstream accounts that do not share a cache.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Faults:
     stall_after: int | None = None
     frame_delay: float = 0.0
     arg_chunk: int | None = None
-    prompt_cache: bool = False
+    prompt_cache: str | None = None  # cache namespace ("1", or e.g. a channel name: separate caches)
 
     def set(self, name: str, value: str) -> None:
         value = value.strip()
@@ -63,7 +64,7 @@ class Faults:
         elif name == "frame-delay":
             self.frame_delay = float(value)
         elif name == "prompt-cache":
-            self.prompt_cache = value.lower() not in ("", "0", "false", "no")
+            self.prompt_cache = None if value.lower() in ("", "0", "false", "no") else value
         elif name == "arg-chunk":
             self.arg_chunk = max(1, int(value))
 

@@ -1,7 +1,8 @@
 """A simulated provider prompt cache, so tests can measure cache hits through the gateway.
 
-Opt-in per request with the ``x-mock-prompt-cache: 1`` header (a channel's extra header) or a
-``/fault/prompt-cache=1`` base-URL prefix; without it every cache counter stays 0, as before.
+Opt-in per request with the ``x-mock-prompt-cache: <name>`` header (a channel's extra header) or
+a ``/fault/prompt-cache=<name>`` base-URL prefix; without it every cache counter stays 0, as
+before. Each name is a separate cache (two channels = two upstream accounts).
 
 - OpenAI (Chat Completions, Responses) caches automatically by prefix: the prompt is serialised
   (tools, then instructions/messages/items in order) and the cached part is the longest common

@@ -19,7 +19,7 @@ class MockState:
         self.total = 0
         self.client_disconnects = 0
         self.server_state: Any = None  # uvicorn ServerState when the runner attaches it
-        self.prompt_cache = PromptCache()
+        self.prompt_caches: dict[str, PromptCache] = {}
 
     def should_fail(self, key: str, times: int) -> bool:
         """Count one request under ``key``; true while the count is within the first ``times``."""
@@ -38,4 +38,4 @@ class MockState:
         self.requests.clear()
         self.fail_counts.clear()
         self.script.clear()
-        self.prompt_cache.reset()
+        self.prompt_caches.clear()

@@ -129,3 +129,19 @@ def test_bad_configs(config):
                                    "openai_prompt_cache"])
 def test_aliases(alias):
     assert canonical_id(alias) == TYPE_ID
+
+
+def test_lines_relocated_by_prefix_stabilize_do_not_change_the_key():
+    def run_both(day):
+        req = Request(model="gpt-5.5", input=[
+            TextNode(role="system", content=f"<env>\nToday's date: 2026-09-{day}\n</env>\nStable rules."),
+            TextNode(role="user", content="x")])
+        c = TransformContext(logical_model="m", client_protocol="chat_completion", upstream_protocol="chat_completion")
+        rules = tuple(CompiledRule(i, "global", "request", None, registry()[t]({}))
+                      for i, t in enumerate(["cache_prefix_stabilize", TYPE_ID]))
+        run_request(select([(), rules, ()], "request", "m"), req, c)
+        return req.extra["prompt_cache_key"], req.input[0].content
+
+    (k1, c1), (k2, c2) = run_both("01"), run_both("02")
+    assert k1 == k2 and c1 != c2 and c1.startswith("Stable rules.\n<env>")
+    assert k1 == apply(conv("y", system="Stable rules."), upstream="chat_completion")["prompt_cache_key"]

@@ -7,9 +7,17 @@ from typing import Any
 
 from gateway.urp import Request
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.helpers.cache_keys import jsonable, stable_prefix_length, xxh3_128_hex
+from transforms.helpers.cache_keys import VOLATILE_TAIL, jsonable, stable_prefix_length, xxh3_128_hex
 
 _OPENAI = frozenset({"responses", "chat_completion"})
+
+
+def _drop_tail(prefix: list, serialised: list[dict[str, Any]], node: Any, tail: str) -> None:
+    """Remove the volatile lines cache_prefix_stabilize relocated to the end of ``node`` from the
+    serialised copy, so a date line that changes per request does not change the key."""
+    for original, copy in zip(prefix, serialised, strict=True):
+        if original is node and isinstance(copy.get("content"), str) and copy["content"].endswith(tail):
+            copy["content"] = copy["content"][:-len(tail)].rstrip("\n")
 
 
 class CacheOpenaiPrompt(Transform):
@@ -24,7 +32,12 @@ class CacheOpenaiPrompt(Transform):
     ``identity`` mode exactly ``{"username", "api_key_id"}`` of the calling key (from the
     transform context, never from the request). Gateway-internal shape hints are left out of the
     material, so one prompt hashes alike whichever wire shape carried it. Run it after
-    cache_prefix_stabilize and prompt_strip_anthropic_billing_header."""
+    cache_prefix_stabilize and prompt_strip_anthropic_billing_header.
+
+    Difference from the reference: the lines cache_prefix_stabilize relocated to the end of the
+    prefix in this attempt are left out of the material (the reference hashed them, so a
+    relocated date line still changed the key every day); identical keys with the Rust service
+    are not a goal here."""
 
     type_id = "cache_openai_prompt"
     category = "cache"
@@ -85,7 +98,11 @@ class CacheOpenaiPrompt(Transform):
         if cfg["include_full_input_in_key"]:
             material["input"] = jsonable(req.input)
         else:
-            material["prefix_nodes"] = jsonable(req.input[:stable_prefix_length(req.input)])
+            prefix = req.input[:stable_prefix_length(req.input)]
+            material["prefix_nodes"] = jsonable(prefix)
+            tail = ctx.shared.get(VOLATILE_TAIL)
+            if tail is not None:
+                _drop_tail(prefix, material["prefix_nodes"], *tail)
         if req.tools:
             material["tools"] = jsonable(req.tools)
         if req.response_format is not None:

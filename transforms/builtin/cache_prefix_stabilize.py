@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gateway.urp import Request, TextNode
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.helpers.cache_keys import stable_prefix_length
+from transforms.helpers.cache_keys import VOLATILE_TAIL, stable_prefix_length
 
 DEFAULT_BLOCKS = [
     {"open": "<env>", "close": "</env>"},
@@ -129,5 +129,6 @@ class CachePrefixStabilize(Transform):
             last = texts[-1]
             joined = "\n".join(moved)
             last.content = joined if not last.content else f"{last.content}\n{joined}"
+            ctx.shared[VOLATILE_TAIL] = (last, joined)
         prefix = req.input[:end]
         req.input[:end] = [n for n in prefix if not (type(n) is TextNode and n.content == "")]

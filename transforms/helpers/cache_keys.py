@@ -12,6 +12,9 @@ from gateway.urp import INTERNAL_PREFIX, Node
 from gateway.urp.serialize import to_jsonable
 
 PREFIX_ROLES = frozenset({"system", "developer"})
+# ctx.shared key: (node, text) that cache_prefix_stabilize appended to the end of ``node`` in this
+# attempt, so cache_openai_prompt can leave those per-request lines out of its key material.
+VOLATILE_TAIL = "cache_prefix_stabilize.volatile_tail"
 
 
 def stable_prefix_length(nodes: list[Node]) -> int:
