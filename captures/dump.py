@@ -70,7 +70,7 @@ def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
             "upstream_protocol": a.upstream_protocol, "logical_model": _ident(a.logical_model),
             "upstream_model": _ident(a.upstream_model), "started_at": a.started_at, "ttfb_ms": a.ttfb_ms,
             "duration_ms": a.duration_ms, "upstream_status": a.upstream_status,
-            "error": cut_utf8(a.error, 4096) if a.error else None}
+            "error": cut_utf8(a.error, 4096) if a.error else None, "affinity": a.affinity}
 
 
 def _attempt(n: int, a: AttemptRecord) -> dict[str, Any]:

@@ -31,6 +31,7 @@ class AttemptRecord:
     error: str | None = None
     ttfb_ms: float | None = None
     duration_ms: float | None = None
+    affinity: dict[str, Any] | None = None  # {"hit": affinity chose this channel, "key": short hash}
 
 
 @dataclass(slots=True)

@@ -131,6 +131,7 @@ PROVIDER_FIELDS: dict[str, tuple[str, bool, bool]] = {
     "max_retries": (_INT, False, False), "channel_max_retries": (_INT, False, False),
     "channel_retry_interval_ms": (_INT, False, False), "request_timeout_seconds": (_NUM, True, False),
     "circuit_breaker_enabled": (_BOOL, False, False), "strip_cross_protocol_nested": (_TRISTATE, True, False),
+    "affinity_mode": (_STR, False, False), "affinity_failback_seconds": (_INT, False, False),
     "extra_fields_whitelist": (_LIST, True, False), "channels": (_LIST, False, False),
     "transforms": (_LIST, False, False),
 }

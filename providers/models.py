@@ -20,6 +20,7 @@ PROTOCOL_CHOICES = [
 ]
 
 TRISTATE_CHOICES = [("inherit", "Inherit global setting"), ("true", "Always"), ("false", "Never")]
+AFFINITY_CHOICES = [("off", "Off"), ("sticky", "Sticky"), ("prefer_higher_priority", "Prefer higher priority")]
 
 FORBIDDEN_HEADERS = frozenset({
     "authorization", "x-api-key", "x-goog-api-key", "host", "content-length", "content-type",
@@ -70,6 +71,13 @@ class Provider(models.Model):
         null=True, blank=True, validators=[MinValueValidator(0.1)],
         help_text="Overrides the global request timeout when set.")
     circuit_breaker_enabled = models.BooleanField(default=True)
+    affinity_mode = models.CharField(
+        max_length=24, choices=AFFINITY_CHOICES, default="off",
+        help_text="Sticky routing: send a conversation back to the channel that served it so the upstream's "
+                  "prompt cache hits. sticky keeps it there; prefer_higher_priority returns to a recovered "
+                  "higher-priority provider after the fail-back delay.")
+    affinity_failback_seconds = models.PositiveIntegerField(
+        default=300, help_text="prefer_higher_priority: seconds after binding before normal priority order wins again.")
     strip_cross_protocol_nested = models.CharField(
         max_length=8, choices=TRISTATE_CHOICES, default="inherit",
         help_text="Drop nested unknown fields on cross-protocol hops.")

@@ -87,7 +87,8 @@ class ProviderSerializer(serializers.ModelSerializer):
         model = Provider
         fields = ("id", "name", "enabled", "priority", "max_retries", "channel_max_retries",
                   "channel_retry_interval_ms", "request_timeout_seconds", "circuit_breaker_enabled",
-                  "strip_cross_protocol_nested", "extra_fields_whitelist", "channels", "created_at", "updated_at")
+                  "strip_cross_protocol_nested", "extra_fields_whitelist", "affinity_mode",
+                  "affinity_failback_seconds", "channels", "created_at", "updated_at")
         read_only_fields = ("created_at", "updated_at")
 
     def create(self, validated_data: dict[str, Any]) -> Provider:

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from keys.auth import authenticate, extract_secret
 
+from .affinity import AffinityStore
 from .breaker import BreakerBoard, RedisMirror
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
@@ -54,6 +55,7 @@ class ProxyApp:
         self.max_body = int(gw["MAX_BODY_BYTES"])
         self.runtime = Runtime(breaker=self.breaker, client=self.client,
                                keepalive_seconds=float(gw["KEEPALIVE_SECONDS"]))
+        self.affinity_ready = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -65,6 +67,7 @@ class ProxyApp:
                 self.mirror.start()
             except Exception:
                 log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
+        self._start_affinity()
         await self._wait_snapshot()
         # Everything Django and the first snapshot allocated at start-up lives as long as the
         # worker: move it out of the collector's reach, so full collections stop scanning it.
@@ -72,7 +75,22 @@ class ProxyApp:
         gc.collect()
         gc.freeze()
 
+    def _start_affinity(self) -> None:
+        """Sticky-routing bindings: in Redis when configured (shared by workers), else in memory."""
+        if self.affinity_ready:
+            return
+        self.affinity_ready = True
+        try:
+            self.runtime.affinity = AffinityStore(settings.REDIS_URL or None)
+        except Exception:
+            log.warning("affinity bindings will not be shared: Redis unavailable", exc_info=True)
+            self.runtime.affinity = AffinityStore(None)
+
     async def shutdown(self) -> None:
+        if self.runtime.affinity is not None:
+            await self.runtime.affinity.close()
+            self.runtime.affinity = None
+            self.affinity_ready = False
         if self.mirror is not None:
             await self.mirror.stop()
             self.mirror = None
@@ -103,6 +121,7 @@ class ProxyApp:
         snap = self.holder.current
         if snap is not None:
             return snap
+        self._start_affinity()
         self.holder.start()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.ready.wait, FIRST_SNAPSHOT_WAIT)
         return self.holder.current

@@ -38,6 +38,7 @@ from gateway.urp.synth import response_to_events
 from transforms.base import TransformFailed, TransformRejected
 from transforms.engine import StreamChain, run_response
 
+from . import affinity as affinity_mod
 from . import capture as capture_mod
 from .attempt import Attempt, AttemptFailed, build_attempt, is_retryable_status
 from .breaker import BreakerBoard
@@ -58,6 +59,7 @@ class Runtime:
     breaker: BreakerBoard
     client: UpstreamClient
     keepalive_seconds: float
+    affinity: affinity_mod.AffinityStore | None = None
 
 
 @dataclass(slots=True)
@@ -195,6 +197,8 @@ async def _route(call: Call, run_one) -> None:
     if plan is None:
         raise ClientError(404, "model_not_found", f"Model not found: {call.logical_model}",
                           error_type="not_found_error")
+    plan, sticky = await affinity_mod.choose(call.rt.affinity, call.snapshot, call.key.id, call.logical_model,
+                                             call.req, plan)
     breaker = call.rt.breaker
     last: AttemptFailed | None = None
     for route, channels in plan:
@@ -215,12 +219,15 @@ async def _route(call: Call, run_one) -> None:
                 arec = None
                 if call.cap is not None:
                     arec = capture_mod.attempt_record(att, call.logical_model)
+                    if sticky is not None:
+                        arec.affinity = sticky.as_capture(provider.id, channel.id)
                     call.cap.attempts.append(arec)
                 t = time.perf_counter()
                 try:
                     await run_one(call, att, arec)
                     if arec is not None:
                         arec.duration_ms = (time.perf_counter() - t) * 1000.0
+                    affinity_mod.served(call.rt.affinity, sticky, provider, channel.id)
                     return
                 except AttemptFailed as failed:
                     last = failed

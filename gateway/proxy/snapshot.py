@@ -88,6 +88,8 @@ class ProviderSnap:
     extra_fields_whitelist: tuple[str, ...] | None
     chain: tuple[CompiledRule, ...]
     channels: tuple[ChannelSnap, ...]
+    affinity_mode: str = "off"  # off | sticky | prefer_higher_priority (see affinity.py)
+    affinity_failback: float = 300.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -213,7 +215,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
             strip_nested=p.strip_nested_override,
             extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels)))
+            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels),
+            affinity_mode=p.affinity_mode, affinity_failback=float(p.affinity_failback_seconds)))
 
     routes: dict[str, list[Route]] = {}
     for p in providers:

@@ -1,0 +1,272 @@
+"""Sticky routing (affinity): send a conversation back to the provider and channel that served
+it, so the upstream's prompt cache (and server-side state such as ``previous_response_id``) hits.
+
+Binding key: the tenant (API key id), the logical model, and either an explicit stable id
+(Responses ``previous_response_id``, then a conversation / session / thread id in the body or its
+``metadata``, then the request's user id) or a hash of the conversation's opening: the leading
+nodes up to and including the first user node, at most ``PREFIX_NODES`` nodes and
+``PREFIX_BYTES`` bytes. Taking the opening (not "the first 8 nodes") keeps the key the same on
+every turn of one conversation while two conversations with different openings differ. The key
+is an xxHash3-128 digest: deterministic across restarts, and the raw material is never stored.
+
+Value: (provider id, channel id, bound at). Idle expiry ``IDLE_TTL`` refreshed on every use.
+With ``REDIS_URL`` the bindings live in Redis (``gateway:affinity:<digest>`` with a TTL), shared
+by every worker and instance; reads fall back to the local table when Redis fails. Without it
+they live in a per-process LRU of ``MAX_LOCAL`` entries.
+
+Per provider ``affinity_mode``: ``off`` (never bound, no lookup cost), ``sticky`` (the bound
+target stays first even after a higher-priority provider recovers) or ``prefer_higher_priority``
+(once ``affinity_failback_seconds`` have passed since binding, normal priority order wins again
+when an earlier provider is available). A binding is cleared when its target can no longer serve
+the model (provider or channel gone or disabled, weight 0, model no longer mapped); a target that
+is only unhealthy (open circuit) is skipped for this request and the binding kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.urp import Request
+from transforms.helpers.cache_keys import jsonable, xxh3_128_hex
+
+from .snapshot import ChannelSnap, Route
+
+log = logging.getLogger("gateway.proxy.affinity")
+
+IDLE_TTL = 1800.0
+MAX_LOCAL = 4096
+PREFIX_NODES = 8
+PREFIX_BYTES = 16384
+REDIS_PREFIX = "gateway:affinity:"
+REDIS_TIMEOUT = 0.25
+_EXPLICIT_FIELDS = ("conversation_id", "conversation", "session_id", "thread_id", "user_id")
+
+Plan = list[tuple[Route, list[tuple[ChannelSnap, str]]]]
+
+
+@dataclass(slots=True, frozen=True)
+class Binding:
+    provider_id: int
+    channel_id: int
+    bound_at: float
+
+
+# -- the key ------------------------------------------------------------------------------------
+
+def _id_value(value: Any) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, dict) and isinstance(value.get("id"), str) and value["id"]:
+        return value["id"]  # Responses ``conversation: {"id": ...}``
+    return None
+
+
+def explicit_id(req: Request) -> str | None:
+    """The client's stable conversation id, if it sent one (never a per-request id)."""
+    prev = _id_value(req.extra.get("previous_response_id"))
+    if prev:
+        return f"previous_response_id:{prev}"
+    meta = req.extra.get("metadata")
+    for source in (req.extra, meta if isinstance(meta, dict) else {}):
+        for name in _EXPLICIT_FIELDS:
+            value = _id_value(source.get(name))
+            if value:
+                return f"{name}:{value}"
+    if req.user:
+        return f"user:{req.user}"
+    return None
+
+
+def _opening(req: Request) -> bytes | None:
+    parts: list[bytes] = []
+    size = 0
+    from transforms.helpers.cache_keys import canonical_json
+
+    for node in req.input[:PREFIX_NODES]:
+        raw = canonical_json(jsonable(node))
+        parts.append(raw)
+        size += len(raw)
+        if size >= PREFIX_BYTES or getattr(node, "role", None) == "user":
+            break
+    if not parts:
+        return None
+    return b"".join(parts)[:PREFIX_BYTES]
+
+
+def binding_key(key_id: int, logical_model: str, req: Request) -> str | None:
+    """The digest naming this conversation's binding; None when there is nothing to key on."""
+    explicit = explicit_id(req)
+    if explicit is not None:
+        return xxh3_128_hex(["id", key_id, logical_model, explicit])
+    opening = _opening(req)
+    if opening is None:
+        return None
+    return xxh3_128_hex(["prefix", key_id, logical_model, xxh3_128_hex(opening.decode("utf-8", "replace"))])
+
+
+# -- storage ------------------------------------------------------------------------------------
+
+class AffinityStore:
+    """Local LRU (always) plus an optional Redis mirror that is authoritative when reachable."""
+
+    def __init__(self, redis_url: str | None = None, *, max_local: int = MAX_LOCAL, idle_ttl: float = IDLE_TTL,
+                 clock=time.time) -> None:
+        self.local: OrderedDict[str, tuple[Binding, float]] = OrderedDict()  # key -> (binding, last used)
+        self.max_local = max_local
+        self.idle_ttl = idle_ttl
+        self.clock = clock
+        self.redis = None
+        self._tasks: set[asyncio.Task] = set()
+        if redis_url:
+            import redis.asyncio as aioredis
+
+            self.redis = aioredis.Redis.from_url(redis_url, socket_timeout=1, socket_connect_timeout=1)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self.redis is not None:
+            try:
+                await self.redis.aclose()
+            except Exception:
+                pass
+
+    def _local_get(self, key: str) -> Binding | None:
+        item = self.local.get(key)
+        if item is None:
+            return None
+        binding, used = item
+        if self.clock() - used > self.idle_ttl:
+            del self.local[key]
+            return None
+        return binding
+
+    def _local_put(self, key: str, binding: Binding) -> None:
+        self.local[key] = (binding, self.clock())
+        self.local.move_to_end(key)
+        while len(self.local) > self.max_local:
+            self.local.popitem(last=False)
+
+    async def get(self, key: str) -> Binding | None:
+        if self.redis is not None:
+            try:
+                raw = await asyncio.wait_for(self.redis.get(REDIS_PREFIX + key), REDIS_TIMEOUT)
+            except Exception:
+                log.debug("affinity lookup in Redis failed; using the local table", exc_info=True)
+            else:
+                if raw is None:
+                    return None
+                try:
+                    pid, cid, bound = raw.decode().split(":")
+                    return Binding(int(pid), int(cid), float(bound))
+                except ValueError:
+                    return None
+        return self._local_get(key)
+
+    def put(self, key: str, binding: Binding) -> None:
+        """Bind (or refresh the idle expiry). The Redis write runs in the background."""
+        self._local_put(key, binding)
+        if self.redis is not None:
+            value = f"{binding.provider_id}:{binding.channel_id}:{binding.bound_at}"
+            self._spawn(self.redis.set(REDIS_PREFIX + key, value, ex=max(1, int(self.idle_ttl))))
+
+    def clear(self, key: str) -> None:
+        self.local.pop(key, None)
+        if self.redis is not None:
+            self._spawn(self.redis.delete(REDIS_PREFIX + key))
+
+    def _spawn(self, coro) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except Exception:
+                log.warning("could not share an affinity binding through Redis", exc_info=True)
+
+        try:
+            task = asyncio.get_running_loop().create_task(guarded())
+        except RuntimeError:  # no loop (unit tests)
+            coro.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+# -- the decision ---------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Decision:
+    """What affinity did for one request; ``hit`` when the bound target was put first."""
+
+    key: str
+    binding: Binding | None
+    hit: bool = False
+
+    def as_capture(self, provider_id: int, channel_id: int) -> dict[str, Any]:
+        chose = self.hit and self.binding is not None and (self.binding.provider_id, self.binding.channel_id) == (
+            provider_id, channel_id)
+        return {"hit": chose, "key": self.key[:12]}
+
+
+def _serves(routes: tuple[Route, ...], binding: Binding) -> bool:
+    """Whether the bound channel can still serve the model at all (health aside)."""
+    return any(route.provider.id == binding.provider_id and route.provider.affinity_mode != "off"
+               and any(ch.id == binding.channel_id for ch, _ in route.channels) for route in routes)
+
+
+def reorder(plan: Plan, routes: tuple[Route, ...], binding: Binding, now: float) -> tuple[Plan, bool | None]:
+    """The plan with the bound target first. Returns (plan, hit); hit None means the binding
+    must be cleared (the target can no longer serve the model)."""
+    if not _serves(routes, binding):
+        return plan, None
+    index = next((i for i, (route, _) in enumerate(plan) if route.provider.id == binding.provider_id), None)
+    if index is None:
+        return plan, False  # only unhealthy: skipped, binding kept
+    route, channels = plan[index]
+    pos = next((i for i, (ch, _) in enumerate(channels) if ch.id == binding.channel_id), None)
+    if pos is None:
+        return plan, False
+    provider = route.provider
+    if (provider.affinity_mode == "prefer_higher_priority" and index > 0
+            and now - binding.bound_at >= provider.affinity_failback
+            and any(r.provider.priority < provider.priority for r, _ in plan[:index])):
+        return plan, False  # fail back to the normal order; the next success re-binds
+    channels = [channels[pos], *channels[:pos], *channels[pos + 1:]]
+    return [(route, channels), *plan[:index], *plan[index + 1:]], True
+
+
+async def choose(store: AffinityStore | None, snapshot, key_id: int, logical_model: str, req: Request | None,
+                 plan: Plan) -> tuple[Plan, Decision | None]:
+    """Look the conversation up and reorder ``plan``. No cost when no candidate provider has
+    affinity on."""
+    if store is None or req is None or not any(route.provider.affinity_mode != "off" for route, _ in plan):
+        return plan, None
+    key = binding_key(key_id, logical_model, req)
+    if key is None:
+        return plan, None
+    binding = await store.get(key)
+    decision = Decision(key=key, binding=binding)
+    if binding is None:
+        return plan, decision
+    plan, hit = reorder(plan, snapshot.routes.get(logical_model, ()), binding, store.clock())
+    if hit is None:
+        store.clear(key)
+        decision.binding = None
+    else:
+        decision.hit = hit
+    return plan, decision
+
+
+def served(store: AffinityStore | None, decision: Decision | None, provider, channel_id: int) -> None:
+    """After a successful answer: bind (or refresh) the conversation to what served it."""
+    if store is None or decision is None or provider.affinity_mode == "off":
+        return
+    old = decision.binding
+    if old is not None and (old.provider_id, old.channel_id) == (provider.id, channel_id):
+        store.put(decision.key, old)  # refresh the idle expiry, keep bound_at
+    else:
+        store.put(decision.key, Binding(provider.id, channel_id, store.clock()))
