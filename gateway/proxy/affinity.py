@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.urp import Request
-from transforms.helpers.cache_keys import jsonable, xxh3_128_hex
+from gateway.urp.canonical import canonical_json, jsonable, xxh3_128_hex
 
 from .snapshot import ChannelSnap, Route
 
@@ -85,8 +85,6 @@ def explicit_id(req: Request) -> str | None:
 def _opening(req: Request) -> bytes | None:
     parts: list[bytes] = []
     size = 0
-    from transforms.helpers.cache_keys import canonical_json
-
     for node in req.input[:PREFIX_NODES]:
         raw = canonical_json(jsonable(node))
         parts.append(raw)

@@ -1,7 +1,7 @@
 """The ASGI proxy app serving ``/v1/*`` and ``/healthz``.
 
 Plain ASGI, no Django request handling: per request it authenticates against the in-process
-snapshot, decodes, routes and streams (see ``generate``). No ORM query and no
+snapshot, decodes, routes and streams (see ``serve``). No ORM query and no
 ``sync_to_async`` per request; the snapshot is built and reloaded in a background thread.
 """
 
@@ -13,18 +13,18 @@ import logging
 import time
 
 import orjson
-from django.conf import settings
-
-from keys.auth import authenticate, extract_secret
 
 from .affinity import AffinityStore
 from .breaker import BreakerBoard, RedisMirror
+from .call import Runtime
+from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
-from .generate import Runtime, serve
+from .recorder import RecorderSet
 from .routing import model_allowed
-from .snapshot import Snapshot, SnapshotHolder
+from .serve import serve
+from .snapshot import ConfigSource, Snapshot, SnapshotHolder
 from .upstream import UpstreamClient
 
 log = logging.getLogger("gateway.proxy")
@@ -41,29 +41,34 @@ FIRST_SNAPSHOT_WAIT = 30.0
 
 class ProxyApp:
     """One per worker. ``holder`` owns the configuration snapshot, ``breaker`` the circuit
-    state, ``client`` the shared upstream connection pool."""
+    state, ``client`` the shared upstream connection pool.
 
-    def __init__(self) -> None:
-        self.holder = SnapshotHolder()
-        gw = settings.GATEWAY
+    Everything that depends on the project (where the configuration comes from, how a key is
+    authenticated, who records requests) is passed in; ``gateway.wiring.build_proxy_app`` is
+    the production assembly."""
+
+    def __init__(self, config: ProxyConfig, source: ConfigSource, authenticate: Authenticator,
+                 recorders: RecorderSet | None = None) -> None:
+        self.config = config
+        self.holder = SnapshotHolder(source, config.config_poll_seconds)
+        self.authenticate = authenticate
         self.breaker = BreakerBoard(
-            threshold=int(gw.get("BREAKER_FAILURES", 3)), window=float(gw.get("BREAKER_WINDOW_SECONDS", 30)),
-            cooldown=float(gw.get("BREAKER_COOLDOWN_SECONDS", 60)),
-            rate_limit_cooldown=float(gw.get("BREAKER_RATE_LIMIT_COOLDOWN_SECONDS", 15)))
+            threshold=config.breaker_failures, window=config.breaker_window_seconds,
+            cooldown=config.breaker_cooldown_seconds, rate_limit_cooldown=config.breaker_rate_limit_cooldown_seconds)
         self.client = UpstreamClient()
         self.mirror: RedisMirror | None = None
-        self.max_body = int(gw["MAX_BODY_BYTES"])
-        self.runtime = Runtime(breaker=self.breaker, client=self.client,
-                               keepalive_seconds=float(gw["KEEPALIVE_SECONDS"]))
+        self.max_body = config.max_body_bytes
+        self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
+                               recorders=recorders or RecorderSet())
         self.affinity_ready = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def startup(self) -> None:
         await self.client.start()
         self.holder.start()
-        if settings.REDIS_URL and self.mirror is None:
+        if self.config.redis_url and self.mirror is None:
             try:
-                self.mirror = RedisMirror(self.breaker, settings.REDIS_URL)
+                self.mirror = RedisMirror(self.breaker, self.config.redis_url)
                 self.mirror.start()
             except Exception:
                 log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
@@ -81,7 +86,7 @@ class ProxyApp:
             return
         self.affinity_ready = True
         try:
-            self.runtime.affinity = AffinityStore(settings.REDIS_URL or None)
+            self.runtime.affinity = AffinityStore(self.config.redis_url or None)
         except Exception:
             log.warning("affinity bindings will not be shared: Redis unavailable", exc_info=True)
             self.runtime.affinity = AffinityStore(None)
@@ -154,7 +159,7 @@ class ProxyApp:
                 return
             if scope["method"] != "POST":
                 raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
-            key = authenticate(extract_secret(headers), snapshot.keys_by_hash, time.time())
+            key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
             if key is None:
                 raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
             self.holder.touch(key.id)
@@ -194,7 +199,7 @@ class ProxyApp:
             raise ClientError(404, "not_found", f"no such endpoint: {path}", error_type="not_found_error")
         if scope["method"] != "GET":
             raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
-        key = authenticate(extract_secret(headers), snapshot.keys_by_hash, time.time())
+        key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
             raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "gateway"}

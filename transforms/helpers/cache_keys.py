@@ -3,13 +3,10 @@ as the prompt's stable prefix, and a canonical, restart-stable digest of JSON ma
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from gateway.urp import Node
+from gateway.urp.canonical import canonical_json, jsonable, xxh3_128_hex
 
-import xxhash
-
-from gateway.urp import INTERNAL_PREFIX, Node
-from gateway.urp.serialize import to_jsonable
+__all__ = ["PREFIX_ROLES", "VOLATILE_TAIL", "canonical_json", "jsonable", "stable_prefix_length", "xxh3_128_hex"]
 
 PREFIX_ROLES = frozenset({"system", "developer"})
 # ctx.shared key: (node, text) that cache_prefix_stabilize appended to the end of ``node`` in this
@@ -26,27 +23,3 @@ def stable_prefix_length(nodes: list[Node]) -> int:
     return len(nodes)
 
 
-def _scrub(value: Any) -> Any:
-    """Drop gateway-internal keys (wire shape hints, provenance) so the same prompt written in two
-    shapes hashes the same."""
-    if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))}
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def jsonable(value: Any) -> Any:
-    """Typed objects (nodes, tools, response format) as plain JSON without internal keys."""
-    return _scrub(to_jsonable(value))
-
-
-def canonical_json(value: Any) -> bytes:
-    """Compact JSON with object keys sorted at every level (UTF-8, non-ASCII kept)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def xxh3_128_hex(value: Any) -> str:
-    """xxHash3-128 of the canonical JSON, 32 lowercase hex digits; stable across processes and
-    restarts (no per-process seed, unlike ``hash``)."""
-    return xxhash.xxh3_128_hexdigest(canonical_json(value))
