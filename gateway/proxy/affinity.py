@@ -96,11 +96,15 @@ def _opening(req: Request) -> bytes | None:
     return b"".join(parts)[:PREFIX_BYTES]
 
 
+def id_key(key_id: int, logical_model: str, explicit: str) -> str:
+    return xxh3_128_hex(["id", key_id, logical_model, explicit])
+
+
 def binding_key(key_id: int, logical_model: str, req: Request) -> str | None:
     """The digest naming this conversation's binding; None when there is nothing to key on."""
     explicit = explicit_id(req)
     if explicit is not None:
-        return xxh3_128_hex(["id", key_id, logical_model, explicit])
+        return id_key(key_id, logical_model, explicit)
     opening = _opening(req)
     if opening is None:
         return None
@@ -202,7 +206,13 @@ class Decision:
 
     key: str
     binding: Binding | None
-    hit: bool = False
+    tenant: int = 0
+    logical_model: str = ""
+    outcome: str = ""  # "" (no binding yet) or a reorder() outcome
+
+    @property
+    def hit(self) -> bool:
+        return self.outcome == HIT
 
     def as_capture(self, provider_id: int, channel_id: int) -> dict[str, Any]:
         chose = self.hit and self.binding is not None and (self.binding.provider_id, self.binding.channel_id) == (
@@ -216,25 +226,30 @@ def _serves(routes: tuple[Route, ...], binding: Binding) -> bool:
                and any(ch.id == binding.channel_id for ch, _ in route.channels) for route in routes)
 
 
-def reorder(plan: Plan, routes: tuple[Route, ...], binding: Binding, now: float) -> tuple[Plan, bool | None]:
-    """The plan with the bound target first. Returns (plan, hit); hit None means the binding
-    must be cleared (the target can no longer serve the model)."""
+HIT, SKIPPED, FAILBACK, GONE = "hit", "skipped", "failback", "gone"
+
+
+def reorder(plan: Plan, routes: tuple[Route, ...], binding: Binding, now: float) -> tuple[Plan, str]:
+    """The plan with the bound target first, and what happened: ``hit`` (target first),
+    ``skipped`` (target only unhealthy: normal order, binding kept), ``failback``
+    (prefer_higher_priority after the delay: normal order, the next success re-binds) or ``gone``
+    (the target can no longer serve the model: the binding must be cleared)."""
     if not _serves(routes, binding):
-        return plan, None
+        return plan, GONE
     index = next((i for i, (route, _) in enumerate(plan) if route.provider.id == binding.provider_id), None)
     if index is None:
-        return plan, False  # only unhealthy: skipped, binding kept
+        return plan, SKIPPED
     route, channels = plan[index]
     pos = next((i for i, (ch, _) in enumerate(channels) if ch.id == binding.channel_id), None)
     if pos is None:
-        return plan, False
+        return plan, SKIPPED
     provider = route.provider
     if (provider.affinity_mode == "prefer_higher_priority" and index > 0
             and now - binding.bound_at >= provider.affinity_failback
             and any(r.provider.priority < provider.priority for r, _ in plan[:index])):
-        return plan, False  # fail back to the normal order; the next success re-binds
+        return plan, FAILBACK
     channels = [channels[pos], *channels[:pos], *channels[pos + 1:]]
-    return [(route, channels), *plan[:index], *plan[index + 1:]], True
+    return [(route, channels), *plan[:index], *plan[index + 1:]], HIT
 
 
 async def choose(store: AffinityStore | None, snapshot, key_id: int, logical_model: str, req: Request | None,
@@ -247,24 +262,30 @@ async def choose(store: AffinityStore | None, snapshot, key_id: int, logical_mod
     if key is None:
         return plan, None
     binding = await store.get(key)
-    decision = Decision(key=key, binding=binding)
+    decision = Decision(key=key, binding=binding, tenant=key_id, logical_model=logical_model)
     if binding is None:
         return plan, decision
-    plan, hit = reorder(plan, snapshot.routes.get(logical_model, ()), binding, store.clock())
-    if hit is None:
+    plan, decision.outcome = reorder(plan, snapshot.routes.get(logical_model, ()), binding, store.clock())
+    if decision.outcome == GONE:
         store.clear(key)
         decision.binding = None
-    else:
-        decision.hit = hit
     return plan, decision
 
 
-def served(store: AffinityStore | None, decision: Decision | None, provider, channel_id: int) -> None:
-    """After a successful answer: bind (or refresh) the conversation to what served it."""
-    if store is None or decision is None or provider.affinity_mode == "off":
+def served(store: AffinityStore | None, decision: Decision | None, att, *, responses_state: bool = False) -> None:
+    """After an attempt answered the client: bind (or refresh) the conversation to what served
+    it. Only a whole response or a stream that ended cleanly binds. A Responses-to-Responses
+    answer also binds its response id, so the next ``previous_response_id`` comes back here."""
+    if store is None or decision is None or att.provider.affinity_mode == "off" or not att.completed:
         return
+    if decision.outcome == SKIPPED:
+        return  # the bound target is only unhealthy: keep the binding for when it recovers
+    provider, channel_id = att.provider, att.channel.id
     old = decision.binding
     if old is not None and (old.provider_id, old.channel_id) == (provider.id, channel_id):
-        store.put(decision.key, old)  # refresh the idle expiry, keep bound_at
+        binding = old  # refresh the idle expiry, keep bound_at
     else:
-        store.put(decision.key, Binding(provider.id, channel_id, store.clock()))
+        binding = Binding(provider.id, channel_id, store.clock())
+    store.put(decision.key, binding)
+    if responses_state and att.channel.protocol == "responses" and att.response_id:
+        store.put(id_key(decision.tenant, decision.logical_model, f"previous_response_id:{att.response_id}"), binding)

@@ -39,6 +39,8 @@ class Attempt:
     idle_timeout: float
     started_at: float = field(default_factory=time.time)
     affinity: dict[str, Any] | None = None  # {"hit": sticky routing chose this channel, "key": short hash}
+    response_id: str | None = None  # the upstream's response id (sticky routing binds Responses ids)
+    completed: bool = False  # a whole response, or a stream that reached its terminal event cleanly
 
 
 def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,

@@ -50,7 +50,6 @@ async def route(call: Call, run_one: RunOne) -> None:
                 used += 1
                 failed = await _attempt(call, run_one, provider, channel, upstream_model, sticky)
                 if failed is None:
-                    affinity.served(call.rt.affinity, sticky, provider, channel.id)
                     return
                 last = failed
                 if not _keep_channel(call, provider, channel, failed):
@@ -82,6 +81,7 @@ async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel:
                  provider.name, channel.name, failed.status, failed.code, failed.detail or failed.message)
         return failed
     rec.on_attempt_done(att, t)
+    affinity.served(call.rt.affinity, sticky, att, responses_state=call.ex.protocol == "responses")
     return None
 
 

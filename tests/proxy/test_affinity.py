@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from types import SimpleNamespace
 
 from gateway.proxy.affinity import AffinityStore, Binding, binding_key, choose, explicit_id, reorder, served
 from gateway.proxy.breaker import BreakerBoard
@@ -93,8 +94,8 @@ def ids(plan):
 def test_reorder_puts_bound_channel_first():
     snap = two_providers()
     plan = candidates(snap, "m", BreakerBoard())
-    new, hit = reorder(plan, snap.routes["m"], Binding(2, 22, 0.0), 10.0)
-    assert hit is True and ids(new)[0] == 22 and sorted(ids(new)) == [11, 21, 22]
+    new, outcome = reorder(plan, snap.routes["m"], Binding(2, 22, 0.0), 10.0)
+    assert outcome == "hit" and ids(new)[0] == 22 and sorted(ids(new)) == [11, 21, 22]
 
 
 def test_unhealthy_target_skipped_not_forgotten_and_gone_target_cleared():
@@ -103,22 +104,36 @@ def test_unhealthy_target_skipped_not_forgotten_and_gone_target_cleared():
     for _ in range(3):
         board.record_failure(22)
     plan = candidates(snap, "m", board)
-    assert reorder(plan, snap.routes["m"], Binding(2, 22, 0.0), 10.0)[1] is False
-    assert reorder(plan, snap.routes["m"], Binding(2, 99, 0.0), 10.0)[1] is None
-    assert reorder(plan, snap.routes["m"], Binding(9, 11, 0.0), 10.0)[1] is None
+    assert reorder(plan, snap.routes["m"], Binding(2, 22, 0.0), 10.0)[1] == "skipped"
+    assert reorder(plan, snap.routes["m"], Binding(2, 99, 0.0), 10.0)[1] == "gone"
+    assert reorder(plan, snap.routes["m"], Binding(9, 11, 0.0), 10.0)[1] == "gone"
+    store = AffinityStore(None)
+    _, decision = asyncio.run(choose(store, snap, 1, "m", conv("x"), plan))
+    served(store, decision, att(snap.routes["m"][1].provider, 22))
+    _, decision = asyncio.run(choose(store, snap, 1, "m", conv("x"), plan))
+    assert decision.outcome == "skipped"
+    served(store, decision, att(snap.routes["m"][0].provider, 11))
+    assert asyncio.run(store.get(decision.key)) == decision.binding, "not forgotten while unhealthy"
 
 
 def test_prefer_higher_priority_fails_back_after_the_delay():
     snap = two_providers("prefer_higher_priority", prio_b=5, failback=300)
     plan = candidates(snap, "m", BreakerBoard())
     assert ids(plan)[0] == 11
-    new, hit = reorder(plan, snap.routes["m"], Binding(2, 21, 1000.0), 1100.0)
-    assert hit and ids(new)[0] == 21
-    new, hit = reorder(plan, snap.routes["m"], Binding(2, 21, 1000.0), 1300.0)
-    assert hit is False and ids(new)[0] == 11
+    new, outcome = reorder(plan, snap.routes["m"], Binding(2, 21, 1000.0), 1100.0)
+    assert outcome == "hit" and ids(new)[0] == 21
+    new, outcome = reorder(plan, snap.routes["m"], Binding(2, 21, 1000.0), 1300.0)
+    assert outcome == "failback" and ids(new)[0] == 11
     snap = two_providers("sticky", prio_b=5)
     plan = candidates(snap, "m", BreakerBoard())
     assert ids(reorder(plan, snap.routes["m"], Binding(2, 21, 0.0), 1e9)[0])[0] == 21
+
+
+def att(provider, channel_id: int, *, completed: bool = True, response_id: str | None = None,
+        protocol: str = "chat_completion"):
+    """What ``served`` reads from an attempt."""
+    return SimpleNamespace(provider=provider, channel=SimpleNamespace(id=channel_id, protocol=protocol),
+                           completed=completed, response_id=response_id)
 
 
 def test_choose_and_served_cycle_and_off_costs_nothing():
@@ -128,7 +143,9 @@ def test_choose_and_served_cycle_and_off_costs_nothing():
     plan = candidates(snap, "m", BreakerBoard())
     plan1, decision = asyncio.run(choose(store, snap, 1, "m", req, plan))
     assert decision is not None and decision.binding is None and not decision.hit
-    served(store, decision, snap.routes["m"][1].provider, 22)
+    served(store, decision, att(snap.routes["m"][1].provider, 22, completed=False))
+    assert store.local == {}, "a stream that did not end cleanly binds nothing"
+    served(store, decision, att(snap.routes["m"][1].provider, 22))
     plan2, decision2 = asyncio.run(choose(store, snap, 1, "m", conv("hello", "again"), plan))
     assert decision2.hit and ids(plan2)[0] == 22
     assert decision2.as_capture(2, 22) == {"hit": True, "key": decision2.key[:12]}
@@ -144,7 +161,7 @@ def test_binding_cleared_when_channel_no_longer_serves_model():
     store = AffinityStore(None)
     plan = candidates(snap, "m", BreakerBoard())
     _, decision = asyncio.run(choose(store, snap, 1, "m", conv("x"), plan))
-    served(store, decision, snap.routes["m"][1].provider, 22)
+    served(store, decision, att(snap.routes["m"][1].provider, 22))
     a = sticky(provider(1, [channel(11, base_url="http://a", models={"m": "m"}, provider_id=1)]))
     b = sticky(provider(2, [channel(21, base_url="http://b", models={"m": "m"}, provider_id=2),
                             channel(22, base_url="http://b2", models={"other": "m"}, provider_id=2)]))
@@ -152,3 +169,15 @@ def test_binding_cleared_when_channel_no_longer_serves_model():
     plan = candidates(changed, "m", BreakerBoard())
     _, decision = asyncio.run(choose(store, changed, 1, "m", conv("x"), plan))
     assert decision.binding is None and store.local == {}
+
+
+def test_responses_answer_binds_its_id_for_the_next_previous_response_id():
+    snap = two_providers()
+    store = AffinityStore(None)
+    plan = candidates(snap, "m", BreakerBoard())
+    _, decision = asyncio.run(choose(store, snap, 1, "m", conv("start"), plan))
+    served(store, decision, att(snap.routes["m"][1].provider, 21, response_id="resp_9", protocol="responses"),
+           responses_state=True)
+    follow = Request(model="m", input=[TextNode(role="user", content="next")], extra={"previous_response_id": "resp_9"})
+    plan2, decision2 = asyncio.run(choose(store, snap, 1, "m", follow, plan))
+    assert decision2.hit and ids(plan2)[0] == 21
