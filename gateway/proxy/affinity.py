@@ -10,8 +10,9 @@ every turn of one conversation while two conversations with different openings d
 is an xxHash3-128 digest: deterministic across restarts, and the raw material is never stored.
 
 Value: (provider id, channel id, bound at). Idle expiry ``IDLE_TTL`` refreshed on every use.
-With ``REDIS_URL`` the bindings live in Redis (``gateway:affinity:<digest>`` with a TTL), shared
-by every worker and instance; reads fall back to the local table when Redis fails. Without it
+With ``REDIS_URL`` the bindings live in Redis (``gateway:affinity:<digest>`` with a TTL, at most
+``MAX_REDIS`` of them: an index sorted by last use is trimmed now and then), shared by every worker
+and instance; reads fall back to the local table when Redis fails. Without it
 they live in a per-process LRU of ``MAX_LOCAL`` entries.
 
 Per provider ``affinity_mode``: ``off`` (never bound, no lookup cost), ``sticky`` (the bound
@@ -43,6 +44,9 @@ MAX_LOCAL = 4096
 PREFIX_NODES = 8
 PREFIX_BYTES = 16384
 REDIS_PREFIX = "gateway:affinity:"
+REDIS_INDEX = "gateway:affinity-index"  # sorted set: binding key -> last use, to bound the count
+MAX_REDIS = 100_000
+TRIM_EVERY = 256
 REDIS_TIMEOUT = 0.25
 _EXPLICIT_FIELDS = ("conversation_id", "conversation", "session_id", "thread_id", "user_id")
 
@@ -117,12 +121,14 @@ class AffinityStore:
     """Local LRU (always) plus an optional Redis mirror that is authoritative when reachable."""
 
     def __init__(self, redis_url: str | None = None, *, max_local: int = MAX_LOCAL, idle_ttl: float = IDLE_TTL,
-                 clock=time.time) -> None:
+                 max_redis: int = MAX_REDIS, clock=time.time) -> None:
         self.local: OrderedDict[str, tuple[Binding, float]] = OrderedDict()  # key -> (binding, last used)
         self.max_local = max_local
         self.idle_ttl = idle_ttl
         self.clock = clock
         self.redis = None
+        self.max_redis = max_redis
+        self._puts = 0
         self._tasks: set[asyncio.Task] = set()
         if redis_url:
             import redis.asyncio as aioredis
@@ -174,8 +180,30 @@ class AffinityStore:
         """Bind (or refresh the idle expiry). The Redis write runs in the background."""
         self._local_put(key, binding)
         if self.redis is not None:
-            value = f"{binding.provider_id}:{binding.channel_id}:{binding.bound_at}"
-            self._spawn(self.redis.set(REDIS_PREFIX + key, value, ex=max(1, int(self.idle_ttl))))
+            self._puts += 1
+            self._spawn(self._redis_put(key, binding, trim=self._puts % TRIM_EVERY == 1))
+
+    async def _redis_put(self, key: str, binding: Binding, *, trim: bool) -> None:
+        """SET with the idle TTL, and the key's last use in the index; now and then the index is
+        trimmed to ``max_redis`` keys (oldest bindings deleted) and expired entries dropped."""
+        value = f"{binding.provider_id}:{binding.channel_id}:{binding.bound_at}"
+        now = self.clock()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(REDIS_PREFIX + key, value, ex=max(1, int(self.idle_ttl)))
+        pipe.zadd(REDIS_INDEX, {key: now})
+        await pipe.execute()
+        if trim:
+            await self.trim(now)
+
+    async def trim(self, now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        await self.redis.zremrangebyscore(REDIS_INDEX, "-inf", now - self.idle_ttl)
+        excess = await self.redis.zcard(REDIS_INDEX) - self.max_redis
+        if excess > 0:
+            oldest = await self.redis.zrange(REDIS_INDEX, 0, excess - 1)
+            if oldest:
+                await self.redis.delete(*(REDIS_PREFIX + k.decode() for k in oldest))
+                await self.redis.zrem(REDIS_INDEX, *oldest)
 
     def clear(self, key: str) -> None:
         self.local.pop(key, None)

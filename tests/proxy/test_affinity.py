@@ -181,3 +181,39 @@ def test_responses_answer_binds_its_id_for_the_next_previous_response_id():
     follow = Request(model="m", input=[TextNode(role="user", content="next")], extra={"previous_response_id": "resp_9"})
     plan2, decision2 = asyncio.run(choose(store, snap, 1, "m", follow, plan))
     assert decision2.hit and ids(plan2)[0] == 21
+
+
+def test_redis_bindings_are_shared_expire_and_stay_bounded():
+    import pytest as _pytest
+
+    from tests.e2e.test_harness import REDIS_URL, redis_or_skip
+
+    redis_or_skip()
+
+    async def scenario():
+        import redis.asyncio as aioredis
+
+        probe = aioredis.Redis.from_url(REDIS_URL)
+        await probe.delete("gateway:affinity-index", *[k async for k in probe.scan_iter("gateway:affinity:*")] or ["x"])
+        a = AffinityStore(REDIS_URL, max_redis=3)
+        b = AffinityStore(REDIS_URL, max_redis=3)
+        try:
+            for i in range(5):
+                a.put(f"k{i}", Binding(1, i, 1.0))
+                await asyncio.gather(*a._tasks)
+            assert await b.get("k4") == Binding(1, 4, 1.0), "another worker sees the binding"
+            assert 0 < await probe.ttl("gateway:affinity:k4") <= 1800
+            await a.trim()
+            assert await b.get("k0") is None and await probe.zcard("gateway:affinity-index") == 3
+            a.clear("k4")
+            await asyncio.gather(*a._tasks)
+            assert await b.get("k4") is None
+        finally:
+            await a.close()
+            await b.close()
+            await probe.aclose()
+
+    try:
+        asyncio.run(scenario())
+    except OSError as exc:  # pragma: no cover - Redis went away mid-test
+        _pytest.skip(str(exc))
