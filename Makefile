@@ -29,11 +29,11 @@ migrate: setup
 
 # make demo (re)applies config/demo.yaml; make run loads it only into an empty database.
 demo: migrate
-	$(BIN)/python manage.py loadconfig config/demo.yaml
+	MOCK_PORT=$(MOCK_PORT) $(BIN)/python manage.py loadconfig config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 
 run: migrate
-	$(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
+	MOCK_PORT=$(MOCK_PORT) $(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 	@$(BIN)/python manage.py mockupstream --host $(HOST) --port $(MOCK_PORT) & echo $$! > data/mock.pid
 	@echo ""
@@ -58,8 +58,12 @@ test-postgres: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m unit -n 2 $(PYTEST_ARGS)
 
+# ruff (lint and format), mypy held to its baseline (tools/mypy_ratchet.py), the published config schema current.
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tools/mypy_ratchet.py
+	$(BIN)/python manage.py configschema --check
 
 bench: setup
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

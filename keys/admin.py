@@ -7,10 +7,12 @@ keyed hash and a short prefix are stored. "Rotate secret" issues a new one the s
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.db import transaction
 from django.template.response import TemplateResponse
 
+from gateway.admin_widgets import GlobListField, RedirectRulesField
 from keys.models import ApiKey
 from keys.services import issue_secret
 from transforms.admin import ApiKeyRuleInline
@@ -18,8 +20,22 @@ from transforms.admin import ApiKeyRuleInline
 _SECRET_ATTR = "_gw_new_api_key_secret"
 
 
+class ApiKeyForm(forms.ModelForm):
+    allowed_models = GlobListField(
+        help_text="Globs of logical models this key may use (* any run, ? one character), comma- or "
+                  "line-separated. Empty allows all.")
+    model_redirects = RedirectRulesField(
+        label="Model redirects",
+        help_text="Ordered; the first pattern that matches the whole requested model rewrites it.")
+
+    class Meta:
+        model = ApiKey
+        fields = "__all__"
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
+    form = ApiKeyForm
     list_display = ("name", "prefix_display", "enabled", "expires_at", "capture_mode", "owner", "created_at",
                     "last_used_at")
     list_filter = ("enabled", "capture_mode", ("expires_at", admin.EmptyFieldListFilter))

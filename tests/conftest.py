@@ -30,8 +30,10 @@ def _kind(item) -> str:
 
 def pytest_collection_modifyitems(config, items):
     on_postgres = os.environ.get("DATABASE_URL", "").startswith("postgres")
+    kinds = {"unit", "e2e", "fuzz", "browser", "agents"}
     for item in items:
-        item.add_marker(getattr(pytest.mark, _kind(item)))
+        if not kinds & {mark.name for mark in item.iter_markers()}:  # an explicit kind wins
+            item.add_marker(getattr(pytest.mark, _kind(item)))
         if on_postgres:
             item.add_marker(pytest.mark.postgres)
 
