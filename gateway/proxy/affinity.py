@@ -29,13 +29,17 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.urp import Request
 from gateway.urp.canonical import canonical_json, jsonable, xxh3_128_hex
 
-from .snapshot import ChannelSnap, Route
+from .snapshot import ChannelSnap, Route, Snapshot
+
+if TYPE_CHECKING:
+    from .attempt import Attempt
 
 log = logging.getLogger("gateway.proxy.affinity")
 
@@ -121,12 +125,12 @@ class AffinityStore:
     """Local LRU (always) plus an optional Redis mirror that is authoritative when reachable."""
 
     def __init__(self, redis_url: str | None = None, *, max_local: int = MAX_LOCAL, idle_ttl: float = IDLE_TTL,
-                 max_redis: int = MAX_REDIS, clock=time.time) -> None:
+                 max_redis: int = MAX_REDIS, clock: Callable[[], float] = time.time) -> None:
         self.local: OrderedDict[str, tuple[Binding, float]] = OrderedDict()  # key -> (binding, last used)
         self.max_local = max_local
         self.idle_ttl = idle_ttl
         self.clock = clock
-        self.redis = None
+        self.redis: Any = None
         self.max_redis = max_redis
         self._puts = 0
         self._tasks: set[asyncio.Task] = set()
@@ -188,6 +192,7 @@ class AffinityStore:
         trimmed to ``max_redis`` keys (oldest bindings deleted) and expired entries dropped."""
         value = f"{binding.provider_id}:{binding.channel_id}:{binding.bound_at}"
         now = self.clock()
+        assert self.redis is not None
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(REDIS_PREFIX + key, value, ex=max(1, int(self.idle_ttl)))
         pipe.zadd(REDIS_INDEX, {key: now})
@@ -197,6 +202,7 @@ class AffinityStore:
 
     async def trim(self, now: float | None = None) -> None:
         now = self.clock() if now is None else now
+        assert self.redis is not None
         await self.redis.zremrangebyscore(REDIS_INDEX, "-inf", now - self.idle_ttl)
         excess = await self.redis.zcard(REDIS_INDEX) - self.max_redis
         if excess > 0:
@@ -210,7 +216,7 @@ class AffinityStore:
         if self.redis is not None:
             self._spawn(self.redis.delete(REDIS_PREFIX + key))
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         async def guarded() -> None:
             try:
                 await coro
@@ -280,7 +286,7 @@ def reorder(plan: Plan, routes: tuple[Route, ...], binding: Binding, now: float)
     return [(route, channels), *plan[:index], *plan[index + 1:]], HIT
 
 
-async def choose(store: AffinityStore | None, snapshot, key_id: int, logical_model: str, req: Request | None,
+async def choose(store: AffinityStore | None, snapshot: Snapshot, key_id: int, logical_model: str, req: Request | None,
                  plan: Plan) -> tuple[Plan, Decision | None]:
     """Look the conversation up and reorder ``plan``. No cost when no candidate provider has
     affinity on."""
@@ -300,7 +306,7 @@ async def choose(store: AffinityStore | None, snapshot, key_id: int, logical_mod
     return plan, decision
 
 
-def served(store: AffinityStore | None, decision: Decision | None, att, *, responses_state: bool = False) -> None:
+def served(store: AffinityStore | None, decision: Decision | None, att: Attempt, *, responses_state: bool = False) -> None:
     """After an attempt answered the client: bind (or refresh) the conversation to what served
     it. Only a whole response or a stream that ended cleanly binds. A Responses-to-Responses
     answer also binds its response id, so the next ``previous_response_id`` comes back here."""

@@ -122,8 +122,9 @@ class CacheOpenaiToolUse(Transform):
         for start, end in reversed(runs):
             if remaining <= 0:
                 return
-            candidate = next((entry for node in reversed(nodes[start:end])
-                              for entry in reversed(node.content) if _eligible(entry)), None)
+            results = [n for n in reversed(nodes[start:end]) if isinstance(n, ToolResultNode)]
+            candidate = next((entry for node in results for entry in reversed(node.content) if _eligible(entry)),
+                             None)
             if candidate is None or BREAKPOINT in candidate.extra:
                 continue
             candidate.extra[BREAKPOINT] = {"mode": "explicit"}
