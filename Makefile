@@ -17,8 +17,10 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 
 # A failed install removes the venv, so the next make starts clean instead of on a half-built one.
-$(STAMP): $(BIN)/python pyproject.toml
-	{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]'; } || { rm -rf $(VENV); exit 1; }
+# The example transform plug-in is installed too: its tests and the plug-in e2e test need it.
+$(STAMP): $(BIN)/python pyproject.toml examples/monogate-redact/pyproject.toml
+	{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]' \
+		&& $(BIN)/pip install -q -e examples/monogate-redact; } || { rm -rf $(VENV); exit 1; }
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -121,3 +121,35 @@ class GlobListField(ModelGlobsField):
         kwargs.pop("encoder", None), kwargs.pop("decoder", None)
         kwargs.setdefault("label", "Allowed models")
         super().__init__(**kwargs)
+
+
+class LimitsWidget(forms.MultiWidget):
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        super().__init__([forms.NumberInput(attrs={"placeholder": name, "min": 1, "style": "width: 9em"})
+                          for name in names])
+
+    def decompress(self, value: Any) -> list[Any]:
+        if isinstance(value, str):
+            try:
+                value = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                value = None
+        value = value if isinstance(value, dict) else {}
+        return [value.get(name) for name in self.names]
+
+
+class LimitsField(forms.MultiValueField):
+    """A few named positive integers (an API key's rpm, tpm, concurrency) stored as one JSON
+    object; blank inputs are left out, all blank is ``None``."""
+
+    def __init__(self, names: tuple[str, ...], **kwargs: Any) -> None:
+        self.names = names
+        kwargs.pop("encoder", None), kwargs.pop("decoder", None)
+        fields = [forms.IntegerField(min_value=1, required=False) for _ in names]
+        super().__init__(fields, require_all_fields=False, required=False,
+                         widget=LimitsWidget(names), **kwargs)
+
+    def compress(self, data_list: list[Any]) -> dict[str, int] | None:
+        limits = {name: n for name, n in zip(self.names, data_list or [], strict=False) if n is not None}
+        return limits or None

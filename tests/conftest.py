@@ -15,7 +15,10 @@ _TESTS_DIR = Path(__file__).parent
 
 
 def _kind(item) -> str:
-    parts = Path(str(item.fspath)).relative_to(_TESTS_DIR).parts
+    path = Path(str(item.fspath))
+    if not path.is_relative_to(_TESTS_DIR):  # e.g. examples/monogate-redact/tests: in-process tests
+        return "unit"
+    parts = path.relative_to(_TESTS_DIR).parts
     if parts[:2] == ("e2e", "agents"):
         return "agents"
     if parts[0] == "browser":

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -15,6 +15,7 @@ from gateway.urp import Request
 from .affinity import AffinityStore
 from .breaker import BreakerBoard
 from .exchange import Exchange
+from .limits import Limiter, LocalLimiter
 from .recorder import NULL_RECORDER, Recorder, RecorderSet
 from .snapshot import KeySnap, Snapshot
 from .upstream import UpstreamClient
@@ -32,6 +33,7 @@ class Runtime:
     client: UpstreamClient
     keepalive_seconds: float
     recorders: RecorderSet = RecorderSet()
+    limiter: Limiter = field(default_factory=LocalLimiter)
     affinity: AffinityStore | None = None  # sticky-routing bindings (None: affinity never applies)
 
 

@@ -249,10 +249,7 @@ def test_owner_by_username():
     assert dump()["api_keys"][1]["owner"] == "alice"
 
 
-def test_aliases_are_canonicalised(test_registry, monkeypatch):
-    from transforms import registry as reg
-
-    monkeypatch.setitem(reg.ALIASES, "old_prefix", "test_prefix")
+def test_aliases_are_canonicalised(test_registry):
     load({"global_transforms": [{"transform": "old_prefix", "config": {"content": "x"}}]})
     assert TransformRule.objects.get().transform == "test_prefix"
 
@@ -371,3 +368,15 @@ def test_demo_follows_mock_port(tmp_path, monkeypatch):
     monkeypatch.setenv("MOCK_PORT", "9555")
     call_command("loadconfig", "config/demo.yaml", stdout=io.StringIO())
     assert {c.base_url.split("/")[2] for c in Channel.objects.all()} == {"127.0.0.1:9555"}
+
+
+def test_api_key_limits_and_ip_allow_in_the_file():
+    load({"api_keys": [{"name": "limited", "limits": {"rpm": 60, "tpm": 100000, "concurrency": 8},
+                        "ip_allow": ["10.1.2.3/8", "10.0.0.0/8", "::1"]}]})
+    key = ApiKey.objects.get(name="limited")
+    assert key.limits == {"rpm": 60, "tpm": 100000, "concurrency": 8}
+    assert key.ip_allow == ["10.0.0.0/8", "::1/128"]  # canonical, deduplicated
+    errors = _errors({"api_keys": [{"name": "bad", "limits": {"rpm": 0, "rps": 1}, "ip_allow": ["10.0.0.999"]}]})
+    assert any(e.startswith("api_keys[0].limits:") for e in errors), errors
+    assert any(e.startswith("api_keys[0].ip_allow:") and "10.0.0.999" in e for e in errors), errors
+    assert dump()["api_keys"][0]["limits"] == {"rpm": 60, "tpm": 100000, "concurrency": 8}

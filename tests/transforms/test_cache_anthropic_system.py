@@ -7,7 +7,7 @@ from gateway.protocols.base import EncodeContext
 from gateway.urp import ImageNode, MediaSource, Request, TextNode
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, run_request, select
-from transforms.helpers.anthropic_cache import OWNER_KEY
+from transforms.lib.anthropic_cache import OWNER_KEY
 from transforms.registry import canonical_id, registry
 from transforms.validation import validate_rule
 

@@ -9,7 +9,7 @@ from gateway.protocols.base import EncodeContext
 from gateway.urp import Request, ResponseFormat, TextNode, ToolCallNode, ToolDef
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, run_request, select
-from transforms.helpers.cache_keys import canonical_json, xxh3_128_hex
+from transforms.lib.cache_keys import canonical_json, xxh3_128_hex
 from transforms.registry import canonical_id, registry
 from transforms.validation import validate_rule
 

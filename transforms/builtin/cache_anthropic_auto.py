@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gateway.urp import Request
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.helpers.anthropic_cache import TTL_SCHEMA, apply_to_request
+from transforms.lib.anthropic_cache import TTL_SCHEMA, apply_to_request
 
 
 class CacheAnthropicAuto(Transform):

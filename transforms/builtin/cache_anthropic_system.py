@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.urp import Request
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.helpers.anthropic_cache import SYSTEM, TTL_SCHEMA, apply_to_node, last_system_index
+from transforms.lib.anthropic_cache import SYSTEM, TTL_SCHEMA, apply_to_node, last_system_index
 
 
 class CacheAnthropicSystem(Transform):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.urp import Request
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.helpers.anthropic_cache import (
+from transforms.lib.anthropic_cache import (
     LAST_TOOL_RESULT,
     TTL_SCHEMA,
     apply_to_node,

@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.urp import Request
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.helpers.cache_keys import VOLATILE_TAIL, jsonable, stable_prefix_length, xxh3_128_hex
+from transforms.lib.cache_keys import VOLATILE_TAIL, jsonable, stable_prefix_length, xxh3_128_hex
 
 _OPENAI = frozenset({"responses", "chat_completion"})
 

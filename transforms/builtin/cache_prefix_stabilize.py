@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gateway.urp import Request, TextNode
 from transforms.base import Transform, TransformContext, TransformExample
-from transforms.helpers.cache_keys import VOLATILE_TAIL, stable_prefix_length
+from transforms.lib.cache_keys import VOLATILE_TAIL, stable_prefix_length
 
 DEFAULT_BLOCKS = [
     {"open": "<env>", "close": "</env>"},

@@ -57,7 +57,7 @@ def test_identity_mode_keys_by_calling_key(gateway, mock_upstream):
     from django.contrib.auth import get_user_model
 
     from tests.servers import make_key
-    from transforms.helpers.cache_keys import xxh3_128_hex
+    from transforms.lib.cache_keys import xxh3_128_hex
 
     alice = get_user_model().objects.create_user("alice-cop", password="x")
     s = setup(mock_upstream, "responses", "cop-id", [RuleSpec("cache_openai_prompt", scope="global",

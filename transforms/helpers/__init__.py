@@ -1,1 +1,0 @@
-"""Logic shared by several built-in transforms (the transforms themselves live in ``builtin``)."""
