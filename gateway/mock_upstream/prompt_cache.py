@@ -78,7 +78,9 @@ class PromptCache:
             parts += [_j(i) for i in items] if isinstance(items, list) else [_j(items)]
         prompt = "".join(parts)
         key = body.get("prompt_cache_key")
-        shard = self.openai.setdefault(key if isinstance(key, str) else "", deque(maxlen=MAX_PROMPTS_PER_SHARD))
+        shard = self.openai.setdefault(
+            key if isinstance(key, str) else "", deque(maxlen=MAX_PROMPTS_PER_SHARD)
+        )
         best = 0
         for earlier in shard:
             n = 0
@@ -119,7 +121,7 @@ class PromptCache:
         lengths: list[int] = []
         h = hashlib.sha256()
         total = 0
-        for block in blocks[:last + 1]:
+        for block in blocks[: last + 1]:
             text = _j(_strip_marker(block))
             h.update(text.encode())
             total += len(text)

@@ -66,6 +66,7 @@ class Binding:
 
 # -- the key ------------------------------------------------------------------------------------
 
+
 def _id_value(value: Any) -> str | None:
     if isinstance(value, str) and value:
         return value
@@ -121,11 +122,19 @@ def binding_key(key_id: int, logical_model: str, req: Request) -> str | None:
 
 # -- storage ------------------------------------------------------------------------------------
 
+
 class AffinityStore:
     """Local LRU (always) plus an optional Redis mirror that is authoritative when reachable."""
 
-    def __init__(self, redis_url: str | None = None, *, max_local: int = MAX_LOCAL, idle_ttl: float = IDLE_TTL,
-                 max_redis: int = MAX_REDIS, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        max_local: int = MAX_LOCAL,
+        idle_ttl: float = IDLE_TTL,
+        max_redis: int = MAX_REDIS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.local: OrderedDict[str, tuple[Binding, float]] = OrderedDict()  # key -> (binding, last used)
         self.max_local = max_local
         self.idle_ttl = idle_ttl
@@ -234,6 +243,7 @@ class AffinityStore:
 
 # -- the decision ---------------------------------------------------------------------------------
 
+
 @dataclass(slots=True)
 class Decision:
     """What affinity did for one request; ``hit`` when the bound target was put first."""
@@ -249,15 +259,22 @@ class Decision:
         return self.outcome == HIT
 
     def as_capture(self, provider_id: int, channel_id: int) -> dict[str, Any]:
-        chose = self.hit and self.binding is not None and (self.binding.provider_id, self.binding.channel_id) == (
-            provider_id, channel_id)
+        chose = (
+            self.hit
+            and self.binding is not None
+            and (self.binding.provider_id, self.binding.channel_id) == (provider_id, channel_id)
+        )
         return {"hit": chose, "key": self.key[:12]}
 
 
 def _serves(routes: tuple[Route, ...], binding: Binding) -> bool:
     """Whether the bound channel can still serve the model at all (health aside)."""
-    return any(route.provider.id == binding.provider_id and route.provider.affinity_mode != "off"
-               and any(ch.id == binding.channel_id for ch, _ in route.channels) for route in routes)
+    return any(
+        route.provider.id == binding.provider_id
+        and route.provider.affinity_mode != "off"
+        and any(ch.id == binding.channel_id for ch, _ in route.channels)
+        for route in routes
+    )
 
 
 HIT, SKIPPED, FAILBACK, GONE = "hit", "skipped", "failback", "gone"
@@ -278,16 +295,25 @@ def reorder(plan: Plan, routes: tuple[Route, ...], binding: Binding, now: float)
     if pos is None:
         return plan, SKIPPED
     provider = route.provider
-    if (provider.affinity_mode == "prefer_higher_priority" and index > 0
-            and now - binding.bound_at >= provider.affinity_failback
-            and any(r.provider.priority < provider.priority for r, _ in plan[:index])):
+    if (
+        provider.affinity_mode == "prefer_higher_priority"
+        and index > 0
+        and now - binding.bound_at >= provider.affinity_failback
+        and any(r.provider.priority < provider.priority for r, _ in plan[:index])
+    ):
         return plan, FAILBACK
-    channels = [channels[pos], *channels[:pos], *channels[pos + 1:]]
-    return [(route, channels), *plan[:index], *plan[index + 1:]], HIT
+    channels = [channels[pos], *channels[:pos], *channels[pos + 1 :]]
+    return [(route, channels), *plan[:index], *plan[index + 1 :]], HIT
 
 
-async def choose(store: AffinityStore | None, snapshot: Snapshot, key_id: int, logical_model: str, req: Request | None,
-                 plan: Plan) -> tuple[Plan, Decision | None]:
+async def choose(
+    store: AffinityStore | None,
+    snapshot: Snapshot,
+    key_id: int,
+    logical_model: str,
+    req: Request | None,
+    plan: Plan,
+) -> tuple[Plan, Decision | None]:
     """Look the conversation up and reorder ``plan``. No cost when no candidate provider has
     affinity on."""
     if store is None or req is None or not any(route.provider.affinity_mode != "off" for route, _ in plan):
@@ -306,7 +332,9 @@ async def choose(store: AffinityStore | None, snapshot: Snapshot, key_id: int, l
     return plan, decision
 
 
-def served(store: AffinityStore | None, decision: Decision | None, att: Attempt, *, responses_state: bool = False) -> None:
+def served(
+    store: AffinityStore | None, decision: Decision | None, att: Attempt, *, responses_state: bool = False
+) -> None:
     """After an attempt answered the client: bind (or refresh) the conversation to what served
     it. Only a whole response or a stream that ended cleanly binds. A Responses-to-Responses
     answer also binds its response id, so the next ``previous_response_id`` comes back here."""
@@ -322,4 +350,7 @@ def served(store: AffinityStore | None, decision: Decision | None, att: Attempt,
         binding = Binding(provider.id, channel_id, store.clock())
     store.put(decision.key, binding)
     if responses_state and att.channel.protocol == "responses" and att.response_id:
-        store.put(id_key(decision.tenant, decision.logical_model, f"previous_response_id:{att.response_id}"), binding)
+        store.put(
+            id_key(decision.tenant, decision.logical_model, f"previous_response_id:{att.response_id}"),
+            binding,
+        )

@@ -14,7 +14,11 @@ from .serialize import to_jsonable
 
 def _scrub(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))}
+        return {
+            k: _scrub(v)
+            for k, v in value.items()
+            if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))
+        }
     if isinstance(value, list):
         return [_scrub(v) for v in value]
     return value

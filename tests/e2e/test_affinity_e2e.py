@@ -38,9 +38,15 @@ def _routes(mock_upstream, model: str, mode: str, cache: bool = False):
     provider = None
     for name in ("a", "b"):
         headers = {"x-mock-prompt-cache": f"{model}-{name}"} if cache else None
-        route = make_route("chat_completion", model, mock_upstream.base_url("chat_completion"),
-                           upstream_model=f"up-{name}", extra_headers=headers, provider=provider,
-                           **({} if provider else {"affinity_mode": mode}))
+        route = make_route(
+            "chat_completion",
+            model,
+            mock_upstream.base_url("chat_completion"),
+            upstream_model=f"up-{name}",
+            extra_headers=headers,
+            provider=provider,
+            **({} if provider else {"affinity_mode": mode}),
+        )
         provider = route.provider
         routes.append(route)
     return routes
@@ -60,12 +66,15 @@ class Conversation:
         if n:
             self.cached += reply.usage.prompt_tokens_details.cached_tokens or 0
             self.prompt += reply.usage.prompt_tokens
-        self.messages += [{"role": "assistant", "content": reply.choices[0].message.content},
-                          {"role": "user", "content": f"follow-up {n}"}]
+        self.messages += [
+            {"role": "assistant", "content": reply.choices[0].message.content},
+            {"role": "user", "content": f"follow-up {n}"},
+        ]
 
 
-def test_conversations_stick_across_workers_and_rebind_when_the_channel_goes(gateway, gateway_factory,
-                                                                           mock_upstream):
+def test_conversations_stick_across_workers_and_rebind_when_the_channel_goes(
+    gateway, gateway_factory, mock_upstream
+):
     url = redis_or_skip()
     _flush_bindings(url)
     routes = _routes(mock_upstream, "aff-sticky", "sticky")

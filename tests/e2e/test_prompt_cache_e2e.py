@@ -22,7 +22,9 @@ def conversation_hit_rate(gateway, secret: str, model: str, system_for_turn) -> 
     read = total = 0
     for turn in range(TURNS):
         history.append({"role": "user", "content": f"question {turn}"})
-        reply = client.messages.create(model=model, max_tokens=64, system=system_for_turn(turn), messages=history)
+        reply = client.messages.create(
+            model=model, max_tokens=64, system=system_for_turn(turn), messages=history
+        )
         u = reply.usage
         read += u.cache_read_input_tokens or 0
         total += u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
@@ -31,8 +33,13 @@ def conversation_hit_rate(gateway, secret: str, model: str, system_for_turn) -> 
 
 
 def test_anthropic_hit_rate_with_rules_on_versus_off(gateway, mock_upstream):
-    on = setup(mock_upstream, "messages", "hr-on", [RuleSpec("cache_anthropic_system"),
-                                                    RuleSpec("cache_anthropic_auto")], fault="prompt-cache=on")
+    on = setup(
+        mock_upstream,
+        "messages",
+        "hr-on",
+        [RuleSpec("cache_anthropic_system"), RuleSpec("cache_anthropic_auto")],
+        fault="prompt-cache=on",
+    )
     off = setup(mock_upstream, "messages", "hr-off", fault="prompt-cache=off")
     gateway.wait_config()
     rate_on = conversation_hit_rate(gateway, on.secret, on.model, lambda turn: SYSTEM)
@@ -46,9 +53,13 @@ def test_openai_hit_rate_with_prefix_stabilize_on_versus_off(gateway, mock_upstr
     def dated(turn: int) -> str:
         return f"<env>\nToday's date: 2026-09-{turn + 1:02d}\n</env>\n{SYSTEM}"
 
-    on = setup(mock_upstream, "chat_completion", "hr-oa-on", [RuleSpec("cache_prefix_stabilize"),
-                                                              RuleSpec("cache_openai_prompt")],
-               fault="prompt-cache=oa-on")
+    on = setup(
+        mock_upstream,
+        "chat_completion",
+        "hr-oa-on",
+        [RuleSpec("cache_prefix_stabilize"), RuleSpec("cache_openai_prompt")],
+        fault="prompt-cache=oa-on",
+    )
     off = setup(mock_upstream, "chat_completion", "hr-oa-off", fault="prompt-cache=oa-off")
     gateway.wait_config()
     rate_on = conversation_hit_rate(gateway, on.secret, on.model, dated)
@@ -60,7 +71,10 @@ def test_openai_hit_rate_with_prefix_stabilize_on_versus_off(gateway, mock_upstr
 
 def _chat(gateway, s, stream):
     client = openai_client(gateway, s.secret)
-    args = {"model": s.model, "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}]}
+    args = {
+        "model": s.model,
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}],
+    }
     if stream:
         with client.chat.completions.stream(**args, stream_options={"include_usage": True}) as st:
             usage = st.get_final_completion().usage
@@ -82,15 +96,22 @@ def _responses(gateway, s, stream):
 
 def _messages(gateway, s, stream):
     client = anthropic_client(gateway, s.secret)
-    args = {"model": s.model, "max_tokens": 64, "system": SYSTEM, "messages": [{"role": "user", "content": "hi"}]}
+    args = {
+        "model": s.model,
+        "max_tokens": 64,
+        "system": SYSTEM,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     if stream:
         with client.messages.stream(**args) as st:
             usage = st.get_final_message().usage
     else:
         usage = client.messages.create(**args)
         usage = usage.usage
-    return (usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens,
-            usage.cache_read_input_tokens)
+    return (
+        usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+    )
 
 
 CLIENTS = {"chat": _chat, "responses": _responses, "messages": _messages}
@@ -100,8 +121,13 @@ CLIENTS = {"chat": _chat, "responses": _responses, "messages": _messages}
 @pytest.mark.parametrize("client", list(CLIENTS))
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_every_sdk_reports_cached_tokens(gateway, mock_upstream, client, upstream, stream):
-    s = setup(mock_upstream, upstream, f"sdk-{client}-{upstream}-{stream}",
-              [RuleSpec("cache_anthropic_system")], fault=f"prompt-cache={client}-{upstream}-{stream}")
+    s = setup(
+        mock_upstream,
+        upstream,
+        f"sdk-{client}-{upstream}-{stream}",
+        [RuleSpec("cache_anthropic_system")],
+        fault=f"prompt-cache={client}-{upstream}-{stream}",
+    )
     gateway.wait_config()
     total1, read1 = CLIENTS[client](gateway, s, stream)
     total2, read2 = CLIENTS[client](gateway, s, stream)

@@ -79,11 +79,21 @@ def sticky(p):
 
 
 def two_providers(mode="sticky", prio_b=0, failback=300.0):
-    a = dataclasses.replace(provider(1, [channel(11, base_url="http://a", models={"m": "m"}, provider_id=1)]),
-                            affinity_mode=mode)
-    b = dataclasses.replace(provider(2, [channel(21, base_url="http://b", models={"m": "m"}, provider_id=2),
-                                         channel(22, base_url="http://b2", models={"m": "m"}, provider_id=2)],
-                                     priority=prio_b), affinity_mode=mode, affinity_failback=failback)
+    a = dataclasses.replace(
+        provider(1, [channel(11, base_url="http://a", models={"m": "m"}, provider_id=1)]), affinity_mode=mode
+    )
+    b = dataclasses.replace(
+        provider(
+            2,
+            [
+                channel(21, base_url="http://b", models={"m": "m"}, provider_id=2),
+                channel(22, base_url="http://b2", models={"m": "m"}, provider_id=2),
+            ],
+            priority=prio_b,
+        ),
+        affinity_mode=mode,
+        affinity_failback=failback,
+    )
     return snapshot([a, b])
 
 
@@ -129,11 +139,21 @@ def test_prefer_higher_priority_fails_back_after_the_delay():
     assert ids(reorder(plan, snap.routes["m"], Binding(2, 21, 0.0), 1e9)[0])[0] == 21
 
 
-def att(provider, channel_id: int, *, completed: bool = True, response_id: str | None = None,
-        protocol: str = "chat_completion"):
+def att(
+    provider,
+    channel_id: int,
+    *,
+    completed: bool = True,
+    response_id: str | None = None,
+    protocol: str = "chat_completion",
+):
     """What ``served`` reads from an attempt."""
-    return SimpleNamespace(provider=provider, channel=SimpleNamespace(id=channel_id, protocol=protocol),
-                           completed=completed, response_id=response_id)
+    return SimpleNamespace(
+        provider=provider,
+        channel=SimpleNamespace(id=channel_id, protocol=protocol),
+        completed=completed,
+        response_id=response_id,
+    )
 
 
 def test_choose_and_served_cycle_and_off_costs_nothing():
@@ -163,8 +183,15 @@ def test_binding_cleared_when_channel_no_longer_serves_model():
     _, decision = asyncio.run(choose(store, snap, 1, "m", conv("x"), plan))
     served(store, decision, att(snap.routes["m"][1].provider, 22))
     a = sticky(provider(1, [channel(11, base_url="http://a", models={"m": "m"}, provider_id=1)]))
-    b = sticky(provider(2, [channel(21, base_url="http://b", models={"m": "m"}, provider_id=2),
-                            channel(22, base_url="http://b2", models={"other": "m"}, provider_id=2)]))
+    b = sticky(
+        provider(
+            2,
+            [
+                channel(21, base_url="http://b", models={"m": "m"}, provider_id=2),
+                channel(22, base_url="http://b2", models={"other": "m"}, provider_id=2),
+            ],
+        )
+    )
     changed = snapshot([a, b])
     plan = candidates(changed, "m", BreakerBoard())
     _, decision = asyncio.run(choose(store, changed, 1, "m", conv("x"), plan))
@@ -176,9 +203,15 @@ def test_responses_answer_binds_its_id_for_the_next_previous_response_id():
     store = AffinityStore(None)
     plan = candidates(snap, "m", BreakerBoard())
     _, decision = asyncio.run(choose(store, snap, 1, "m", conv("start"), plan))
-    served(store, decision, att(snap.routes["m"][1].provider, 21, response_id="resp_9", protocol="responses"),
-           responses_state=True)
-    follow = Request(model="m", input=[TextNode(role="user", content="next")], extra={"previous_response_id": "resp_9"})
+    served(
+        store,
+        decision,
+        att(snap.routes["m"][1].provider, 21, response_id="resp_9", protocol="responses"),
+        responses_state=True,
+    )
+    follow = Request(
+        model="m", input=[TextNode(role="user", content="next")], extra={"previous_response_id": "resp_9"}
+    )
     plan2, decision2 = asyncio.run(choose(store, snap, 1, "m", follow, plan))
     assert decision2.hit and ids(plan2)[0] == 21
 
@@ -194,7 +227,9 @@ def test_redis_bindings_are_shared_expire_and_stay_bounded():
         import redis.asyncio as aioredis
 
         probe = aioredis.Redis.from_url(REDIS_URL)
-        await probe.delete("gateway:affinity-index", *[k async for k in probe.scan_iter("gateway:affinity:*")] or ["x"])
+        await probe.delete(
+            "gateway:affinity-index", *[k async for k in probe.scan_iter("gateway:affinity:*")] or ["x"]
+        )
         a = AffinityStore(REDIS_URL, max_redis=3)
         b = AffinityStore(REDIS_URL, max_redis=3)
         try:

@@ -40,10 +40,19 @@ async def upstream():
 
 
 def make_app(upstream, seen: list, mode: str = "sticky"):
-    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate,
-                   RecorderSet([lambda ex, snap, k, raw: Attempts(seen)]))
-    p = provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"m": "up-a"}),
-                     channel(2, base_url=f"{upstream.base}/ok", models={"m": "up-b"})])
+    app = ProxyApp(
+        proxy_config(),
+        DatabaseConfigSource(),
+        authenticate,
+        RecorderSet([lambda ex, snap, k, raw: Attempts(seen)]),
+    )
+    p = provider(
+        1,
+        [
+            channel(1, base_url=f"{upstream.base}/ok", models={"m": "up-a"}),
+            channel(2, base_url=f"{upstream.base}/ok", models={"m": "up-b"}),
+        ],
+    )
     app.holder.set(snapshot([dataclasses.replace(p, affinity_mode=mode)], keys={hash_api_key(SECRET): key()}))
     app.runtime.affinity = AffinityStore(None)
     return app

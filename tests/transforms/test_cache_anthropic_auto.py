@@ -95,7 +95,9 @@ def test_marker_changed_by_someone_else_is_no_longer_owned():
 def test_ownership_never_reaches_the_wire():
     req, c = Request(model="m", input=[TextNode(role="user", content="hi")]), ctx()
     apply(req, {}, c)
-    body = codec("messages").encode_request(req, EncodeContext(model="m", source_protocol="messages", strip_nested=False))
+    body = codec("messages").encode_request(
+        req, EncodeContext(model="m", source_protocol="messages", strip_nested=False)
+    )
     assert body["cache_control"] == {"type": "ephemeral"}
     assert OWNER_KEY not in str(body)
 

@@ -34,8 +34,14 @@ def test_system_node_marked():
 
 
 def test_last_of_system_and_developer_is_marked():
-    req = Request(model="m", input=[TextNode(role="system", content="A"), TextNode(role="developer", content="B"),
-                                    TextNode(role="user", content="U")])
+    req = Request(
+        model="m",
+        input=[
+            TextNode(role="system", content="A"),
+            TextNode(role="developer", content="B"),
+            TextNode(role="user", content="U"),
+        ],
+    )
     apply(req)
     assert "cache_control" not in req.input[0].extra
     assert req.input[1].extra["cache_control"] == EPH
@@ -43,15 +49,22 @@ def test_last_of_system_and_developer_is_marked():
 
 def test_system_image_node_can_be_the_target():
     img = ImageNode(role="system", source=MediaSource(kind="url", url="https://x/i.png"))
-    req = Request(model="m", input=[TextNode(role="system", content="A"), img, TextNode(role="user", content="U")])
+    req = Request(
+        model="m", input=[TextNode(role="system", content="A"), img, TextNode(role="user", content="U")]
+    )
     apply(req)
     assert img.extra["cache_control"] == EPH
 
 
 def test_client_marker_unchanged_and_not_owned():
     client = {"type": "ephemeral", "ttl": "1h", "client_extension": True}
-    req = Request(model="m", input=[TextNode(role="system", content="S", extra={"cache_control": dict(client)}),
-                                    TextNode(role="user", content="U")])
+    req = Request(
+        model="m",
+        input=[
+            TextNode(role="system", content="S", extra={"cache_control": dict(client)}),
+            TextNode(role="user", content="U"),
+        ],
+    )
     c = apply(req, {"ttl": "5m"})
     assert req.input[0].extra["cache_control"] == client
     assert c.shared[OWNER_KEY] == {}
@@ -59,7 +72,9 @@ def test_client_marker_unchanged_and_not_owned():
 
 def test_four_slots_used_counting_the_request_marker():
     users = [TextNode(role="user", content=f"u{i}", extra={"cache_control": EPH}) for i in range(3)]
-    req = Request(model="m", input=[TextNode(role="system", content="S"), *users], extra={"cache_control": EPH})
+    req = Request(
+        model="m", input=[TextNode(role="system", content="S"), *users], extra={"cache_control": EPH}
+    )
     apply(req)
     assert "cache_control" not in req.input[0].extra
 
@@ -74,7 +89,10 @@ def test_provider_then_key_chain_retunes_without_a_new_slot():
 
 
 def test_ambiguous_twin_node_drops_ownership():
-    req, c = Request(model="m", input=[TextNode(role="user", content="U"), TextNode(role="system", content="S")]), ctx()
+    req, c = (
+        Request(model="m", input=[TextNode(role="user", content="U"), TextNode(role="system", content="S")]),
+        ctx(),
+    )
     apply(req, {}, c)
     # Another identical system node appears after ours: the target moves to it (no marker yet).
     req.input.insert(1, TextNode(role="system", content="S", extra={"cache_control": EPH}))
@@ -99,9 +117,12 @@ def test_openai_upstream_no_op():
 def test_wire_shape_and_alias():
     req = Request(model="m", input=[TextNode(role="system", content="S"), TextNode(role="user", content="U")])
     apply(req, {"ttl": "1h"})
-    body = codec("messages").encode_request(req, EncodeContext(model="m", source_protocol="chat_completion",
-                                                               strip_nested=True))
-    assert body["system"] == [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    body = codec("messages").encode_request(
+        req, EncodeContext(model="m", source_protocol="chat_completion", strip_nested=True)
+    )
+    assert body["system"] == [
+        {"type": "text", "text": "S", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    ]
     assert canonical_id("auto_cache_system") == TYPE_ID
 
 

@@ -19,8 +19,10 @@ def apply(req, config=None, c=None, type_id=TYPE_ID):
 def loop(n=1):
     nodes = [TextNode(role="user", content="run again")]
     for i in range(n):
-        nodes += [ToolCallNode(call_id=f"c{i}", name="run"),
-                  ToolResultNode(call_id=f"c{i}", content=[TextNode(role="user", content=f"r{i}")])]
+        nodes += [
+            ToolCallNode(call_id=f"c{i}", name="run"),
+            ToolResultNode(call_id=f"c{i}", content=[TextNode(role="user", content=f"r{i}")]),
+        ]
     return nodes
 
 
@@ -68,8 +70,11 @@ def test_client_marker_on_result_left_alone():
 
 def test_system_and_tool_use_share_the_budget():
     users = [TextNode(role="user", content=f"u{i}", extra={"cache_control": EPH}) for i in range(2)]
-    req = Request(model="m", input=[TextNode(role="system", content="S"), *users, *loop()[1:]],
-                  extra={"cache_control": EPH})
+    req = Request(
+        model="m",
+        input=[TextNode(role="system", content="S"), *users, *loop()[1:]],
+        extra={"cache_control": EPH},
+    )
     c = apply(req, type_id="cache_anthropic_system")
     apply(req, {}, c)
     assert "cache_control" in req.input[0].extra and "cache_control" not in req.input[-1].extra
@@ -78,5 +83,10 @@ def test_system_and_tool_use_share_the_budget():
 
 def test_openai_upstream_no_op():
     req = Request(model="m", input=loop())
-    apply(req, c=TransformContext(logical_model="m", client_protocol="messages", upstream_protocol="chat_completion"))
+    apply(
+        req,
+        c=TransformContext(
+            logical_model="m", client_protocol="messages", upstream_protocol="chat_completion"
+        ),
+    )
     assert req.input[-1].extra == {}

@@ -18,16 +18,24 @@ SYSTEM = "You are a coding assistant."
 
 
 def apply(req, config=None, upstream="responses", username=None, key_id=None):
-    c = TransformContext(logical_model="m", client_protocol="responses", upstream_protocol=upstream,
-                         username=username, api_key_id=key_id)
+    c = TransformContext(
+        logical_model="m",
+        client_protocol="responses",
+        upstream_protocol=upstream,
+        username=username,
+        api_key_id=key_id,
+    )
     rule = CompiledRule(1, "global", "request", None, registry()[TYPE_ID](config or {}))
     run_request(select([(), (rule,), ()], "request", "m"), req, c)
     return req.extra
 
 
 def conv(user_text, model="gpt-5.5", system=SYSTEM, **kw):
-    return Request(model=model, input=[TextNode(role="system", content=system), TextNode(role="user", content=user_text)],
-                   **kw)
+    return Request(
+        model=model,
+        input=[TextNode(role="system", content=system), TextNode(role="user", content=user_text)],
+        **kw,
+    )
 
 
 def test_same_prefix_same_key_and_default_retention():
@@ -39,8 +47,12 @@ def test_same_prefix_same_key_and_default_retention():
 
 def test_key_is_the_documented_digest():
     key = apply(conv("x"))["prompt_cache_key"]
-    material = {"model": "gpt-5.5", "prefix_nodes": [
-        {"type": "text", "id": None, "extra": {}, "role": "system", "content": SYSTEM, "phase": None}]}
+    material = {
+        "model": "gpt-5.5",
+        "prefix_nodes": [
+            {"type": "text", "id": None, "extra": {}, "role": "system", "content": SYSTEM, "phase": None}
+        ],
+    }
     assert key == "mzpc_" + xxh3_128_hex(material)
     assert canonical_json({"b": 1, "a": "é"}) == '{"a":"é","b":1}'.encode()
 
@@ -66,10 +78,22 @@ def test_full_input_mode_differs_per_input():
 
 
 def test_prefix_stops_at_first_non_system_node():
-    a = Request(model="m", input=[TextNode(role="system", content="S"), ToolCallNode(call_id="1", name="f"),
-                                  TextNode(role="system", content="late 1")])
-    b = Request(model="m", input=[TextNode(role="system", content="S"), ToolCallNode(call_id="1", name="f"),
-                                  TextNode(role="system", content="late 2")])
+    a = Request(
+        model="m",
+        input=[
+            TextNode(role="system", content="S"),
+            ToolCallNode(call_id="1", name="f"),
+            TextNode(role="system", content="late 1"),
+        ],
+    )
+    b = Request(
+        model="m",
+        input=[
+            TextNode(role="system", content="S"),
+            ToolCallNode(call_id="1", name="f"),
+            TextNode(role="system", content="late 2"),
+        ],
+    )
     assert apply(a)["prompt_cache_key"] == apply(b)["prompt_cache_key"]
 
 
@@ -97,10 +121,15 @@ def test_user_in_key():
 
 def test_client_key_and_retention_never_overwritten():
     req = conv("x", extra={"prompt_cache_key": "mine"})
-    assert apply(req, {"retention": "in_memory"}) == {"prompt_cache_key": "mine", "prompt_cache_retention": "in_memory"}
+    assert apply(req, {"retention": "in_memory"}) == {
+        "prompt_cache_key": "mine",
+        "prompt_cache_retention": "in_memory",
+    }
     req = conv("x", extra={"prompt_cache_key": {"odd": 1}, "prompt_cache_retention": "24h"})
-    assert apply(req, {"retention": "in_memory", "key_prefix": "k"}) == {"prompt_cache_key": {"odd": 1},
-                                                                         "prompt_cache_retention": "24h"}
+    assert apply(req, {"retention": "in_memory", "key_prefix": "k"}) == {
+        "prompt_cache_key": {"odd": 1},
+        "prompt_cache_retention": "24h",
+    }
 
 
 def test_custom_prefix_idempotent_and_untouched_fields():
@@ -114,31 +143,50 @@ def test_custom_prefix_idempotent_and_untouched_fields():
 def test_on_the_chat_wire():
     req = conv("x")
     apply(req, upstream="chat_completion")
-    body = codec("chat_completion").encode_request(req, EncodeContext(model="gpt-5.5", source_protocol="responses",
-                                                                      strip_nested=True))
+    body = codec("chat_completion").encode_request(
+        req, EncodeContext(model="gpt-5.5", source_protocol="responses", strip_nested=True)
+    )
     assert body["prompt_cache_key"].startswith("mzpc_") and body["prompt_cache_retention"] == "24h"
 
 
-@pytest.mark.parametrize("config", [{"retention": "1d"}, {"key_prefix": ""}, {"key_mode": "x"},
-                                    {"include_user_in_key": "yes"}, {"unknown": 1}])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"retention": "1d"},
+        {"key_prefix": ""},
+        {"key_mode": "x"},
+        {"include_user_in_key": "yes"},
+        {"unknown": 1},
+    ],
+)
 def test_bad_configs(config):
     assert validate_rule(transform=TYPE_ID, scope="global", phase="request", models=None, config=config)
 
 
-@pytest.mark.parametrize("alias", ["auto_cache_openai", "auto_cache_openai_prompt", "auto_cache_openai_prompt_key",
-                                   "openai_prompt_cache"])
+@pytest.mark.parametrize(
+    "alias",
+    ["auto_cache_openai", "auto_cache_openai_prompt", "auto_cache_openai_prompt_key", "openai_prompt_cache"],
+)
 def test_aliases(alias):
     assert canonical_id(alias) == TYPE_ID
 
 
 def test_lines_relocated_by_prefix_stabilize_do_not_change_the_key():
     def run_both(day):
-        req = Request(model="gpt-5.5", input=[
-            TextNode(role="system", content=f"<env>\nToday's date: 2026-09-{day}\n</env>\nStable rules."),
-            TextNode(role="user", content="x")])
-        c = TransformContext(logical_model="m", client_protocol="chat_completion", upstream_protocol="chat_completion")
-        rules = tuple(CompiledRule(i, "global", "request", None, registry()[t]({}))
-                      for i, t in enumerate(["cache_prefix_stabilize", TYPE_ID]))
+        req = Request(
+            model="gpt-5.5",
+            input=[
+                TextNode(role="system", content=f"<env>\nToday's date: 2026-09-{day}\n</env>\nStable rules."),
+                TextNode(role="user", content="x"),
+            ],
+        )
+        c = TransformContext(
+            logical_model="m", client_protocol="chat_completion", upstream_protocol="chat_completion"
+        )
+        rules = tuple(
+            CompiledRule(i, "global", "request", None, registry()[t]({}))
+            for i, t in enumerate(["cache_prefix_stabilize", TYPE_ID])
+        )
         run_request(select([(), rules, ()], "request", "m"), req, c)
         return req.extra["prompt_cache_key"], req.input[0].content
 

@@ -20,24 +20,49 @@ def apply(req, upstream="responses"):
 
 
 def result(cid, *entries):
-    return ToolResultNode(call_id=cid, content=list(entries) or [TextNode(role="user", content=f"result {cid}")])
+    return ToolResultNode(
+        call_id=cid, content=list(entries) or [TextNode(role="user", content=f"result {cid}")]
+    )
 
 
 def marks(req):
-    return [[("prompt_cache_breakpoint" in e.extra) for e in n.content] for n in req.input if isinstance(n, ToolResultNode)]
+    return [
+        [("prompt_cache_breakpoint" in e.extra) for e in n.content]
+        for n in req.input
+        if isinstance(n, ToolResultNode)
+    ]
 
 
-@pytest.mark.parametrize(("model", "ok"), [
-    ("gpt-5.6", True), ("gpt-5.6-sol", True), ("openai/gpt-5.10-pro", True), ("ft:gpt-6:org:x", True),
-    ("gpt-6", True), ("gpt-5.5", False), ("gpt-5", False), ("o4-mini", False), ("gpt-5-mini", False),
-    ("xgpt-5.6", False)])
+@pytest.mark.parametrize(
+    ("model", "ok"),
+    [
+        ("gpt-5.6", True),
+        ("gpt-5.6-sol", True),
+        ("openai/gpt-5.10-pro", True),
+        ("ft:gpt-6:org:x", True),
+        ("gpt-6", True),
+        ("gpt-5.5", False),
+        ("gpt-5", False),
+        ("o4-mini", False),
+        ("gpt-5-mini", False),
+        ("xgpt-5.6", False),
+    ],
+)
 def test_explicit_breakpoint_models(model, ok):
     assert explicit_breakpoint_model(model) is ok
 
 
 def test_one_run_newest_result_only():
-    req = Request(model="gpt-5.6-sol", input=[TextNode(role="user", content="go"), ToolCallNode(call_id="a", name="f"),
-                                              ToolCallNode(call_id="b", name="f"), result("a"), result("b")])
+    req = Request(
+        model="gpt-5.6-sol",
+        input=[
+            TextNode(role="user", content="go"),
+            ToolCallNode(call_id="a", name="f"),
+            ToolCallNode(call_id="b", name="f"),
+            result("a"),
+            result("b"),
+        ],
+    )
     apply(req)
     assert marks(req) == [[False], [True]]
     assert req.input[-1].content[0].extra["prompt_cache_breakpoint"] == BP
@@ -91,11 +116,17 @@ def test_not_after_a_tool_call_or_not_last():
 
 def test_eligibility_of_entries():
     pdf_text = FileNode(role="user", source=MediaSource(kind="text", text="inline"))
-    foreign = ImageNode(role="user", source=MediaSource(kind="file_id", file_id="f1"),
-                        extra={"_gw_file_id_origin": "messages"})
-    ours = ImageNode(role="user", source=MediaSource(kind="file_id", file_id="f2"),
-                     extra={"_gw_file_id_origin": "openai"})
-    req = Request(model="gpt-5.6", input=[ToolCallNode(call_id="a", name="f"), result("a", ours, foreign, pdf_text)])
+    foreign = ImageNode(
+        role="user",
+        source=MediaSource(kind="file_id", file_id="f1"),
+        extra={"_gw_file_id_origin": "messages"},
+    )
+    ours = ImageNode(
+        role="user", source=MediaSource(kind="file_id", file_id="f2"), extra={"_gw_file_id_origin": "openai"}
+    )
+    req = Request(
+        model="gpt-5.6", input=[ToolCallNode(call_id="a", name="f"), result("a", ours, foreign, pdf_text)]
+    )
     apply(req)
     assert marks(req) == [[True, False, False]]
 
@@ -103,8 +134,9 @@ def test_eligibility_of_entries():
 def test_responses_wire_puts_the_key_inside_output_even_cross_protocol():
     req = Request(model="gpt-5.6", input=turns(1))
     apply(req)
-    body = codec("responses").encode_request(req, EncodeContext(model="gpt-5.6", source_protocol="chat_completion",
-                                                                strip_nested=True))
+    body = codec("responses").encode_request(
+        req, EncodeContext(model="gpt-5.6", source_protocol="chat_completion", strip_nested=True)
+    )
     out = [i for i in body["input"] if i.get("type") == "function_call_output"][0]
     assert out["output"] == [{"type": "input_text", "text": "result c0", "prompt_cache_breakpoint": BP}]
     assert canonical_id("auto_cache_openai_tool_use") == "cache_openai_tool_use"

@@ -11,18 +11,25 @@ EPH = {"type": "ephemeral"}
 
 
 def apply(req, username="alice", upstream="messages"):
-    c = TransformContext(logical_model="m", client_protocol="messages", upstream_protocol=upstream, username=username)
+    c = TransformContext(
+        logical_model="m", client_protocol="messages", upstream_protocol=upstream, username=username
+    )
     rule = CompiledRule(1, "api_key", "request", None, registry()["cache_user_id"]({"ignored": 1}))
     run_request(select([(), (), (rule,)], "request", "m"), req, c)
     return req
 
 
 def marked():
-    return [TextNode(role="system", content="S", extra={"cache_control": EPH}), TextNode(role="user", content="hi")]
+    return [
+        TextNode(role="system", content="S", extra={"cache_control": EPH}),
+        TextNode(role="user", content="hi"),
+    ]
 
 
 def wire(req, protocol):
-    return codec(protocol).encode_request(req, EncodeContext(model="m", source_protocol="messages", strip_nested=False))
+    return codec(protocol).encode_request(
+        req, EncodeContext(model="m", source_protocol="messages", strip_nested=False)
+    )
 
 
 def test_sets_user_and_metadata_user_id():
@@ -34,7 +41,12 @@ def test_sets_user_and_metadata_user_id():
 
 def test_needs_a_node_marker():
     assert apply(Request(model="m", input=[TextNode(role="user", content="hi")])).user is None
-    assert apply(Request(model="m", input=[TextNode(role="user", content="hi")], extra={"cache_control": EPH})).user is None
+    assert (
+        apply(
+            Request(model="m", input=[TextNode(role="user", content="hi")], extra={"cache_control": EPH})
+        ).user
+        is None
+    )
 
 
 def test_client_values_never_changed():

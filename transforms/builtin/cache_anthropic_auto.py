@@ -20,10 +20,10 @@ class CacheAnthropicAuto(Transform):
     name = {"en": "Auto-cache: Anthropic request", "zh": "自动缓存：Anthropic 请求级"}
     description = {
         "en": "Turns on Anthropic's request-level automatic prompt caching (a top-level cache_control) "
-              "when the upstream speaks the Messages protocol. Never uses a fifth breakpoint and never "
-              "changes a marker the client sent.",
+        "when the upstream speaks the Messages protocol. Never uses a fifth breakpoint and never "
+        "changes a marker the client sent.",
         "zh": "当上游使用 Messages 协议时，开启 Anthropic 请求级自动提示词缓存（顶层 cache_control）。"
-              "不会占用第五个断点，也不会修改客户端自带的标记。",
+        "不会占用第五个断点，也不会修改客户端自带的标记。",
     }
     phases = ("request",)
     scopes = ("provider", "api_key")
@@ -31,21 +31,31 @@ class CacheAnthropicAuto(Transform):
     examples = (
         TransformExample(
             title="A Messages request gets the request-level marker",
-            phase="request", protocol="messages",
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64,
-                   "messages": [{"role": "user", "content": "Hi"}]},
+            phase="request",
+            protocol="messages",
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": "Hi"}],
+            },
             expected={"cache_control": {"type": "ephemeral"}},
         ),
         TransformExample(
             title="One-hour TTL",
-            phase="request", protocol="messages", config={"ttl": "1h"},
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64,
-                   "messages": [{"role": "user", "content": "Hi"}]},
+            phase="request",
+            protocol="messages",
+            config={"ttl": "1h"},
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": "Hi"}],
+            },
             expected={"cache_control": {"type": "ephemeral", "ttl": "1h"}},
         ),
         TransformExample(
             title="Not an Anthropic upstream: unchanged",
-            phase="request", protocol="chat_completion",
+            phase="request",
+            protocol="chat_completion",
             input={"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]},
             expected={"messages": [{"role": "user", "content": "Hi"}]},
             note={"en": "The body has no cache_control key.", "zh": "请求体中没有 cache_control 字段。"},

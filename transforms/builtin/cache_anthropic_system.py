@@ -25,10 +25,10 @@ class CacheAnthropicSystem(Transform):
     name = {"en": "Auto-cache: Anthropic system prompt", "zh": "自动缓存：Anthropic 系统提示词"}
     description = {
         "en": "Places an Anthropic cache breakpoint on the last system/developer block so the system "
-              "prompt is read from the prompt cache on later turns. Leaves client markers alone and "
-              "never uses a fifth breakpoint.",
+        "prompt is read from the prompt cache on later turns. Leaves client markers alone and "
+        "never uses a fifth breakpoint.",
         "zh": "在最后一个 system/developer 块上放置 Anthropic 缓存断点，使后续轮次从提示词缓存读取系统提示词。"
-              "不修改客户端标记，也不会占用第五个断点。",
+        "不修改客户端标记，也不会占用第五个断点。",
     }
     phases = ("request",)
     scopes = ("provider", "api_key")
@@ -37,29 +37,59 @@ class CacheAnthropicSystem(Transform):
     examples = (
         TransformExample(
             title="The system prompt gets a breakpoint",
-            phase="request", protocol="messages",
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64, "system": "S",
-                   "messages": [{"role": "user", "content": "U"}]},
+            phase="request",
+            protocol="messages",
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "system": "S",
+                "messages": [{"role": "user", "content": "U"}],
+            },
             expected={"system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]},
         ),
         TransformExample(
             title="The last of several system blocks is marked",
-            phase="request", protocol="messages", config={"ttl": "1h"},
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64,
-                   "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
-                   "messages": [{"role": "user", "content": "U"}]},
-            expected={"system": [{"type": "text", "text": "A"},
-                                 {"type": "text", "text": "B", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]},
+            phase="request",
+            protocol="messages",
+            config={"ttl": "1h"},
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
+                "messages": [{"role": "user", "content": "U"}],
+            },
+            expected={
+                "system": [
+                    {"type": "text", "text": "A"},
+                    {"type": "text", "text": "B", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                ]
+            },
         ),
         TransformExample(
             title="A client's marker is left exactly as sent",
-            phase="request", protocol="messages",
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64,
-                   "system": [{"type": "text", "text": "S",
-                               "cache_control": {"type": "ephemeral", "ttl": "1h", "client_extension": True}}],
-                   "messages": [{"role": "user", "content": "U"}]},
-            expected={"system": [{"type": "text", "text": "S",
-                                  "cache_control": {"type": "ephemeral", "ttl": "1h", "client_extension": True}}]},
+            phase="request",
+            protocol="messages",
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "system": [
+                    {
+                        "type": "text",
+                        "text": "S",
+                        "cache_control": {"type": "ephemeral", "ttl": "1h", "client_extension": True},
+                    }
+                ],
+                "messages": [{"role": "user", "content": "U"}],
+            },
+            expected={
+                "system": [
+                    {
+                        "type": "text",
+                        "text": "S",
+                        "cache_control": {"type": "ephemeral", "ttl": "1h", "client_extension": True},
+                    }
+                ]
+            },
         ),
     )
 

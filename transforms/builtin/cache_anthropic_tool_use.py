@@ -23,10 +23,10 @@ class CacheAnthropicToolUse(Transform):
     name = {"en": "Auto-cache: Anthropic tool results", "zh": "自动缓存：Anthropic 工具结果"}
     description = {
         "en": "On a tool-result turn, places an Anthropic cache breakpoint on the newest tool result so a "
-              "growing agent loop is read from the prompt cache. Leaves client markers alone and never "
-              "uses a fifth breakpoint.",
+        "growing agent loop is read from the prompt cache. Leaves client markers alone and never "
+        "uses a fifth breakpoint.",
         "zh": "在提交工具结果的轮次，于最新的工具结果上放置 Anthropic 缓存断点，使不断增长的智能体循环命中提示词缓存。"
-              "不修改客户端标记，也不会占用第五个断点。",
+        "不修改客户端标记，也不会占用第五个断点。",
     }
     phases = ("request",)
     scopes = ("provider", "api_key")
@@ -35,23 +35,53 @@ class CacheAnthropicToolUse(Transform):
     examples = (
         TransformExample(
             title="The trailing tool result gets a breakpoint",
-            phase="request", protocol="messages",
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [
-                {"role": "user", "content": "run again"},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "run", "input": {}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "ok"}]},
-            ]},
-            expected={"messages": [
-                {"role": "user", "content": "run again"},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "run", "input": {}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "ok",
-                                              "cache_control": {"type": "ephemeral"}}]},
-            ]},
+            phase="request",
+            protocol="messages",
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "messages": [
+                    {"role": "user", "content": "run again"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "call_1", "name": "run", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "ok"}],
+                    },
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "run again"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "call_1", "name": "run", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": "call_1",
+                                "content": "ok",
+                                "cache_control": {"type": "ephemeral"},
+                            }
+                        ],
+                    },
+                ]
+            },
         ),
         TransformExample(
             title="Not a tool-result turn: unchanged",
-            phase="request", protocol="messages",
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+            phase="request",
+            protocol="messages",
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
             expected={"messages": [{"role": "user", "content": "hi"}]},
         ),
     )

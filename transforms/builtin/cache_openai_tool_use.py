@@ -66,9 +66,9 @@ class CacheOpenaiToolUse(Transform):
     name = {"en": "Auto-cache: OpenAI tool results", "zh": "自动缓存：OpenAI 工具结果"}
     description = {
         "en": "For OpenAI Responses models with explicit prompt-cache breakpoints (gpt-5.6 and later), "
-              "marks the newest tool results of an agent loop as cache breakpoints, within OpenAI's limit.",
+        "marks the newest tool results of an agent loop as cache breakpoints, within OpenAI's limit.",
         "zh": "对支持显式提示词缓存断点的 OpenAI Responses 模型（gpt-5.6 及以后），在限额内将智能体循环中最新的"
-              "工具结果标记为缓存断点。",
+        "工具结果标记为缓存断点。",
     }
     phases = ("request",)
     scopes = ("provider", "global", "api_key")
@@ -76,32 +76,57 @@ class CacheOpenaiToolUse(Transform):
     examples = (
         TransformExample(
             title="The newest result of the trailing run gets the breakpoint",
-            phase="request", protocol="responses",
-            input={"model": "gpt-5.6-sol", "input": [
-                {"type": "message", "role": "user", "content": "check both"},
-                {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
-                {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": "a", "output": "result a"},
-                {"type": "function_call_output", "call_id": "b", "output": "result b"}]},
-            expected={"input": [
-                {"type": "message", "role": "user", "content": "check both"},
-                {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
-                {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": "a", "output": "result a"},
-                {"type": "function_call_output", "call_id": "b", "output": [
-                    {"type": "input_text", "text": "result b", "prompt_cache_breakpoint": {"mode": "explicit"}}]}]},
+            phase="request",
+            protocol="responses",
+            input={
+                "model": "gpt-5.6-sol",
+                "input": [
+                    {"type": "message", "role": "user", "content": "check both"},
+                    {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+                    {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "a", "output": "result a"},
+                    {"type": "function_call_output", "call_id": "b", "output": "result b"},
+                ],
+            },
+            expected={
+                "input": [
+                    {"type": "message", "role": "user", "content": "check both"},
+                    {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+                    {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "a", "output": "result a"},
+                    {
+                        "type": "function_call_output",
+                        "call_id": "b",
+                        "output": [
+                            {
+                                "type": "input_text",
+                                "text": "result b",
+                                "prompt_cache_breakpoint": {"mode": "explicit"},
+                            }
+                        ],
+                    },
+                ]
+            },
         ),
         TransformExample(
             title="A model without explicit breakpoints: unchanged",
-            phase="request", protocol="responses",
-            input={"model": "gpt-5.5", "input": [
-                {"type": "message", "role": "user", "content": "go"},
-                {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": "a", "output": "result a"}]},
-            expected={"input": [
-                {"type": "message", "role": "user", "content": "go"},
-                {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": "a", "output": "result a"}]},
+            phase="request",
+            protocol="responses",
+            input={
+                "model": "gpt-5.5",
+                "input": [
+                    {"type": "message", "role": "user", "content": "go"},
+                    {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "a", "output": "result a"},
+                ],
+            },
+            expected={
+                "input": [
+                    {"type": "message", "role": "user", "content": "go"},
+                    {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "a", "output": "result a"},
+                ]
+            },
         ),
     )
 
@@ -117,14 +142,17 @@ class CacheOpenaiToolUse(Transform):
         options = req.extra.get("prompt_cache_options")
         limit = 4 if isinstance(options, dict) and options.get("mode") == "explicit" else 3
         existing = sum(1 for n in nodes if BREAKPOINT in n.extra)
-        existing += sum(1 for n in nodes if isinstance(n, ToolResultNode) for e in n.content if BREAKPOINT in e.extra)
+        existing += sum(
+            1 for n in nodes if isinstance(n, ToolResultNode) for e in n.content if BREAKPOINT in e.extra
+        )
         remaining = limit - existing
         for start, end in reversed(runs):
             if remaining <= 0:
                 return
             results = [n for n in reversed(nodes[start:end]) if isinstance(n, ToolResultNode)]
-            candidate = next((entry for node in results for entry in reversed(node.content) if _eligible(entry)),
-                             None)
+            candidate = next(
+                (entry for node in results for entry in reversed(node.content) if _eligible(entry)), None
+            )
             if candidate is None or BREAKPOINT in candidate.extra:
                 continue
             candidate.extra[BREAKPOINT] = {"mode": "explicit"}

@@ -55,49 +55,88 @@ class CachePrefixStabilize(Transform):
     name = {"en": "Auto-cache: stabilize the prompt prefix", "zh": "自动缓存：稳定提示词前缀"}
     description = {
         "en": "Moves per-request lines (environment blocks, timestamps, billing headers) to the end of the "
-              "system prompt, or strips them, so the prompt prefix stays identical and OpenAI-style prefix "
-              "caching keeps hitting.",
+        "system prompt, or strips them, so the prompt prefix stays identical and OpenAI-style prefix "
+        "caching keeps hitting.",
         "zh": "将每次请求都会变化的行（环境信息块、时间戳、计费头）移到系统提示词末尾或直接移除，使提示词前缀保持不变，"
-              "从而持续命中 OpenAI 式前缀缓存。",
+        "从而持续命中 OpenAI 式前缀缓存。",
     }
     phases = ("request",)
     scopes = ("provider", "global", "api_key")
     config_schema = {
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": ["relocate", "strip"], "default": "relocate",
-                       "description": "relocate: move volatile lines to the end of the prefix; strip: remove them."},
-            "blocks": {"type": "array", "default": DEFAULT_BLOCKS,
-                       "description": "Volatile blocks (opening and closing line); replaces the built-in set; [] disables.",
-                       "items": {"type": "object", "required": ["open", "close"], "additionalProperties": False,
-                                 "properties": {"open": _NON_BLANK, "close": _NON_BLANK}}},
-            "line_prefixes": {"type": "array", "default": DEFAULT_LINE_PREFIXES, "items": _NON_BLANK,
-                              "description": "Volatile single lines by prefix; replaces the built-in set; [] disables."},
+            "action": {
+                "type": "string",
+                "enum": ["relocate", "strip"],
+                "default": "relocate",
+                "description": "relocate: move volatile lines to the end of the prefix; strip: remove them.",
+            },
+            "blocks": {
+                "type": "array",
+                "default": DEFAULT_BLOCKS,
+                "description": "Volatile blocks (opening and closing line); replaces the built-in set; [] disables.",
+                "items": {
+                    "type": "object",
+                    "required": ["open", "close"],
+                    "additionalProperties": False,
+                    "properties": {"open": _NON_BLANK, "close": _NON_BLANK},
+                },
+            },
+            "line_prefixes": {
+                "type": "array",
+                "default": DEFAULT_LINE_PREFIXES,
+                "items": _NON_BLANK,
+                "description": "Volatile single lines by prefix; replaces the built-in set; [] disables.",
+            },
         },
         "additionalProperties": False,
     }
     examples = (
         TransformExample(
             title="The <env> block moves to the end of the system prompt",
-            phase="request", protocol="chat_completion",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "system", "content": "You are a coding agent.\n<env>\nWorking directory: /srv/app\n"
-                                              "Today's date: 2026-09-10\n</env>\n## Rules\nPrefer the existing convention."},
-                {"role": "user", "content": "hi"}]},
-            expected={"messages": [
-                {"role": "system", "content": "You are a coding agent.\n## Rules\nPrefer the existing convention.\n"
-                                              "<env>\nWorking directory: /srv/app\nToday's date: 2026-09-10\n</env>"},
-                {"role": "user", "content": "hi"}]},
+            phase="request",
+            protocol="chat_completion",
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {
+                        "role": "system",
+                        "content": "You are a coding agent.\n<env>\nWorking directory: /srv/app\n"
+                        "Today's date: 2026-09-10\n</env>\n## Rules\nPrefer the existing convention.",
+                    },
+                    {"role": "user", "content": "hi"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {
+                        "role": "system",
+                        "content": "You are a coding agent.\n## Rules\nPrefer the existing convention.\n"
+                        "<env>\nWorking directory: /srv/app\nToday's date: 2026-09-10\n</env>",
+                    },
+                    {"role": "user", "content": "hi"},
+                ]
+            },
         ),
         TransformExample(
             title="strip removes the block; the emptied node goes",
-            phase="request", protocol="chat_completion", config={"action": "strip"},
-            input={"model": "gpt-4o", "messages": [
-                {"role": "system", "content": "<user_info>\nWorkspace Path: /w\n</user_info>"},
-                {"role": "system", "content": "Stable instructions."},
-                {"role": "user", "content": "hi"}]},
-            expected={"messages": [{"role": "system", "content": "Stable instructions."},
-                                   {"role": "user", "content": "hi"}]},
+            phase="request",
+            protocol="chat_completion",
+            config={"action": "strip"},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "<user_info>\nWorkspace Path: /w\n</user_info>"},
+                    {"role": "system", "content": "Stable instructions."},
+                    {"role": "user", "content": "hi"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "system", "content": "Stable instructions."},
+                    {"role": "user", "content": "hi"},
+                ]
+            },
         ),
     )
 
@@ -106,7 +145,9 @@ class CachePrefixStabilize(Transform):
         self._prefixes = [p.strip() for p in self.config["line_prefixes"]]
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
-        if ctx.upstream_protocol not in ("chat_completion", "responses") or not (self._blocks or self._prefixes):
+        if ctx.upstream_protocol not in ("chat_completion", "responses") or not (
+            self._blocks or self._prefixes
+        ):
             return
         end = stable_prefix_length(req.input)
         texts = [n for n in req.input[:end] if type(n) is TextNode]

@@ -23,9 +23,9 @@ class CacheUserId(Transform):
     name = {"en": "Auto-cache: user identity", "zh": "自动缓存：用户身份"}
     description = {
         "en": "When the request carries cache markers, sends the key owner's username as the end-user id "
-              "(Anthropic metadata.user_id, OpenAI user) unless the client already set one.",
+        "(Anthropic metadata.user_id, OpenAI user) unless the client already set one.",
         "zh": "当请求带有缓存标记时，将密钥所有者的用户名作为终端用户标识发送（Anthropic metadata.user_id、"
-              "OpenAI user），客户端已设置时不覆盖。",
+        "OpenAI user），客户端已设置时不覆盖。",
     }
     phases = ("request",)
     scopes = ("provider", "api_key")
@@ -34,18 +34,29 @@ class CacheUserId(Transform):
     examples = (
         TransformExample(
             title="The key owner becomes metadata.user_id",
-            phase="request", protocol="messages", context={"username": "alice"},
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64,
-                   "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
-                   "messages": [{"role": "user", "content": "hi"}]},
+            phase="request",
+            protocol="messages",
+            context={"username": "alice"},
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
+                "messages": [{"role": "user", "content": "hi"}],
+            },
             expected={"metadata": {"user_id": "alice"}},
         ),
         TransformExample(
             title="A client's user is kept",
-            phase="request", protocol="messages", context={"username": "alice"},
-            input={"model": "claude-sonnet-4-5", "max_tokens": 64, "metadata": {"user_id": "bob"},
-                   "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
-                   "messages": [{"role": "user", "content": "hi"}]},
+            phase="request",
+            protocol="messages",
+            context={"username": "alice"},
+            input={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "metadata": {"user_id": "bob"},
+                "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
+                "messages": [{"role": "user", "content": "hi"}],
+            },
             expected={"metadata": {"user_id": "bob"}},
         ),
     )

@@ -30,8 +30,12 @@ MARKER = "cache_control"
 TTL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "ttl": {"type": "string", "enum": ["5m", "1h"], "default": "5m",
-                "description": "Cache lifetime: 5m (Anthropic's default) or 1h (costs more to write)."},
+        "ttl": {
+            "type": "string",
+            "enum": ["5m", "1h"],
+            "default": "5m",
+            "description": "Cache lifetime: 5m (Anthropic's default) or 1h (costs more to write).",
+        },
     },
     "additionalProperties": False,
 }

@@ -6,7 +6,14 @@ from __future__ import annotations
 from gateway.urp import Node
 from gateway.urp.canonical import canonical_json, jsonable, xxh3_128_hex
 
-__all__ = ["PREFIX_ROLES", "VOLATILE_TAIL", "canonical_json", "jsonable", "stable_prefix_length", "xxh3_128_hex"]
+__all__ = [
+    "PREFIX_ROLES",
+    "VOLATILE_TAIL",
+    "canonical_json",
+    "jsonable",
+    "stable_prefix_length",
+    "xxh3_128_hex",
+]
 
 PREFIX_ROLES = frozenset({"system", "developer"})
 # ctx.shared key: (node, text) that cache_prefix_stabilize appended to the end of ``node`` in this
@@ -21,5 +28,3 @@ def stable_prefix_length(nodes: list[Node]) -> int:
         if getattr(node, "role", None) not in PREFIX_ROLES:
             return i
     return len(nodes)
-
-

@@ -12,14 +12,34 @@ def test_trailing_tool_result_marked(gateway, mock_upstream):
     s = setup(mock_upstream, "messages", "catu", [RuleSpec("cache_anthropic_tool_use")])
     gateway.wait_config()
     client = anthropic_client(gateway, s.secret)
-    client.messages.create(model=s.model, max_tokens=64, tools=TOOLS, messages=[{"role": "user", "content": "hi"}])
+    client.messages.create(
+        model=s.model, max_tokens=64, tools=TOOLS, messages=[{"role": "user", "content": "hi"}]
+    )
     assert "cache_control" not in str(last_upstream_body(mock_upstream))
-    reply = client.messages.create(model=s.model, max_tokens=64, tools=TOOLS, messages=[
-        {"role": "user", "content": "run again"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "run", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}]}])
+    reply = client.messages.create(
+        model=s.model,
+        max_tokens=64,
+        tools=TOOLS,
+        messages=[
+            {"role": "user", "content": "run again"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "run", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}],
+            },
+        ],
+    )
     assert reply.content[0].text == "Tool said: done"
     body = last_upstream_body(mock_upstream)
-    assert body["messages"][-1]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done",
-                                                "cache_control": {"type": "ephemeral"}}]
+    assert body["messages"][-1]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "done",
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
     assert "cache_control" not in str(body["messages"][:-1])

@@ -18,8 +18,9 @@ from tests.e2e.transforms.rules import (
 
 
 def ask(gateway, secret, model, system, text):
-    anthropic_client(gateway, secret).messages.create(model=model, max_tokens=64, system=system,
-                                                      messages=[{"role": "user", "content": text}])
+    anthropic_client(gateway, secret).messages.create(
+        model=model, max_tokens=64, system=system, messages=[{"role": "user", "content": text}]
+    )
 
 
 def test_stable_key_reaches_responses_upstream(gateway, mock_upstream):
@@ -37,18 +38,28 @@ def test_stable_key_reaches_responses_upstream(gateway, mock_upstream):
 
 
 def test_client_key_kept_and_messages_upstream_untouched(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "cop-client", [RuleSpec("cache_openai_prompt",
-                                                                        config={"retention": "in_memory"})])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        "cop-client",
+        [RuleSpec("cache_openai_prompt", config={"retention": "in_memory"})],
+    )
     gateway.wait_config()
-    r = post_raw(gateway, s.secret, "/v1/chat/completions", {
-        "model": s.model, "prompt_cache_key": "mine", "messages": [{"role": "user", "content": "hi"}]})
+    r = post_raw(
+        gateway,
+        s.secret,
+        "/v1/chat/completions",
+        {"model": s.model, "prompt_cache_key": "mine", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert r.status_code == 200
     body = last_upstream_body(mock_upstream)
     assert body["prompt_cache_key"] == "mine" and body["prompt_cache_retention"] == "in_memory"
 
     s = setup(mock_upstream, "messages", "cop-msg", [RuleSpec("cache_openai_prompt")])
     gateway.wait_config()
-    openai_client(gateway, s.secret).chat.completions.create(model=s.model, messages=[{"role": "user", "content": "hi"}])
+    openai_client(gateway, s.secret).chat.completions.create(
+        model=s.model, messages=[{"role": "user", "content": "hi"}]
+    )
     body = last_upstream_body(mock_upstream)
     assert "prompt_cache_key" not in body and "prompt_cache_retention" not in body
 
@@ -60,8 +71,13 @@ def test_identity_mode_keys_by_calling_key(gateway, mock_upstream):
     from transforms.lib.cache_keys import xxh3_128_hex
 
     alice = get_user_model().objects.create_user("alice-cop", password="x")
-    s = setup(mock_upstream, "responses", "cop-id", [RuleSpec("cache_openai_prompt", scope="global",
-                                                              config={"key_mode": "identity"})], owner=alice)
+    s = setup(
+        mock_upstream,
+        "responses",
+        "cop-id",
+        [RuleSpec("cache_openai_prompt", scope="global", config={"key_mode": "identity"})],
+        owner=alice,
+    )
     other, other_secret = make_key("other", owner=alice)
     gateway.wait_config()
     ask(gateway, s.secret, s.model, "S1", "a")
@@ -71,4 +87,6 @@ def test_identity_mode_keys_by_calling_key(gateway, mock_upstream):
     assert mine == "mzpc_" + xxh3_128_hex({"username": "alice-cop", "api_key_id": str(s.key.id)})
     ask(gateway, other_secret, s.model, "S1", "a")
     assert last_upstream_body(mock_upstream)["prompt_cache_key"] != mine
-    assert "alice-cop" not in str(last_upstream_body(mock_upstream)), "the identity itself never goes on the wire"
+    assert "alice-cop" not in str(last_upstream_body(mock_upstream)), (
+        "the identity itself never goes on the wire"
+    )

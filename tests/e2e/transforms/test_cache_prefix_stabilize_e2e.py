@@ -21,15 +21,24 @@ def system(day: int) -> str:
 
 
 def test_env_block_moves_and_prefix_cache_hits(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "cps", [RuleSpec("cache_prefix_stabilize", scope="global")],
-              fault="prompt-cache=1")
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        "cps",
+        [RuleSpec("cache_prefix_stabilize", scope="global")],
+        fault="prompt-cache=1",
+    )
     gateway.wait_config()
     client = anthropic_client(gateway, s.secret)
-    client.messages.create(model=s.model, max_tokens=64, system=system(1), messages=[{"role": "user", "content": "a"}])
+    client.messages.create(
+        model=s.model, max_tokens=64, system=system(1), messages=[{"role": "user", "content": "a"}]
+    )
     assert chat_system_texts(last_upstream_body(mock_upstream)) == [
-        f"You are a coding agent.\n{RULES}\n<env>\nToday's date: 2026-09-01\n</env>"]
-    second = client.messages.create(model=s.model, max_tokens=64, system=system(2),
-                                    messages=[{"role": "user", "content": "b"}])
+        f"You are a coding agent.\n{RULES}\n<env>\nToday's date: 2026-09-01\n</env>"
+    ]
+    second = client.messages.create(
+        model=s.model, max_tokens=64, system=system(2), messages=[{"role": "user", "content": "b"}]
+    )
     assert second.usage.cache_read_input_tokens > 300
 
 
@@ -38,15 +47,19 @@ def test_without_the_rule_the_date_defeats_the_cache(gateway, mock_upstream):
     s = setup(mock_upstream, "chat_completion", "cps-none", fault="prompt-cache=1")
     gateway.wait_config()
     client = anthropic_client(gateway, s.secret)
-    client.messages.create(model=s.model, max_tokens=64, system=system(1), messages=[{"role": "user", "content": "a"}])
-    second = client.messages.create(model=s.model, max_tokens=64, system=system(2),
-                                    messages=[{"role": "user", "content": "b"}])
+    client.messages.create(
+        model=s.model, max_tokens=64, system=system(1), messages=[{"role": "user", "content": "a"}]
+    )
+    second = client.messages.create(
+        model=s.model, max_tokens=64, system=system(2), messages=[{"role": "user", "content": "b"}]
+    )
     assert second.usage.cache_read_input_tokens == 0
 
 
 def test_messages_upstream_unchanged(gateway, mock_upstream):
     s = setup(mock_upstream, "messages", "cps-msg", [RuleSpec("cache_prefix_stabilize")])
     gateway.wait_config()
-    anthropic_client(gateway, s.secret).messages.create(model=s.model, max_tokens=64, system=system(1),
-                                                        messages=[{"role": "user", "content": "a"}])
+    anthropic_client(gateway, s.secret).messages.create(
+        model=s.model, max_tokens=64, system=system(1), messages=[{"role": "user", "content": "a"}]
+    )
     assert last_upstream_body(mock_upstream)["system"] == system(1)

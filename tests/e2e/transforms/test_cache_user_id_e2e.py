@@ -17,23 +17,50 @@ def owner(name):
 
 
 def test_owner_becomes_user_id_when_marked(gateway, mock_upstream):
-    s = setup(mock_upstream, "messages", "cuid", [RuleSpec("cache_user_id", scope="api_key")], owner=owner("alice-cu"))
+    s = setup(
+        mock_upstream,
+        "messages",
+        "cuid",
+        [RuleSpec("cache_user_id", scope="api_key")],
+        owner=owner("alice-cu"),
+    )
     gateway.wait_config()
     client = anthropic_client(gateway, s.secret)
-    client.messages.create(model=s.model, max_tokens=64, system=MARKED, messages=[{"role": "user", "content": "hi"}])
+    client.messages.create(
+        model=s.model, max_tokens=64, system=MARKED, messages=[{"role": "user", "content": "hi"}]
+    )
     assert last_upstream_body(mock_upstream)["metadata"] == {"user_id": "alice-cu"}
-    client.messages.create(model=s.model, max_tokens=64, system="S", messages=[{"role": "user", "content": "hi"}])
+    client.messages.create(
+        model=s.model, max_tokens=64, system="S", messages=[{"role": "user", "content": "hi"}]
+    )
     assert "metadata" not in last_upstream_body(mock_upstream)
-    client.messages.create(model=s.model, max_tokens=64, system=MARKED, metadata={"user_id": "bob"},
-                           messages=[{"role": "user", "content": "hi"}])
+    client.messages.create(
+        model=s.model,
+        max_tokens=64,
+        system=MARKED,
+        metadata={"user_id": "bob"},
+        messages=[{"role": "user", "content": "hi"}],
+    )
     assert last_upstream_body(mock_upstream)["metadata"] == {"user_id": "bob"}
 
 
 def test_chat_upstream_user_with_system_rule(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "cuid-chat",
-              [RuleSpec("cache_user_id", scope="api_key")], owner=owner("carol-cu"))
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        "cuid-chat",
+        [RuleSpec("cache_user_id", scope="api_key")],
+        owner=owner("carol-cu"),
+    )
     gateway.wait_config()
-    openai_client(gateway, s.secret).chat.completions.create(model=s.model, messages=[
-        {"role": "system", "content": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]},
-        {"role": "user", "content": "hi"}])
+    openai_client(gateway, s.secret).chat.completions.create(
+        model=s.model,
+        messages=[
+            {
+                "role": "system",
+                "content": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
+            },
+            {"role": "user", "content": "hi"},
+        ],
+    )
     assert last_upstream_body(mock_upstream)["user"] == "carol-cu"
