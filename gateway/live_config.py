@@ -13,6 +13,7 @@ from typing import Any
 from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
+from gateway.proxy.effort_suffix import compile_suffixes
 from gateway.proxy.limits import parse_limits
 from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
 from transforms.base import Transform, TransformContext
@@ -113,7 +114,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     settings_snap = SettingsSnap(
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)))
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
+        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes))
 
     providers = []
     for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
@@ -144,6 +146,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
             chain=tuple(chains.get(("api_key", k.id), ())), limits=parse_limits(k.limits, k.ip_allow),
+            reasoning_envelopes=k.reasoning_envelopes,
             owner_username=k.owner.get_username() if k.owner_id else None)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
