@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -15,7 +16,7 @@ from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
 from gateway.proxy.effort_suffix import compile_suffixes
-from gateway.proxy.limits import parse_limits
+from gateway.proxy.limits import parse_limits, utc_day
 from gateway.proxy.snapshot import (
     ChannelSnap,
     KeySnap,
@@ -168,13 +169,15 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             affinity_mode=p.affinity_mode, affinity_failback=float(p.affinity_failback_seconds)))
 
     keys = {}
+    spent = _spend_so_far(ApiKey.objects.filter(limits__isnull=False))
     for k in ApiKey.objects.select_related("owner"):
         keys[k.key_hash] = KeySnap(
             id=k.id, name=k.name, enabled=k.enabled,
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())), limits=parse_limits(k.limits, k.ip_allow),
+            chain=tuple(chains.get(("api_key", k.id), ())),
+            limits=parse_limits(k.limits, k.ip_allow, **spent.get(k.id, {})),
             reasoning_envelopes=k.reasoning_envelopes,
             owner_username=k.owner.get_username() if k.owner_id else None)
 
@@ -208,3 +211,25 @@ class DatabaseConfigSource:
         from django.db import connection
 
         connection.close()
+
+
+def _spend_so_far(keys) -> dict[int, dict[str, Any]]:
+    """For keys with a spend cap: what the request logs hold today (UTC) and in total, so the
+    limiter's counters start from there (one aggregate query per snapshot build, never per
+    request). Rows still queued for writing are not in it yet; the counters catch up as the
+    limiter settles requests."""
+    from django.db.models import Q, Sum
+
+    from requestlogs.models import RequestLog
+
+    capped = [k.id for k in keys if isinstance(k.limits, dict) and (k.limits.get("daily_spend")
+                                                                    or k.limits.get("total_spend"))]
+    if not capped:
+        return {}
+    now = time.time()
+    day = utc_day(now)
+    midnight = datetime.fromtimestamp(now - now % 86400, tz=UTC)
+    rows = (RequestLog.objects.filter(api_key_id__in=capped).values("api_key_id")
+            .annotate(total=Sum("cost_nano"), today=Sum("cost_nano", filter=Q(created_at__gte=midnight))))
+    return {r["api_key_id"]: {"spent_day": day, "spent_today": r["today"] or 0, "spent_total": r["total"] or 0}
+            for r in rows}

@@ -14,10 +14,10 @@ import time
 import uuid
 from typing import Any
 
+from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
 from gateway.proxy.recorder import Recorder, RecorderFactory
 from gateway.urp.events import NodeDelta, StreamError
 from requestlogs import sink
-from requestlogs.pricing import Tokens, cost_nano, estimate_tokens
 
 log = logging.getLogger("requestlogs")
 
