@@ -72,7 +72,7 @@ def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
             "upstream_model": _ident(a.upstream_model), "started_at": a.started_at, "ttfb_ms": a.ttfb_ms,
             "duration_ms": a.duration_ms, "upstream_status": a.upstream_status,
             "error": cut_utf8(a.error, 4096) if a.error else None,
-            "error_detail": cut_utf8(a.error_detail, 4096) if a.error_detail else None}
+            "error_detail": cut_utf8(a.error_detail, 4096) if a.error_detail else None, "affinity": a.affinity}
 
 
 def _attempt(n: int, a: AttemptRecord, img: ImageBounder) -> dict[str, Any]:

@@ -38,6 +38,7 @@ class AttemptRecord:
     rule_steps: dict[str, Any] | None = None
     error_detail: str | None = None  # the error class and target ("connect refused 127.0.0.1:9100")
     notes: list[str] = field(default_factory=list)  # what rules noted (images left untouched, fetches kept)
+    affinity: dict[str, Any] | None = None  # {"hit": affinity chose this channel, "key": short hash}
 
 
 @dataclass(slots=True)

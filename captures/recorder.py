@@ -98,6 +98,7 @@ class CaptureRecorder(Recorder):
             logical_model=self.record.logical_model, upstream_model=att.upstream_model, started_at=att.started_at,
             internal_request=to_jsonable(att.request), upstream_request=att.body,
             executed_chain=[e.as_dict() for e in att.executed], rule_steps=self.steps or None,
+            affinity=getattr(att, "affinity", None),
             # The attempt's own notes list: response-phase rules append to it later.
             notes=att.tctx.shared.setdefault("notes", []))
         self.steps = {}

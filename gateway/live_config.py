@@ -110,7 +110,8 @@ def provider_snap(p, chain: tuple[CompiledRule, ...], channels: tuple[ChannelSna
         request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
         strip_nested=p.strip_nested_override,
         extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-        chain=chain, channels=channels, multiplier=p.multiplier)
+        chain=chain, channels=channels, multiplier=p.multiplier,
+        affinity_mode=p.affinity_mode, affinity_failback=float(p.affinity_failback_seconds))
 
 
 def settings_snap() -> SettingsSnap:
@@ -186,7 +187,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
 
     keys = {}
     spent = _spend_so_far(ApiKey.objects.filter(limits__isnull=False))
-    for k in ApiKey.objects.all():
+    for k in ApiKey.objects.select_related("owner"):
         keys[k.key_hash] = KeySnap(
             id=k.id, name=k.name, enabled=k.enabled,
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
@@ -194,7 +195,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
             chain=tuple(chains.get(("api_key", k.id), ())),
             limits=parse_limits(k.limits, k.ip_allow, **spent.get(k.id, {})),
-            reasoning_envelopes=k.reasoning_envelopes)
+            reasoning_envelopes=k.reasoning_envelopes,
+            owner_username=k.owner.get_username() if k.owner_id else None)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
                     providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),

@@ -47,6 +47,14 @@ class TriState(models.TextChoices):
         return {cls.TRUE.value: True, cls.FALSE.value: False}.get(value)
 
 
+class AffinityMode(models.TextChoices):
+    """Sticky routing per provider (gateway/proxy/affinity.py)."""
+
+    OFF = "off", "Off"
+    STICKY = "sticky", "Sticky"
+    PREFER_HIGHER_PRIORITY = "prefer_higher_priority", "Prefer higher priority"
+
+
 PROTOCOL_CHOICES = Protocol.choices
 TRISTATE_CHOICES = TriState.choices
 
@@ -160,6 +168,13 @@ class Provider(models.Model):
         null=True, blank=True, validators=[MinValueValidator(0.1)],
         help_text="Overrides the global request timeout when set.")
     circuit_breaker_enabled = models.BooleanField(default=True)
+    affinity_mode = models.CharField(
+        max_length=24, choices=AffinityMode.choices, default=AffinityMode.OFF,
+        help_text="Sticky routing: send a conversation back to the channel that served it so the upstream's "
+                  "prompt cache hits. sticky keeps it there; prefer_higher_priority returns to a recovered "
+                  "higher-priority provider after the fail-back delay.")
+    affinity_failback_seconds = models.PositiveIntegerField(
+        default=300, help_text="prefer_higher_priority: seconds after binding before normal priority order wins again.")
     multiplier = models.DecimalField(
         max_digits=18, decimal_places=9, default=Decimal("1"),
         validators=[MinValueValidator(Decimal("0.000000001"))],

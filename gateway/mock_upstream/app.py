@@ -18,7 +18,7 @@ Endpoints (a doubled ``/v1/v1`` is accepted as ``/v1``, and the ``/v1`` prefix i
 - ``POST /_mock/script`` (a list of turns, or ``{"turns": [...]}``; each turn ``{"text": ...,
   "tool_calls": [{"name", "arguments"}], "reasoning": ...}``), consumed in order by any protocol
   request; ``GET`` lists the remaining turns, ``DELETE`` clears them;
-- ``POST /_mock/reset``: clears requests, fail counters and the script.
+- ``POST /_mock/reset``: clears requests, fail counters, the script and the simulated prompt caches.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from gateway.mock_upstream import inbound as inbound_mod
 from gateway.mock_upstream.asgi import answer_lifespan, read_body, send_json
 from gateway.mock_upstream.behaviour import plan_turn, short_id
 from gateway.mock_upstream.faults import Faults, from_request
+from gateway.mock_upstream.prompt_cache import PromptCache
 from gateway.mock_upstream.state import MockState
 from gateway.mock_upstream.wire import WireContext, chat, gemini, images, messages, responses
 
@@ -197,6 +198,9 @@ class MockUpstreamApp:
         if protocol == "responses" and any(isinstance(t, dict) and t.get("type") == "image_generation"
                                            for t in body.get("tools") or ()):
             turn.image_b64 = PNG_RGB_8  # the hosted image tool "generates" the 8x8 red sample
+        if faults.prompt_cache is not None:
+            cache = self.state.prompt_caches.setdefault(faults.prompt_cache, PromptCache())
+            turn.cache_read_tokens, turn.cache_write_tokens = cache.account(protocol, body, turn.input_tokens)
         ctx = WireContext(model=summary.model or model, created=int(time.time()),
                           response_id=short_id(str(self.state.total), body_bytes.decode("utf-8", "replace")),
                           arg_chunk=faults.arg_chunk or self.arg_chunk, include_usage=summary.include_usage)

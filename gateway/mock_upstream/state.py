@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from gateway.mock_upstream.prompt_cache import PromptCache
+
 
 class MockState:
     """All state lives on the event loop thread; readers use the ``/_mock/*`` endpoints."""
@@ -18,6 +20,7 @@ class MockState:
         self.client_disconnects = 0
         self.image_hits: list[str] = []  # GET /_mock/images/... paths, in order
         self.server_state: Any = None  # uvicorn ServerState when the runner attaches it
+        self.prompt_caches: dict[str, PromptCache] = {}
 
     def should_fail(self, key: str, times: int) -> bool:
         """Count one request under ``key``; true while the count is within the first ``times``."""
@@ -37,3 +40,4 @@ class MockState:
         self.fail_counts.clear()
         self.script.clear()
         self.image_hits.clear()
+        self.prompt_caches.clear()

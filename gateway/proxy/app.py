@@ -17,6 +17,7 @@ import orjson
 from gateway.fetch import fetcher
 from gateway.images import pool as image_pool
 
+from .affinity import AffinityStore
 from .breaker import BreakerBoard, RedisMirror
 from .call import Runtime
 from .config import Authenticator, ProxyConfig
@@ -66,6 +67,7 @@ class ProxyApp:
         self.max_body = config.max_body_bytes
         self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
                                recorders=recorders or RecorderSet())
+        self.affinity_ready = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -83,6 +85,7 @@ class ProxyApp:
                 self.mirror.start()
             except Exception:
                 log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
+        self._start_affinity()
         await self._wait_snapshot()
         # Everything Django and the first snapshot allocated at start-up lives as long as the
         # worker: move it out of the collector's reach, so full collections stop scanning it.
@@ -90,7 +93,22 @@ class ProxyApp:
         gc.collect()
         gc.freeze()
 
+    def _start_affinity(self) -> None:
+        """Sticky-routing bindings: in Redis when configured (shared by workers), else in memory."""
+        if self.affinity_ready:
+            return
+        self.affinity_ready = True
+        try:
+            self.runtime.affinity = AffinityStore(self.config.redis_url or None)
+        except Exception:
+            log.warning("affinity bindings will not be shared: Redis unavailable", exc_info=True)
+            self.runtime.affinity = AffinityStore(None)
+
     async def shutdown(self) -> None:
+        if self.runtime.affinity is not None:
+            await self.runtime.affinity.close()
+            self.runtime.affinity = None
+            self.affinity_ready = False
         if self.mirror is not None:
             await self.mirror.stop()
             self.mirror = None
@@ -123,6 +141,7 @@ class ProxyApp:
         snap = self.holder.current
         if snap is not None:
             return snap
+        self._start_affinity()
         self.holder.start()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.ready.wait, FIRST_SNAPSHOT_WAIT)
         return self.holder.current

@@ -51,6 +51,9 @@ class Attempt:
     connect_timeout: float
     idle_timeout: float
     started_at: float = field(default_factory=time.time)
+    affinity: dict[str, Any] | None = None  # {"hit": sticky routing chose this channel, "key": short hash}
+    response_id: str | None = None  # the upstream's response id (sticky routing binds Responses ids)
+    completed: bool = False  # a whole response, or a stream that reached its terminal event cleanly
 
 
 def _begin_attempt(req: Request, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap, channel: ChannelSnap,
@@ -68,7 +71,8 @@ def _begin_attempt(req: Request, snapshot: Snapshot, key: KeySnap, provider: Pro
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
-                            provider=provider.name, api_key_id=key.id, stream=client_stream)
+                            provider=provider.name, api_key_id=key.id, username=key.owner_username,
+                            stream=client_stream)
     return areq, tctx, chains, strip
 
 

@@ -39,7 +39,9 @@ class RuleTransform(Protocol):
 @dataclass(slots=True)
 class TransformContext:
     """Per-attempt facts a transform may read. ``shared`` is per-attempt scratch space that a
-    request rule can use to tell the paired response rule what it did (keyed by type id)."""
+    request rule can use to tell the paired response rule what it did (keyed by type id); it is
+    never serialised and no client input reaches it (the cache rules keep marker ownership there).
+    ``api_key_id`` and ``username`` identify the calling key and its owner."""
 
     logical_model: str
     client_protocol: str
@@ -47,6 +49,7 @@ class TransformContext:
     upstream_model: str | None = None
     provider: str | None = None
     api_key_id: int | None = None
+    username: str | None = None  # the key owner's username: identity for cache keys, never on the wire
     stream: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
 

@@ -72,6 +72,8 @@ class ProviderSnap:
     chain: tuple[CompiledRule, ...]
     channels: tuple[ChannelSnap, ...]
     multiplier: Decimal = Decimal(1)
+    affinity_mode: str = "off"  # off | sticky | prefer_higher_priority (see affinity.py)
+    affinity_failback: float = 300.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,6 +88,7 @@ class KeySnap:
     chain: tuple[CompiledRule, ...]
     limits: KeyLimits | None = None  # None: nothing to count or check (the common case)
     reasoning_envelopes: bool = False  # wrap encrypted reasoning in mz2. envelopes (gateway.proxy.envelopes)
+    owner_username: str | None = None  # identity for transforms (TransformContext.username)
 
 
 @dataclass(slots=True, frozen=True)

@@ -80,6 +80,12 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
 
 def decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Response:
     """A successful upstream body as a Response; AttemptFailed when it cannot be read."""
+    resp = _decode_whole(att, data, ctype, rec)
+    att.response_id, att.completed = resp.id, True  # what sticky routing binds after the answer
+    return resp
+
+
+def _decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Response:
     if att.upstream_stream and (ctype == "text/event-stream" or data[:6] in (b"data: ", b"event:")):
         return collect_sse(att, data, rec)
     try:

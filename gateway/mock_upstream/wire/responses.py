@@ -14,7 +14,7 @@ def error_body(status: int, message: str) -> dict:
 
 
 def _usage(turn: Turn) -> dict:
-    return {"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": 0},
+    return {"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
             "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
             "total_tokens": turn.input_tokens + turn.output_tokens}
 
