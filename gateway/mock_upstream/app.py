@@ -152,7 +152,8 @@ class MockUpstreamApp:
             await asyncio.sleep(faults.delay_first_byte)
         if failing:
             status = faults.status or 500
-            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"))
+            extra = [(b"retry-after", faults.retry_after.encode())] if faults.retry_after else None
+            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"), extra)
             return
         if path == _COUNT_TOKENS:
             await send_json(send, 200, {"input_tokens": -(-len(body_bytes) // 10)})

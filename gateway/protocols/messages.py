@@ -45,7 +45,7 @@ from .messages_common import (
     encode_content_block,
     encode_tool_result,
     encode_usage,
-    error_type_for,
+    error_object,
     finish_from_wire,
     scrub,
     stop_to_wire,
@@ -532,7 +532,7 @@ def encode_response(resp: Response, ctx: EncodeContext) -> dict:
 def error_body(status: int, code: str, message: str, *, param: str | None = None,
                error_type: str | None = None) -> dict:
     """Anthropic error envelope ``{"type": "error", "error": {"type", "message"}}``."""
-    err: dict[str, Any] = {"type": error_type_for(status, code, error_type), "message": message}
+    err = error_object(status, code, message, error_type)
     if param:
         err["param"] = param
     return {"type": "error", "error": err}

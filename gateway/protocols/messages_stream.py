@@ -40,7 +40,7 @@ from .messages_common import (
     client_signature,
     decode_usage,
     encode_usage,
-    error_type_for,
+    error_object,
     finish_from_wire,
     scrub,
     stop_to_wire,
@@ -50,10 +50,6 @@ from .sse import frame
 
 _MESSAGE_KNOWN = frozenset({"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"})
 _SUMMARY_MARK = {THINKING_FROM_MESSAGES: True}
-
-
-def _error_type(status: int | None, code: str | None, error_type: str | None) -> str:
-    return error_type_for(status or 500, code, error_type)
 
 
 # == decoder ===================================================================================
@@ -633,7 +629,7 @@ class StreamEncoder:
     def _error_terminal(self, status: int | None, code: str | None, message: str, error_type: str | None) -> bytes:
         head = b"" if self.started else self._message_start(None)
         self.finished = True
-        err = {"type": "error", "error": {"type": _error_type(status, code, error_type), "message": message}}
+        err = {"type": "error", "error": error_object(status or 500, code, message, error_type)}
         return head + frame(err, "error")
 
     def keepalive(self) -> bytes:
@@ -642,7 +638,7 @@ class StreamEncoder:
     def error(self, status: int, code: str, message: str) -> bytes:
         """Pre-stream error: a lone ``event: error`` (no message_start, no [DONE])."""
         self.finished = True
-        err = {"type": "error", "error": {"type": _error_type(status, code, None), "message": message}}
+        err = {"type": "error", "error": error_object(status, code, message)}
         return frame(err, "error")
 
     def close(self) -> bytes:

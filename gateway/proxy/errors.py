@@ -15,7 +15,8 @@ class ClientError(Exception):
     """Stop and answer the client with this status/code/message in its protocol's shape."""
 
     def __init__(self, status: int, code: str, message: str, *, param: str | None = None,
-                 error_type: str | None = None, upstream: dict[str, Any] | None = None) -> None:
+                 error_type: str | None = None, upstream: dict[str, Any] | None = None,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -23,6 +24,7 @@ class ClientError(Exception):
         self.param = param
         self.error_type = error_type
         self.upstream = upstream  # upstream_status / upstream_code / upstream_type diagnostics
+        self.headers = headers  # extra response headers (a 429's Retry-After)
 
 
 def error_body(protocol: str, err: ClientError, request_id: str | None = None) -> dict[str, Any]:

@@ -110,12 +110,16 @@ class Exchange:
         headers.append((b"x-gateway-overhead-ms", b"%.3f" % self.overhead_ms()))
         return headers
 
-    async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT) -> None:
+    async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT,
+                         extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
         self.status = status
         self.headers_sent = True
         if self.capture is not None:  # capture issue: client time to first byte
             self.capture.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
-        await self.send({"type": "http.response.start", "status": status, "headers": self.response_headers(content_type)})
+        headers = self.response_headers(content_type)
+        if extra_headers:
+            headers.extend(extra_headers)
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
         self.finished = True
 
@@ -126,7 +130,7 @@ class Exchange:
         body = error_bytes(self.protocol, err, self.request_id)
         if self.capture is not None:
             self.capture.client_response = orjson.loads(body)
-        await self.send_bytes(err.status, body)
+        await self.send_bytes(err.status, body, extra_headers=err.headers)
 
     # -- SSE ------------------------------------------------------------------------------------
     def start_stream(self) -> None:

@@ -41,8 +41,9 @@ from transforms.engine import StreamChain, run_response
 from . import capture as capture_mod
 from .attempt import Attempt, AttemptFailed, build_attempt, is_retryable_status
 from .breaker import BreakerBoard
-from .errors import ClientError, describe_upstream_error, mask, safe_token
+from .errors import ClientError, describe_upstream_error, mask
 from .exchange import Exchange, keepalive_loop
+from .failure import exhausted, retry_after_value
 from .routing import candidates, model_allowed, resolve_logical_model
 from .snapshot import KeySnap, Snapshot, TransformInitFailed
 from .upstream import TRANSPORT_ERRORS, UpstreamClient
@@ -101,18 +102,6 @@ def to_client_error(exc: Exception) -> ClientError:
         return ClientError(400, "invalid_request", exc.message, param=exc.param)
     log.exception("unexpected error in the proxy", exc_info=exc)
     return ClientError(500, "internal_error", "internal gateway error", error_type="server_error")
-
-
-def _exhausted(last: AttemptFailed | None, logical_model: str) -> ClientError:
-    if last is None:
-        return ClientError(503, "no_healthy_upstream", f"No available upstream provider for model: {logical_model}",
-                           error_type="server_error")
-    return ClientError(
-        502, safe_token(last.code) or "upstream_error",
-        f"All upstream attempts failed for model: {logical_model}. Last error: {last.message}",
-        error_type="upstream_error",
-        upstream={"upstream_status": last.status, "upstream_code": safe_token(last.code),
-                  "upstream_type": safe_token(last.error_type)})
 
 
 def _from_stream_error(se: ev.StreamError) -> AttemptFailed:
@@ -237,7 +226,7 @@ async def _route(call: Call, run_one) -> None:
                         break
             if budget is not None and used >= budget:
                 break
-    raise _exhausted(last, call.logical_model)
+    raise exhausted(last, call.logical_model)
 
 
 # -- upstream calls -----------------------------------------------------------------------------
@@ -262,10 +251,11 @@ def _transport_failure(exc: BaseException) -> AttemptFailed:
     return AttemptFailed("failed to request upstream", code="upstream_error", retryable=True, detail=repr(exc))
 
 
-def _status_failure(att: Attempt, status: int, data: bytes) -> AttemptFailed:
+def _status_failure(att: Attempt, status: int, data: bytes, retry_after: str | None = None) -> AttemptFailed:
     message, code, etype = describe_upstream_error(status, data, (att.channel.api_key,))
     return AttemptFailed(message, status=status, code=code, error_type=etype,
-                         retryable=is_retryable_status(status), rate_limited=status == 429)
+                         retryable=is_retryable_status(status), rate_limited=status == 429,
+                         retry_after=retry_after_value(retry_after))
 
 
 def _collect_sse(att: Attempt, data: bytes, arec) -> Response:
@@ -328,6 +318,7 @@ async def _fetch_whole(call: Call, att: Attempt, arec) -> Response:
                                        connect=att.connect_timeout, sock_read=None) as resp:
             status = resp.status
             ctype = resp.content_type
+            retry_after = resp.headers.get("retry-after") if status == 429 else None
             data = await read_bounded(resp, MAX_UPSTREAM_BODY if status < 300 else MAX_ERROR_BODY)
     except AttemptFailed:
         raise
@@ -341,7 +332,7 @@ async def _fetch_whole(call: Call, att: Attempt, arec) -> Response:
     if status >= 300:
         if arec is not None:
             arec.upstream_response = data[:65536].decode("utf-8", "replace")
-        raise _status_failure(att, status, data)
+        raise _status_failure(att, status, data, retry_after)
     resp_obj = _decode_whole(att, data, ctype, arec)
     if att.provider.circuit_breaker_enabled:
         call.rt.breaker.record_success(att.channel.id)
@@ -433,7 +424,7 @@ async def _stream_one(call: Call, att: Attempt, arec) -> None:
                 ex.upstream_wait += time.perf_counter() - t
             if arec is not None:
                 arec.upstream_response = data[:65536].decode("utf-8", "replace")
-            raise _status_failure(att, resp.status, data)
+            raise _status_failure(att, resp.status, data, resp.headers.get("retry-after"))
         if resp.content_type == "application/json":  # the upstream ignored stream=true
             t = time.perf_counter()
             try:
