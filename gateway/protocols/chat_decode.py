@@ -53,6 +53,7 @@ from .chat_common import (
     THINKING_CONFIG,
     decode_usage,
     finish_from_wire,
+    folds_into,
 )
 from .errors import ProtocolError, UpstreamProtocolError
 
@@ -181,7 +182,19 @@ def _reasoning_nodes(msg: dict[str, Any], env: dict[str, Any]) -> list[Node]:
         for key in ("reasoning", "reasoning_content"):
             if key in msg:
                 env[key] = msg[key]
-        return [reasoning_from_detail(d) for d in details if isinstance(d, dict)]
+        nodes: list[Node] = []
+        for entry in details:
+            if not isinstance(entry, dict):
+                continue
+            prev = nodes[-1] if nodes else None
+            prev_raw = prev.extra.get(REASONING_DETAIL) if isinstance(prev, ReasoningNode) else None
+            if prev is not None and folds_into(prev_raw, prev, entry):
+                folded = reasoning_from_detail(entry)
+                prev.encrypted = folded.encrypted
+                prev.extra[REASONING_DETAIL] = [prev_raw, folded.extra[REASONING_DETAIL]]
+                continue
+            nodes.append(reasoning_from_detail(entry))
+        return nodes
     if "reasoning_details" in msg:
         env["reasoning_details"] = details
     nodes: list[Node] = []

@@ -49,6 +49,7 @@ from .chat_common import (
     data_url,
     encode_usage,
     finish_to_wire,
+    raw_details,
 )
 from .chat_decode import normalise_effort, reasoning_from_detail
 
@@ -153,10 +154,17 @@ def reasoning_entries(node: ReasoningNode, start: int) -> list[dict[str, Any]]:
     return out
 
 
-def raw_detail_matches(node: ReasoningNode, raw: dict[str, Any]) -> bool:
-    """True while the node still says what its raw ``reasoning_details`` entry says, so the raw
-    entry can be replayed exactly; a transform that rewrote the node wins over the raw entry."""
-    ref = reasoning_from_detail(raw)
+def raw_detail_matches(node: ReasoningNode, raw: Any) -> bool:
+    """True while the node still says what its raw ``reasoning_details`` entries say, so they
+    can be replayed exactly; a transform that rewrote the node wins over the raw entries. A
+    text entry with the encrypted entry folded into it (a list) says the text of the first and
+    the payload of the second."""
+    entries = raw_details(raw)
+    if not entries:
+        return False
+    ref = reasoning_from_detail(entries[0])
+    for extra in entries[1:]:
+        ref.encrypted = reasoning_from_detail(extra).encrypted
     return (ref.content, ref.summary, ref.encrypted) == (node.content, node.summary, node.encrypted)
 
 
@@ -182,8 +190,8 @@ class _Message:
 
     def add_reasoning(self, node: ReasoningNode) -> None:
         raw = node.extra.get(REASONING_DETAIL)
-        if isinstance(raw, dict) and raw_detail_matches(node, raw):
-            self.details.append(without_internal(raw))
+        if raw_detail_matches(node, raw):
+            self.details.extend(without_internal(entry) for entry in raw_details(raw))
             return
         surface = node.extra.get(REASONING_SURFACE)
         if surface in ("reasoning", "reasoning_content") and not node.summary and node.encrypted in (None, ""):
