@@ -212,6 +212,12 @@ class _Message:
                 msg["content"] = self.parts
         else:
             content = _content(self.parts, self.shape)
+            if (isinstance(content, list) and len(content) > 1 and self.shape != "array"
+                    and self.role in ("system", "developer") and all(_plain_text(p) for p in content)):
+                # Several plain system segments (an injected prompt next to the client's string,
+                # or folded system nodes): one string, as the client sent it or as any server
+                # takes it; some OpenAI-compatible servers reject a system part array.
+                content = "\n\n".join(p["text"] for p in content)
             if content is not None or self.shape != "absent":
                 if content is None and self.role != "assistant":
                     content = ""

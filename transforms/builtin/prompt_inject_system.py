@@ -24,6 +24,10 @@ class PromptInjectSystem(Transform):
     Control nodes directly before the insertion point keep introducing the envelope they
     belonged to (the new node goes before them), and empty ``content`` is refused on save
     (an empty system segment is rejected by several upstreams).
+
+    A Chat upstream still gets a string system message when the client sent a string: the Chat
+    encoder joins plain-text system segments with a blank line instead of turning the message
+    into a part array, which some OpenAI-compatible servers reject (issue 19).
     """
 
     type_id = "prompt_inject_system"
