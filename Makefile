@@ -1,5 +1,6 @@
 # The two commands: `make run` and `make test`. Everything else is a helper for them.
-PY ?= python3.11
+# Python 3.11 is required (pyproject.toml); PY names another interpreter of that version.
+PY ?= $(shell command -v python3.11 2>/dev/null || echo python3.11)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -8,14 +9,16 @@ PORT ?= 8000
 MOCK_PORT ?= 9100
 WORKERS ?= 1
 
-.PHONY: run test setup migrate demo lint bench clean test-sqlite test-postgres
+.PHONY: run test test-fast test-postgres setup migrate demo lint bench clean
 
 $(BIN)/python:
-	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null || \
+		{ echo "Python 3.11 is required: install it or run make PY=/path/to/python3.11"; exit 1; }
+	$(PY) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 
+# A failed install removes the venv, so the next make starts clean instead of on a half-built one.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]'; } || { rm -rf $(VENV); exit 1; }
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -24,11 +27,14 @@ migrate: setup
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 
+# make demo (re)applies config/demo.yaml; make run loads it only into an empty database.
 demo: migrate
 	$(BIN)/python manage.py loadconfig config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 
-run: demo
+run: migrate
+	$(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
+	$(BIN)/python manage.py ensureadmin
 	@$(BIN)/python manage.py mockupstream --host $(HOST) --port $(MOCK_PORT) & echo $$! > data/mock.pid
 	@echo ""
 	@echo "  Gateway:       http://$(HOST):$(PORT)"
@@ -45,6 +51,12 @@ run: demo
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-postgres: setup
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway_test} $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m unit -n 2 $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

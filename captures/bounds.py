@@ -11,7 +11,7 @@ frames) rather than to their sum: the reference records only the client's frames
 one count would let a long upstream stream starve the client-side record an auditor needs
 most. Memory stays bounded by the shared byte budget.
 
-Limits come from the environment (read once per process):
+Limits come from the ``CAPTURE_MAX_*`` knobs of ``gateway.conf`` (environment, read once per process):
 
 =================================  ==========  ==========================================
 variable                           default     meaning
@@ -25,7 +25,6 @@ GATEWAY_CAPTURE_MAX_BYTES          16777216    bytes of one capture's JSON (floo
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,16 +38,11 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> Limits:
-        def num(name: str, default: int, floor: int) -> int:
-            try:
-                return max(floor, int(os.environ.get(name, default)))
-            except ValueError:
-                return default
+        """The bounds from the ``CAPTURE_MAX_*`` knobs (``gateway.conf``), each held to its floor."""
+        from gateway.conf import gateway_settings as gs
 
-        return cls(max_attempts=num("GATEWAY_CAPTURE_MAX_ATTEMPTS", 16, 1),
-                   max_frames=num("GATEWAY_CAPTURE_MAX_FRAMES", 4096, 0),
-                   max_frame_bytes=num("GATEWAY_CAPTURE_MAX_FRAME_BYTES", 256 * 1024, 64),
-                   max_bytes=num("GATEWAY_CAPTURE_MAX_BYTES", 16 * 1024 * 1024, 8 * 1024))
+        return cls(max_attempts=max(1, gs.CAPTURE_MAX_ATTEMPTS), max_frames=max(0, gs.CAPTURE_MAX_FRAMES),
+                   max_frame_bytes=max(64, gs.CAPTURE_MAX_FRAME_BYTES), max_bytes=max(8 * 1024, gs.CAPTURE_MAX_BYTES))
 
 
 LIMITS = Limits.from_env()

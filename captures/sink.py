@@ -36,12 +36,13 @@ import orjson
 from django.conf import settings
 
 from captures.record import CaptureRecord
+from gateway.conf import gateway_settings
 
 log = logging.getLogger("captures")
 
-QUEUE_MAX = int(os.environ.get("GATEWAY_CAPTURE_QUEUE_MAX", "1000"))
-SPOOL_MAX_BYTES = int(float(os.environ.get("GATEWAY_CAPTURE_SPOOL_MAX_MB", "256")) * 1024 * 1024)
-RETRY_SECONDS = float(os.environ.get("GATEWAY_CAPTURE_RETRY_SECONDS", "2"))
+QUEUE_MAX = gateway_settings.CAPTURE_QUEUE_MAX
+SPOOL_MAX_BYTES = int(gateway_settings.CAPTURE_SPOOL_MAX_MB * 1024 * 1024)
+RETRY_SECONDS = gateway_settings.CAPTURE_RETRY_SECONDS
 CLAIM_TTL = 300.0  # seconds before another process's unfinished claim is taken back
 BATCH_MAX = 64  # captures written in one database transaction by the in-process writer
 TASK_NAME = "captures.tasks.persist_capture"

@@ -9,15 +9,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 from functools import cache
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 
+from gateway.conf import gateway_settings
+
 
 def _master() -> bytes:
-    return (os.environ.get("GATEWAY_SECRETS_KEY") or settings.SECRET_KEY).encode()
+    return (gateway_settings.SECRETS_KEY or settings.SECRET_KEY).encode()
 
 
 @cache

@@ -1,4 +1,13 @@
-"""Django settings. Everything an operator sets comes from the environment."""
+"""Django settings. Everything an operator sets comes from the environment, read here only.
+
+Django-level variables (read below, where Django needs them): ``GATEWAY_DATA_DIR`` (data/,
+SQLite, spool, static), ``DEBUG`` (off), ``SECRET_KEY`` (else data/secret_key, generated),
+``GATEWAY_REQUIRE_SECRET_KEY`` (off: refuse to start without SECRET_KEY when on),
+``ALLOWED_HOSTS``, ``CSRF_TRUSTED_ORIGINS``, ``PORT`` (8000), ``DATABASE_URL`` (SQLite in
+data/), ``DB_CONN_MAX_AGE`` (60), ``GATEWAY_TEST_DB`` (tests only), ``REDIS_URL`` (none),
+``LOG_LEVEL`` (WARNING), ``GATEWAY_LOG_LEVEL`` (INFO). The gateway's own tuning knobs are
+``GATEWAY_KNOBS`` below, read by code through ``gateway.conf.gateway_settings``.
+"""
 
 from __future__ import annotations
 
@@ -44,6 +53,7 @@ CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS"
 PORT = int(os.environ.get("PORT", "8000"))
 
 INSTALLED_APPS = [
+    "daphne",  # first: its runserver serves the ASGI application in development
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -143,18 +153,45 @@ CELERY_BEAT_SCHEDULE = {
     "captures-retention": {"task": "captures.tasks.enforce_retention", "schedule": 3600.0},
 }
 
-# Gateway knobs
-GATEWAY = {
-    "MAX_BODY_BYTES": int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(50 * 1024 * 1024))),
-    "CONFIG_POLL_SECONDS": float(os.environ.get("GATEWAY_CONFIG_POLL_SECONDS", "0.5")),
-    "KEEPALIVE_SECONDS": float(os.environ.get("GATEWAY_KEEPALIVE_SECONDS", "15")),
-    "UPSTREAM_IDLE_TIMEOUT": float(os.environ.get("GATEWAY_UPSTREAM_IDLE_TIMEOUT", "120")),
+# Gateway knobs: every GATEWAY_* environment variable the gateway reads, declared once here with
+# its default and meaning. Code reads them through ``gateway.conf.gateway_settings`` (in the spirit
+# of DRF's ``api_settings``), never from ``os.environ``. The environment variable of a knob is its
+# name with a ``GATEWAY_`` prefix (``BREAKER_FAILURES`` <- ``GATEWAY_BREAKER_FAILURES``).
+GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
+    # name: (type, default, what it does)
+    "MAX_BODY_BYTES": (int, 50 * 1024 * 1024, "Largest client request body accepted on /v1/*, in bytes."),
+    "CONFIG_POLL_SECONDS": (float, 0.5, "How often each worker polls the config version (off the request path)."),
+    "KEEPALIVE_SECONDS": (float, 15.0, "Keep-alive comment interval on idle client streams."),
+    "UPSTREAM_IDLE_TIMEOUT": (float, 120.0, "Ceiling on the per-read upstream idle timeout, in seconds."),
     # Passive circuit breaker per channel (proxy): failures within the window open it for the cooldown.
-    "BREAKER_FAILURES": int(os.environ.get("GATEWAY_BREAKER_FAILURES", "3")),
-    "BREAKER_WINDOW_SECONDS": float(os.environ.get("GATEWAY_BREAKER_WINDOW_SECONDS", "30")),
-    "BREAKER_COOLDOWN_SECONDS": float(os.environ.get("GATEWAY_BREAKER_COOLDOWN_SECONDS", "60")),
-    "BREAKER_RATE_LIMIT_COOLDOWN_SECONDS": float(os.environ.get("GATEWAY_BREAKER_RATE_LIMIT_COOLDOWN_SECONDS", "15")),
+    "BREAKER_FAILURES": (int, 3, "Failures within the window that open a channel's breaker."),
+    "BREAKER_WINDOW_SECONDS": (float, 30.0, "The breaker's failure-counting window."),
+    "BREAKER_COOLDOWN_SECONDS": (float, 60.0, "How long an opened breaker keeps its channel out."),
+    "BREAKER_RATE_LIMIT_COOLDOWN_SECONDS": (float, 15.0, "Cooldown after an upstream 429."),
+    # Capture writer (captures.sink) and capture bounds (captures.bounds).
+    "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
+    "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),
+    "CAPTURE_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed capture write."),
+    "CAPTURE_MAX_ATTEMPTS": (int, 16, "Upstream attempts recorded per capture (at least 1)."),
+    "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
+    "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),
+    "CAPTURE_MAX_BYTES": (int, 16 * 1024 * 1024, "Bytes recorded per capture in all (at least 8 KiB)."),
+    # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
+    "SECRETS_KEY": (str, "", "Master key for channel-key encryption and client-key hashes; default SECRET_KEY."),
 }
+
+
+def _knob(name: str, kind: type, default: object) -> object:
+    raw = os.environ.get(f"GATEWAY_{name}")
+    if raw is None or raw == "":
+        return default
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise RuntimeError(f"GATEWAY_{name}={raw!r}: expected {kind.__name__}") from exc
+
+
+GATEWAY = {name: _knob(name, kind, default) for name, (kind, default, _doc) in GATEWAY_KNOBS.items()}
 
 LOGGING = {
     "version": 1,

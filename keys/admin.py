@@ -12,6 +12,7 @@ from django.db import transaction
 from django.template.response import TemplateResponse
 
 from keys.models import ApiKey
+from keys.services import issue_secret
 from transforms.admin import ApiKeyRuleInline
 
 _SECRET_ATTR = "_gw_new_api_key_secret"
@@ -48,7 +49,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj: ApiKey, form, change: bool) -> None:
         if not change:
-            setattr(request, _SECRET_ATTR, obj.set_secret())
+            setattr(request, _SECRET_ATTR, issue_secret(obj))
         super().save_model(request, obj, form, change)
 
     def response_add(self, request, obj: ApiKey, post_url_continue=None):
@@ -62,7 +63,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         issued = []
         with transaction.atomic():
             for key in queryset.select_for_update():
-                secret = key.set_secret()
+                secret = issue_secret(key)
                 key.save(update_fields=["prefix", "key_hash"])
                 issued.append((key, secret))
         return self._secret_page(request, issued, "New API key secrets")

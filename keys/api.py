@@ -9,6 +9,7 @@ from rest_framework.response import Response
 
 from keys.models import ApiKey
 from keys.serializers import ApiKeySerializer
+from keys.services import issue_secret
 
 
 class ApiKeyViewSet(viewsets.ModelViewSet):
@@ -30,7 +31,7 @@ class ApiKeyViewSet(viewsets.ModelViewSet):
         """A new secret, returned in this response only; the old one stops working."""
         with transaction.atomic():
             key = self.get_object()
-            secret = key.set_secret()
+            secret = issue_secret(key)
             key.save(update_fields=["prefix", "key_hash"])
         key._gw_issued_secret = secret
         return Response(self.get_serializer(key).data, headers={"Cache-Control": "no-store"})

@@ -11,7 +11,16 @@ from django.db import models
 
 from gateway import crypto
 
-CAPTURE_CHOICES = [("off", "Off"), ("all", "All requests"), ("abnormal", "Only abnormal requests")]
+
+class CaptureMode(models.TextChoices):
+    """Which of a key's requests are captured (when the global capture switch is on)."""
+
+    OFF = "off", "Off"
+    ALL = "all", "All requests"
+    ABNORMAL = "abnormal", "Only abnormal requests"
+
+
+CAPTURE_CHOICES = CaptureMode.choices
 PREFIX_LEN = 12
 
 
@@ -56,7 +65,7 @@ class ApiKey(models.Model):
     model_redirects = models.JSONField(
         null=True, blank=True, validators=[validate_redirects],
         help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.')
-    capture_mode = models.CharField(max_length=10, choices=CAPTURE_CHOICES, default="off")
+    capture_mode = models.CharField(max_length=10, choices=CaptureMode.choices, default=CaptureMode.OFF)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -3,6 +3,7 @@
 The secret is returned once, as ``secret`` in the create response (or by the ``rotate``
 action); reads show only ``prefix``. ``key`` may fix a known secret at creation (reproducible
 set-ups, like ``loadconfig``); it cannot be changed afterwards except by rotating.
+Validation and saving are ``keys.services.write_api_key``, shared with ``loadconfig``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,8 @@ from typing import Any
 from django.db import transaction
 from rest_framework import serializers
 
-from gateway.crypto import hash_api_key
-from gateway.serializers import model_errors
 from keys.models import ApiKey
-
-MIN_SECRET_LEN = 12
+from keys.services import API_KEY_FIELDS, MIN_SECRET_LEN, write_api_key
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
@@ -26,8 +24,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ("id", "name", "key", "prefix", "owner", "enabled", "expires_at", "allowed_models",
-                  "model_redirects", "capture_mode", "created_at", "last_used_at")
+        fields = ("id", *API_KEY_FIELDS, "key", "prefix", "created_at", "last_used_at")
         read_only_fields = ("prefix", "created_at", "last_used_at")
 
     def validate_key(self, value: str) -> str:
@@ -35,30 +32,24 @@ class ApiKeySerializer(serializers.ModelSerializer):
             raise serializers.ValidationError("The secret cannot be set on update; use the rotate action.")
         if any(ch.isspace() for ch in value):
             raise serializers.ValidationError("The secret must not contain spaces.")
-        if ApiKey.objects.filter(key_hash=hash_api_key(value)).exists():
-            raise serializers.ValidationError("This secret already belongs to another API key.")
         return value
 
     def create(self, validated_data: dict[str, Any]) -> ApiKey:
         secret = validated_data.pop("key", None)
-        key = ApiKey(**validated_data)
-        issued = key.set_secret(secret)
-        self._save(key)
-        key._gw_issued_secret = issued  # read once by to_representation of this response
+        key = self._write(ApiKey(), validated_data, secret=secret)
+        key._gw_issued_secret = secret or key._gw_issued_secret  # read once by to_representation
         return key
 
     def update(self, instance: ApiKey, validated_data: dict[str, Any]) -> ApiKey:
-        for name, value in validated_data.items():
-            setattr(instance, name, value)
-        self._save(instance)
-        return instance
+        return self._write(instance, validated_data)
 
-    def _save(self, key: ApiKey) -> None:
-        errors = model_errors(key, aliases={"key_hash": "key", "capture_mode": "capture_mode"})
-        if errors:
-            raise serializers.ValidationError(errors)
+    def _write(self, key: ApiKey, data: dict[str, Any], *, secret: str | None = None) -> ApiKey:
         with transaction.atomic():
-            key.save()
+            errors, issued = write_api_key(key, data, secret=secret)
+            if errors:
+                raise serializers.ValidationError(errors)
+        key._gw_issued_secret = issued
+        return key
 
     def to_representation(self, instance: ApiKey) -> dict[str, Any]:
         data = super().to_representation(instance)

@@ -2,8 +2,10 @@
 (models inline).
 
 Upstream keys are write-only: a password input that is always empty when the page is shown,
-required when a channel is created, and left empty on edit to keep the stored key. Neither the
-key nor its ciphertext is ever rendered.
+required when a channel is created, and left empty on edit to keep the stored key (the rule is
+``providers.services.set_channel_secret``, shared with the REST API and ``loadconfig``). Neither
+the key nor its ciphertext is ever rendered. A model field missing from the hand-arranged
+fieldsets still shows, in an "Other" section, so a new field needs no edit here.
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from providers.models import Channel, ChannelModel, Provider
+from providers.services import CHANNEL_FIELDS, PROVIDER_FIELDS, set_channel_secret
 from transforms.admin import ProviderRuleInline
 
 KEY_HELP = "Write-only. Required for a new channel; leave empty to keep the stored key."
+
+
+def with_remaining(fieldsets, fields: tuple[str, ...]):
+    """``fieldsets`` plus an "Other" section for writable fields they do not place."""
+    placed = {name for _, opts in fieldsets for name in opts.get("fields", ())}
+    rest = tuple(name for name in fields if name not in placed)
+    return [*fieldsets, ("Other", {"fields": rest})] if rest else fieldsets
 
 
 class ChannelForm(forms.ModelForm):
@@ -32,10 +42,7 @@ class ChannelForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        secret = cleaned.get("api_key") or ""
-        if secret:
-            self.instance.set_api_key(secret)
-        elif not self.instance.has_api_key:
+        if set_channel_secret(self.instance, cleaned.get("api_key")):
             self.add_error("api_key", "An upstream API key is required for a new channel.")
         return cleaned
 
@@ -83,6 +90,9 @@ class ProviderAdmin(admin.ModelAdmin):
                          "classes": ("collapse",)}),
     )
 
+    def get_fieldsets(self, request, obj=None):
+        return with_remaining(super().get_fieldsets(request, obj), PROVIDER_FIELDS)
+
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(
             _channels=Count("channels", distinct=True), _rules=Count("transform_rules", distinct=True),
@@ -111,6 +121,9 @@ class ChannelAdmin(admin.ModelAdmin):
     ordering = ("provider__priority", "provider__name", "name")
     inlines = [ChannelModelInline]
     fields = ("provider", "name", "protocol", "base_url", "api_key", "weight", "enabled", "extra_headers")
+
+    def get_fieldsets(self, request, obj=None):
+        return with_remaining(super().get_fieldsets(request, obj), CHANNEL_FIELDS)
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("models")

@@ -12,14 +12,42 @@ from django.db import models
 
 from gateway import crypto
 
-PROTOCOL_CHOICES = [
-    ("chat_completion", "OpenAI Chat Completions"),
-    ("responses", "OpenAI Responses"),
-    ("messages", "Anthropic Messages"),
-    ("gemini", "Google Gemini"),
-]
 
-TRISTATE_CHOICES = [("inherit", "Inherit global setting"), ("true", "Always"), ("false", "Never")]
+class Protocol(models.TextChoices):
+    """The wire protocol an upstream channel speaks."""
+
+    CHAT_COMPLETION = "chat_completion", "OpenAI Chat Completions"
+    RESPONSES = "responses", "OpenAI Responses"
+    MESSAGES = "messages", "Anthropic Messages"
+    GEMINI = "gemini", "Google Gemini"
+
+
+class TriState(models.TextChoices):
+    """A per-provider override of a global boolean: stored as text, spelled ``true``/``false``/``null``
+    (inherit) in the config file and accepted in either spelling everywhere (see ``parse``)."""
+
+    INHERIT = "inherit", "Inherit global setting"
+    TRUE = "true", "Always"
+    FALSE = "false", "Never"
+
+    @classmethod
+    def parse(cls, value: object) -> object:
+        """``True``/``False``/``None`` to their stored spelling; anything else unchanged (so a bad
+        value reaches the model's choice validation and its usual message)."""
+        if value is None:
+            return cls.INHERIT.value
+        if isinstance(value, bool):
+            return cls.TRUE.value if value else cls.FALSE.value
+        return value
+
+    @classmethod
+    def as_bool(cls, value: str) -> bool | None:
+        """The stored spelling as a bool; None means inherit."""
+        return {cls.TRUE.value: True, cls.FALSE.value: False}.get(value)
+
+
+PROTOCOL_CHOICES = Protocol.choices
+TRISTATE_CHOICES = TriState.choices
 
 FORBIDDEN_HEADERS = frozenset({
     "authorization", "x-api-key", "x-goog-api-key", "host", "content-length", "content-type",
@@ -71,7 +99,7 @@ class Provider(models.Model):
         help_text="Overrides the global request timeout when set.")
     circuit_breaker_enabled = models.BooleanField(default=True)
     strip_cross_protocol_nested = models.CharField(
-        max_length=8, choices=TRISTATE_CHOICES, default="inherit",
+        max_length=8, choices=TriState.choices, default=TriState.INHERIT,
         help_text="Drop nested unknown fields on cross-protocol hops.")
     extra_fields_whitelist = models.JSONField(
         null=True, blank=True,
@@ -88,7 +116,7 @@ class Provider(models.Model):
     @property
     def strip_nested_override(self) -> bool | None:
         """``strip_cross_protocol_nested`` as a bool; None to inherit the global setting."""
-        return {"true": True, "false": False}.get(self.strip_cross_protocol_nested)
+        return TriState.as_bool(self.strip_cross_protocol_nested)
 
     def clean(self) -> None:
         self.name = (self.name or "").strip()
@@ -102,7 +130,7 @@ class Provider(models.Model):
 class Channel(models.Model):
     provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="channels")
     name = models.CharField(max_length=100)
-    protocol = models.CharField(max_length=20, choices=PROTOCOL_CHOICES)
+    protocol = models.CharField(max_length=20, choices=Protocol.choices)
     base_url = models.CharField(max_length=500, validators=[validate_base_url])
     api_key_encrypted = models.TextField(blank=True, default="", editable=False)
     weight = models.PositiveIntegerField(default=1, help_text="0 excludes the channel from routing.")

@@ -2,7 +2,38 @@
 
 # --- end-to-end servers (tests/servers.py) -----------------------------------------------------------
 
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
+
+# --- markers by kind: unit (the default), e2e, fuzz, browser, agents, postgres ----------------------------
+# Assigned from where a test lives and which servers it starts, so a new test file is classified
+# without remembering to decorate it. ``make test-fast`` runs ``-m unit``.
+_SERVER_FIXTURES = {"gateway", "gateway_server", "gateway_factory", "mock_upstream", "live_server"}
+_TESTS_DIR = Path(__file__).parent
+
+
+def _kind(item) -> str:
+    parts = Path(str(item.fspath)).relative_to(_TESTS_DIR).parts
+    if parts[:2] == ("e2e", "agents"):
+        return "agents"
+    if parts[0] == "browser":
+        return "browser"
+    if parts[0] == "fuzz":
+        return "fuzz"
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if parts[0] == "e2e" or fixtures & _SERVER_FIXTURES or "e2e" in Path(parts[-1]).stem.split("_"):
+        return "e2e"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    on_postgres = os.environ.get("DATABASE_URL", "").startswith("postgres")
+    for item in items:
+        item.add_marker(getattr(pytest.mark, _kind(item)))
+        if on_postgres:
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.hookimpl(hookwrapper=True)

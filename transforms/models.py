@@ -9,20 +9,36 @@ from django.db.models import CheckConstraint, JSONField, Q
 from keys.models import ApiKey
 from providers.models import Provider
 
-SCOPE_CHOICES = [("provider", "Provider"), ("global", "Global"), ("api_key", "API key")]
-PHASE_CHOICES = [("request", "Request"), ("response", "Response")]
+
+class Scope(models.TextChoices):
+    """Which chain a rule belongs to; the owner (provider, API key, none) must match."""
+
+    PROVIDER = "provider", "Provider"
+    GLOBAL = "global", "Global"
+    API_KEY = "api_key", "API key"
+
+
+class Phase(models.TextChoices):
+    """When a rule runs: on the request going upstream, or on the response coming back."""
+
+    REQUEST = "request", "Request"
+    RESPONSE = "response", "Response"
+
+
+SCOPE_CHOICES = Scope.choices
+PHASE_CHOICES = Phase.choices
 MODELS_HELP = ("Optional list of globs matched against the client's logical model (never the redirected "
                "upstream model): * any run, ? one character, case-sensitive, whole name. Left empty (null): every model; an empty list matches none.")
 
 
 class TransformRule(models.Model):
-    scope = models.CharField(max_length=10, choices=SCOPE_CHOICES)
+    scope = models.CharField(max_length=10, choices=Scope.choices)
     provider = models.ForeignKey(Provider, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules")
     api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules")
     position = models.PositiveIntegerField(default=0, db_index=True)
     transform = models.CharField(max_length=64)
     enabled = models.BooleanField(default=True)
-    phase = models.CharField(max_length=10, choices=PHASE_CHOICES, default="request")
+    phase = models.CharField(max_length=10, choices=Phase.choices, default=Phase.REQUEST)
     models = JSONField(null=True, blank=True, help_text=MODELS_HELP)
     config = JSONField(default=dict, blank=True)
 
@@ -37,7 +53,7 @@ class TransformRule(models.Model):
                     | Q(scope="api_key", provider__isnull=True, api_key__isnull=False)
                 ),
             ),
-            CheckConstraint(name="transformrule_phase_valid", condition=Q(phase__in=["request", "response"])),
+            CheckConstraint(name="transformrule_phase_valid", condition=Q(phase__in=Phase.values)),
         ]
 
     def __str__(self) -> str:

@@ -5,7 +5,8 @@ neither for global rules); the transform id is canonicalised (legacy aliases acc
 is validated by ``transforms.validation.validate_rule`` through the model's ``full_clean()``, so an
 unknown transform, an unsupported phase or scope, or a config that fails the transform's schema
 comes back as a field-level 400 and never reaches the hot path. ``position`` defaults to the end
-of the rule's chain.
+of the rule's chain. The owner and transform-id rules are ``transforms.services``, shared with
+``loadconfig``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from typing import Any
 from django.db.models import Max
 from rest_framework import serializers
 
-from gateway.serializers import model_errors
+from gateway.writes import model_errors
 from transforms.models import TransformRule
-from transforms.registry import canonical_id
-
-_OWNER_BY_SCOPE = {"provider": "provider", "api_key": "api_key", "global": None}
+from transforms.services import RULE_FIELDS, canonical_transform, owner_errors
 
 
 class TransformRuleSerializer(serializers.ModelSerializer):
@@ -30,27 +29,17 @@ class TransformRuleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TransformRule
-        fields = ("id", "scope", "provider", "api_key", "position", "transform", "enabled", "phase", "models",
-                  "config")
+        fields = ("id", "scope", "provider", "api_key", "position", *RULE_FIELDS)
 
     def validate_transform(self, value: str) -> str:
-        return canonical_id(value.strip())
+        return canonical_transform(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         inst = self.instance
         scope = attrs.get("scope", inst.scope if inst else None)
         provider = attrs.get("provider", inst.provider if inst else None)
         api_key = attrs.get("api_key", inst.api_key if inst else None)
-        errors: dict[str, list[str]] = {}
-        wanted = _OWNER_BY_SCOPE.get(scope)
-        if wanted != "provider" and provider is not None:
-            errors["provider"] = [f"Must be empty for {scope} rules."]
-        if wanted != "api_key" and api_key is not None:
-            errors["api_key"] = [f"Must be empty for {scope} rules."]
-        if wanted == "provider" and provider is None:
-            errors["provider"] = ["Required for provider rules."]
-        if wanted == "api_key" and api_key is None:
-            errors["api_key"] = ["Required for API key rules."]
+        errors = owner_errors(scope, provider, api_key)
         if errors:
             raise serializers.ValidationError(errors)
         rule = copy.copy(inst) if inst else TransformRule()  # validate without touching the instance

@@ -328,3 +328,19 @@ def test_ensureadmin(monkeypatch):
     call_command("ensureadmin", stdout=io.StringIO())
     ops = users.objects.get(username="ops")
     assert ops.check_password("another-password-1") and ops.is_superuser and ops.is_staff
+
+
+@pytest.mark.django_db
+def test_loadconfig_if_empty_never_undoes_an_operators_edits(tmp_path):
+    """make run loads the demo with --if-empty: into an empty database it loads, afterwards it
+    leaves the database alone (an edited provider keeps its edit)."""
+    from providers.models import Provider
+
+    out = io.StringIO()
+    call_command("loadconfig", "config/demo.yaml", "--if-empty", stdout=out)
+    assert "Loaded" in out.getvalue()
+    Provider.objects.filter(name="demo-chat").update(priority=77)
+    out = io.StringIO()
+    call_command("loadconfig", "config/demo.yaml", "--if-empty", stdout=out)
+    assert "Skipped" in out.getvalue()
+    assert Provider.objects.get(name="demo-chat").priority == 77

@@ -15,8 +15,15 @@ class Command(BaseCommand):
         parser.add_argument("file", help="path to a .yaml/.yml or .json file")
         parser.add_argument("--prune", action="store_true",
                             help="delete providers, channels, models and API keys the file no longer names")
+        parser.add_argument("--if-empty", action="store_true",
+                            help="load only when no provider and no API key exists yet (make run uses this so "
+                                 "it never undoes an operator's edits)")
 
     def handle(self, *args, **options) -> None:
+        if options["if_empty"] and _configured():
+            self.stdout.write(f"Skipped {options['file']}: the database already holds a configuration "
+                              "(run `make demo` or loadconfig without --if-empty to apply it anyway)")
+            return
         try:
             report = load_file(options["file"], prune=options["prune"])
         except ConfigError as exc:
@@ -26,3 +33,10 @@ class Command(BaseCommand):
         self.stdout.write(f"Loaded {options['file']}: {report.summary()}")
         for name, secret in report.generated_secrets.items():
             self.stdout.write(f"API key {name!r} created with secret {secret}  (shown once: store it now)")
+
+
+def _configured() -> bool:
+    from keys.models import ApiKey
+    from providers.models import Provider
+
+    return Provider.objects.exists() or ApiKey.objects.exists()
