@@ -1,4 +1,4 @@
-"""ASGI entry point: ``/v1/*`` goes to the proxy app (no Django request handling on the hot
+"""ASGI entry point: ``/v1/*`` and its aliases go to the proxy app (no Django request handling on the hot
 path); everything else (admin, REST API, capture viewer) is ordinary Django."""
 
 import os
@@ -11,14 +11,14 @@ django.setup()
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-from gateway.proxy.app import ProxyApp  # noqa: E402
+from gateway.proxy.app import ProxyApp, is_proxy_path  # noqa: E402
 
 django_app = get_asgi_application()
 proxy_app = ProxyApp()
 
 
 async def application(scope, receive, send):
-    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/healthz"):
+    if scope["type"] == "http" and is_proxy_path(scope["path"]):
         await proxy_app(scope, receive, send)
     elif scope["type"] == "lifespan":
         await proxy_app.lifespan(scope, receive, send)

@@ -26,6 +26,7 @@ _MODULES = {
     "responses": "gateway.protocols.responses",
     "messages": "gateway.protocols.messages",
     "gemini": "gateway.protocols.gemini",
+    "completions": "gateway.protocols.completions",  # legacy /v1/completions, client side only
 }
 
 

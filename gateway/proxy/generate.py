@@ -164,7 +164,7 @@ def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
         raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                           error_type="permission_error")
     include_usage = True
-    if ex.protocol == "chat_completion":
+    if ex.protocol in ("chat_completion", "completions"):
         so = body.get("stream_options")
         include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
     client_stream = bool(req.stream)
