@@ -11,10 +11,11 @@ django.setup()
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-from gateway.proxy.app import ProxyApp, is_proxy_path  # noqa: E402
+from gateway.proxy.app import is_proxy_path  # noqa: E402
+from gateway.wiring import build_proxy_app  # noqa: E402
 
 django_app = get_asgi_application()
-proxy_app = ProxyApp()
+proxy_app = build_proxy_app()  # the core proxy with the project's config source, auth and recorders
 
 
 async def application(scope, receive, send):

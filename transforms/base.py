@@ -12,40 +12,13 @@ from typing import Any, ClassVar
 
 import jsonschema
 
+from gateway.errors import TransformFailed, TransformRejected  # noqa: F401 - re-exported for plug-in authors
+from gateway.proxy.chain import TransformContext  # re-exported: plug-ins import it from here
 from gateway.urp import Request, Response
 from gateway.urp.events import Event
 
 ALL_SCOPES = ("provider", "global", "api_key")
 NOT_FOR_KEYS = ("provider", "global")
-
-
-class TransformRejected(Exception):
-    """The client's request cannot be served under this rule (a client mistake): 400 in the
-    client's protocol shape."""
-
-    def __init__(self, message: str, *, param: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-
-
-class TransformFailed(Exception):
-    """An operator's rule failed at run time: 500 ``transform_apply_failed``."""
-
-
-@dataclass(slots=True)
-class TransformContext:
-    """Per-attempt facts a transform may read. ``shared`` is per-attempt scratch space that a
-    request rule can use to tell the paired response rule what it did (keyed by type id)."""
-
-    logical_model: str
-    client_protocol: str
-    upstream_protocol: str | None = None
-    upstream_model: str | None = None
-    provider: str | None = None
-    api_key_id: int | None = None
-    stream: bool = False
-    shared: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

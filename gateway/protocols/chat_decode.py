@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.urp import (
     AudioNode,
     EnvelopeExtraNode,
@@ -55,7 +56,6 @@ from .chat_common import (
     finish_from_wire,
     folds_into,
 )
-from .errors import ProtocolError, UpstreamProtocolError
 
 _REQUEST_KEYS = frozenset({
     "model", "messages", "stream", "temperature", "top_p", "max_completion_tokens", "max_tokens",

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import orjson
 
+from gateway.errors import UpstreamProtocolError
 from gateway.urp import (
     AudioNode,
     EnvelopeExtraNode,
@@ -46,7 +47,6 @@ from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from .base import EncodeContext, arguments_object, json_text, new_id, split_data_url, token_count
-from .errors import UpstreamProtocolError
 from .json_depth import too_deep
 
 PROTOCOL = "gemini"

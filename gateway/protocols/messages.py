@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.urp import (
     EnvelopeExtraNode,
     FileNode,
@@ -29,7 +30,6 @@ from gateway.urp.nodes import INTERNAL_PREFIX
 
 from . import messages_thinking as thinking_rules
 from .base import EncodeContext, new_id, put_extra
-from .errors import ProtocolError, UpstreamProtocolError
 from .messages_common import (
     DERIVED_EFFORT,
     PROTOCOL,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import ProtocolError
 from gateway.urp import (
     AudioNode,
     FileNode,
@@ -24,7 +25,6 @@ from gateway.urp import (
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from .base import arguments_object, json_text, put_extra, split_data_url, token_count, without_internal
-from .errors import ProtocolError
 
 PROTOCOL = "messages"
 

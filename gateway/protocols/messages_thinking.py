@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import ProtocolError
+from gateway.errors import ProtocolError
 
 MANUAL_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384, "xhigh": 32000, "max": 32000}
 ADAPTIVE_EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max", "max": "max"}

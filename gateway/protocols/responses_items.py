@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError
 from gateway.urp.nodes import (
     INTERNAL_PREFIX,
     ROLES,
@@ -35,7 +36,6 @@ from gateway.urp.nodes import (
 )
 
 from .base import json_text, new_id, put_extra, split_data_url, without_internal
-from .errors import ProtocolError
 
 PROTOCOL = "responses"
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import ProtocolError
 from gateway.urp.nodes import INTERNAL_PREFIX, Node, TextNode, wire_extra
 from gateway.urp.request import REASONING_EFFORTS, ReasoningConfig, Request, ResponseFormat, ToolDef
 
 from .base import EncodeContext, without_internal
-from .errors import ProtocolError
 from .responses_items import (
     M_INSTR,
     PROTOCOL,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.urp.nodes import (
     INTERNAL_PREFIX,
     ImageNode,
@@ -27,7 +28,6 @@ from gateway.urp.nodes import (
 from gateway.urp.request import Response, Usage
 
 from .base import EncodeContext, new_id, token_count, without_internal
-from .errors import ProtocolError, UpstreamProtocolError
 from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items
 
 X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object minus output/usage

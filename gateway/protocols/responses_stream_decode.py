@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError
 from gateway.urp import events as ev
 from gateway.urp.accumulate import Accumulator
 from gateway.urp.nodes import (
@@ -35,7 +36,6 @@ from gateway.urp.nodes import (
 )
 
 from .base import new_id, without_internal
-from .errors import ProtocolError
 from .json_depth import too_deep
 from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
 from .responses_response import (

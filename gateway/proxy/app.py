@@ -1,7 +1,7 @@
 """The ASGI proxy app serving ``/v1/*`` and ``/healthz``.
 
 Plain ASGI, no Django request handling: per request it authenticates against the in-process
-snapshot, decodes, routes and streams (see ``generate``). No ORM query and no
+snapshot, decodes, routes and streams (see ``serve``). No ORM query and no
 ``sync_to_async`` per request; the snapshot is built and reloaded in a background thread.
 """
 
@@ -13,19 +13,19 @@ import logging
 import time
 
 import orjson
-from django.conf import settings
-
-from keys.auth import authenticate, extract_secret
 
 from .breaker import BreakerBoard, RedisMirror
+from .call import Runtime
 from .compact import COMPACT_PATH, serve_compact
+from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
-from .generate import Runtime, serve
 from .models_list import models_answer
-from .snapshot import Snapshot, SnapshotHolder
+from .recorder import RecorderSet
+from .serve import serve
+from .snapshot import ConfigSource, Snapshot, SnapshotHolder
 from .upstream import UpstreamClient
 
 log = logging.getLogger("gateway.proxy")
@@ -44,8 +44,6 @@ EXTRA_ENDPOINTS = {
 }
 PROTOCOL_PATHS = {**GENERATION_PATHS, **{path: proto for path, (proto, _) in EXTRA_ENDPOINTS.items()}}
 MODELS_PATH = "/v1/models"
-
-
 _ALIASED = ("/chat/completions", "/completions", "/responses", "/responses/compact", "/messages",
             "/messages/count_tokens", "/embeddings", "/models")
 ALIAS_PATHS = frozenset([*_ALIASED, *("/api" + p for p in _ALIASED)])
@@ -69,33 +67,40 @@ def canonical_path(path: str) -> str:
     if not path.startswith(("/v1/", "/v1beta/")) and path != "/v1":
         path = "/v1" + path
     return path
+
+
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
 class ProxyApp:
     """One per worker. ``holder`` owns the configuration snapshot, ``breaker`` the circuit
-    state, ``client`` the shared upstream connection pool."""
+    state, ``client`` the shared upstream connection pool.
 
-    def __init__(self) -> None:
-        self.holder = SnapshotHolder()
-        gw = settings.GATEWAY
+    Everything that depends on the project (where the configuration comes from, how a key is
+    authenticated, who records requests) is passed in; ``gateway.wiring.build_proxy_app`` is
+    the production assembly."""
+
+    def __init__(self, config: ProxyConfig, source: ConfigSource, authenticate: Authenticator,
+                 recorders: RecorderSet | None = None) -> None:
+        self.config = config
+        self.holder = SnapshotHolder(source, config.config_poll_seconds)
+        self.authenticate = authenticate
         self.breaker = BreakerBoard(
-            threshold=int(gw.get("BREAKER_FAILURES", 3)), window=float(gw.get("BREAKER_WINDOW_SECONDS", 30)),
-            cooldown=float(gw.get("BREAKER_COOLDOWN_SECONDS", 60)),
-            rate_limit_cooldown=float(gw.get("BREAKER_RATE_LIMIT_COOLDOWN_SECONDS", 15)))
+            threshold=config.breaker_failures, window=config.breaker_window_seconds,
+            cooldown=config.breaker_cooldown_seconds, rate_limit_cooldown=config.breaker_rate_limit_cooldown_seconds)
         self.client = UpstreamClient()
         self.mirror: RedisMirror | None = None
-        self.max_body = int(gw["MAX_BODY_BYTES"])
-        self.runtime = Runtime(breaker=self.breaker, client=self.client,
-                               keepalive_seconds=float(gw["KEEPALIVE_SECONDS"]))
+        self.max_body = config.max_body_bytes
+        self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
+                               recorders=recorders or RecorderSet())
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def startup(self) -> None:
         await self.client.start()
         self.holder.start()
-        if settings.REDIS_URL and self.mirror is None:
+        if self.config.redis_url and self.mirror is None:
             try:
-                self.mirror = RedisMirror(self.breaker, settings.REDIS_URL)
+                self.mirror = RedisMirror(self.breaker, self.config.redis_url)
                 self.mirror.start()
             except Exception:
                 log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
@@ -172,7 +177,7 @@ class ProxyApp:
                 return
             if scope["method"] != "POST":
                 raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
-            key = authenticate(extract_secret(headers), snapshot.keys_by_hash, time.time())
+            key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
             if key is None:
                 raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
             self.holder.touch(key.id)
@@ -213,7 +218,7 @@ class ProxyApp:
             raise ClientError(404, "not_found", f"no such endpoint: {path}", error_type="not_found_error")
         if scope["method"] != "GET":
             raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
-        key = authenticate(extract_secret(headers), snapshot.keys_by_hash, time.time())
+        key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
             raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
         await ex.send_bytes(200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1:] or None)))

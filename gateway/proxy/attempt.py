@@ -1,5 +1,5 @@
 """One upstream attempt: the per-attempt request (fresh clone, upstream model, preparation,
-request chains, encoding) and the classification of a failed attempt."""
+request chains, encoding). Its failure type is ``gateway.errors.AttemptFailed``."""
 
 from __future__ import annotations
 
@@ -13,35 +13,10 @@ from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
-from transforms.base import TransformContext
-from transforms.engine import CompiledRule, ExecutedRule, needs_whole_response, run_request, select
 
+from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
-
-
-class AttemptFailed(Exception):
-    """An upstream attempt failed before anything reached the client.
-
-    ``retryable``: connect errors, timeouts, 408, 429, 5xx (same channel may be retried, and the
-    breaker counts it). Otherwise the router moves straight to the next channel."""
-
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 error_type: str | None = None, retryable: bool = False, rate_limited: bool = False,
-                 detail: str | None = None, retry_after: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-        self.error_type = error_type
-        self.retryable = retryable
-        self.rate_limited = rate_limited
-        self.detail = detail  # server-side log text (may name the URL), never sent to the client
-        self.retry_after = retry_after  # a sanitised upstream Retry-After (see failure.exhausted)
-
-
-def is_retryable_status(status: int) -> bool:
-    return status in (408, 429) or status >= 500
 
 
 @dataclass(slots=True)

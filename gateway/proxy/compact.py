@@ -12,10 +12,9 @@ from typing import Any
 
 import orjson
 
-from .errors import ClientError
+from .errors import ClientError, to_client_error
 from .exchange import JSON_CT, Exchange
 from .forward import Upstream, forward, logical_model_for, openai_headers, parse_body, upstream_url
-from .generate import to_client_error
 from .snapshot import ChannelSnap, KeySnap, Snapshot
 
 COMPACT_PATH = "/v1/responses/compact"

@@ -3,7 +3,7 @@ call it before long turns).
 
 The request is a Messages request without ``max_tokens``; the answer is ``{"input_tokens": N}``.
 Authentication, the key's redirects and allow-list and the routing are those of ``/v1/messages``
-(see ``generate._decode`` and ``routing.candidates``). Only the first routable channel is used:
+(see ``serve.decode_call`` and ``routing.candidates``). Only the first routable channel is used:
 
 - a ``messages`` upstream gets the request after the request chains (so an injected system
   prompt counts), encoded as for a normal attempt minus ``max_tokens``/``stream``, POSTed to its
@@ -23,13 +23,17 @@ from typing import Any
 
 import orjson
 
-from .attempt import AttemptFailed, build_attempt
-from .errors import ClientError
+from gateway.errors import AttemptFailed
+
+from .attempt import build_attempt
+from .call import Runtime
+from .errors import ClientError, to_client_error
 from .exchange import JSON_CT, Exchange
-from .generate import Runtime, decode_call, read_bounded, to_client_error
 from .routing import candidates
+from .serve import decode_call
 from .snapshot import KeySnap, Snapshot
 from .upstream import TRANSPORT_ERRORS, join_url
+from .whole import read_bounded
 
 log = logging.getLogger("gateway.proxy")
 
@@ -58,7 +62,7 @@ def estimate_tokens(body: dict[str, Any]) -> int:
 async def serve_count_tokens(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
     """Answer one count request; every failure is a Messages-shaped error."""
     try:
-        call = decode_call(rt, ex, snapshot, key, raw_body, None)
+        call = decode_call(rt, ex, snapshot, key, raw_body)
         plan = candidates(snapshot, call.logical_model, rt.breaker)
         if plan is None:
             raise ClientError(404, "model_not_found", f"Model not found: {call.logical_model}",

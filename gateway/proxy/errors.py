@@ -1,30 +1,32 @@
-"""Client-facing errors: one exception type for "answer the client with this", the client's
-protocol error shape, and sanitising upstream error text (no URL, host, IP, key or body)."""
+"""How the proxy turns failures into answers: the client's protocol error shape for a
+``ClientError`` (the hierarchy itself is ``gateway.errors``), the mapping of every other failure
+to a ``ClientError`` or an ``AttemptFailed``, and sanitising upstream error text (no URL, host,
+IP, key or body)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 import orjson
 
+from gateway.errors import (
+    AttemptFailed,
+    ClientError,
+    ProtocolError,
+    TransformFailed,
+    TransformInitFailed,
+    TransformRejected,
+)
 from gateway.protocols import codec
+from gateway.urp import events as ev
 
+log = logging.getLogger("gateway.proxy")
 
-class ClientError(Exception):
-    """Stop and answer the client with this status/code/message in its protocol's shape."""
-
-    def __init__(self, status: int, code: str, message: str, *, param: str | None = None,
-                 error_type: str | None = None, upstream: dict[str, Any] | None = None,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.param = param
-        self.error_type = error_type
-        self.upstream = upstream  # upstream_status / upstream_code / upstream_type diagnostics
-        self.headers = headers  # extra response headers (a 429's Retry-After)
+__all__ = ["ClientError", "error_body", "error_bytes", "mask", "safe_token", "describe_upstream_error",
+           "to_client_error", "exhausted", "from_stream_error", "transport_failure", "status_failure",
+           "is_retryable_status"]
 
 
 def error_body(protocol: str, err: ClientError, request_id: str | None = None) -> dict[str, Any]:
@@ -107,3 +109,56 @@ def describe_upstream_error(status: int, raw: bytes, secrets: tuple[str, ...] = 
     if _QUOTA.search(message) or (code and _QUOTA.search(code)):
         return QUOTA_TEXT, code, etype
     return f"upstream status {status}: {mask(message, secrets)}", code, etype
+
+
+# -- classifying failures ------------------------------------------------------------------------
+
+def is_retryable_status(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+def to_client_error(exc: Exception) -> ClientError:
+    """Rule and encoder failures stop routing; this is what the client sees."""
+    if isinstance(exc, ClientError):
+        return exc
+    if isinstance(exc, TransformRejected):
+        return ClientError(400, "invalid_request", exc.message, param=exc.param)
+    if isinstance(exc, TransformInitFailed):
+        return ClientError(500, "transform_init_failed", str(exc), error_type="server_error")
+    if isinstance(exc, TransformFailed):
+        return ClientError(500, "transform_apply_failed", f"transform apply failed: {exc}", error_type="server_error")
+    if isinstance(exc, ProtocolError):
+        return ClientError(400, "invalid_request", exc.message, param=exc.param)
+    log.exception("unexpected error in the proxy", exc_info=exc)
+    return ClientError(500, "internal_error", "internal gateway error", error_type="server_error")
+
+
+def exhausted(last: AttemptFailed | None, logical_model: str) -> ClientError:
+    """Routing ran out of attempts: see ``failure.exhausted`` (the last upstream answer decides)."""
+    from .failure import exhausted as decide
+
+    return decide(last, logical_model)
+
+
+def from_stream_error(se: ev.StreamError) -> AttemptFailed:
+    status = se.status
+    retryable = status is None or is_retryable_status(status)
+    message = f"upstream stream error: {mask(se.message)}" if se.message else "upstream stream error"
+    return AttemptFailed(message, status=status, code=se.code, error_type=se.error_type, retryable=retryable,
+                         rate_limited=status == 429)
+
+
+def transport_failure(exc: BaseException) -> AttemptFailed:
+    if isinstance(exc, TimeoutError):
+        return AttemptFailed("upstream request timed out", code="upstream_timeout", retryable=True,
+                             detail=repr(exc))
+    return AttemptFailed("failed to request upstream", code="upstream_error", retryable=True, detail=repr(exc))
+
+
+def status_failure(status: int, data: bytes, channel_key: str, retry_after: str | None = None) -> AttemptFailed:
+    from .failure import retry_after_value
+
+    message, code, etype = describe_upstream_error(status, data, (channel_key,))
+    return AttemptFailed(message, status=status, code=code, error_type=etype,
+                         retryable=is_retryable_status(status), rate_limited=status == 429,
+                         retry_after=retry_after_value(retry_after))

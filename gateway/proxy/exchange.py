@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from .errors import ClientError, error_bytes
+from .recorder import NULL_RECORDER, Recorder
 
 JSON_CT = b"application/json"
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
@@ -77,7 +78,7 @@ class Exchange:
     upstreams, so ``overhead_ms`` is the gateway's own time."""
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
-                 "finished", "status", "lock", "last_write", "encoder", "capture", "frames", "anthropic_beta")
+                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -95,8 +96,7 @@ class Exchange:
         self.lock: asyncio.Lock | None = None
         self.last_write = 0.0
         self.encoder: Any = None
-        self.capture: Any = None
-        self.frames: list[str] | None = None  # client frames, when captured
+        self.recorder: Recorder = NULL_RECORDER  # told about what reaches the client
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)
@@ -114,8 +114,7 @@ class Exchange:
                          extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
         self.status = status
         self.headers_sent = True
-        if self.capture is not None:  # capture issue: client time to first byte
-            self.capture.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
+        self.recorder.on_client_response(status, body)
         headers = self.response_headers(content_type)
         if extra_headers:
             headers.extend(extra_headers)
@@ -128,8 +127,6 @@ class Exchange:
 
     async def send_error(self, err: ClientError) -> None:
         body = error_bytes(self.protocol, err, self.request_id)
-        if self.capture is not None:
-            self.capture.client_response = orjson.loads(body)
         await self.send_bytes(err.status, body, extra_headers=err.headers)
 
     # -- SSE ------------------------------------------------------------------------------------
@@ -152,10 +149,7 @@ class Exchange:
             if is_data:
                 self.data_sent = True
             if data:
-                if self.frames is not None:
-                    if self.capture is not None and self.capture.ttfb_ms is None:  # capture issue: client TTFB
-                        self.capture.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
-                    self.frames.append(data.decode("utf-8", "replace"))
+                self.recorder.on_client_frame(data)
                 await self.send({"type": "http.response.body", "body": data, "more_body": True})
             self.last_write = asyncio.get_running_loop().time()
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from .attempt import AttemptFailed
+from gateway.errors import AttemptFailed
+
 from .errors import ClientError, safe_token
 
 CLIENT_ATTRIBUTABLE = frozenset({400, 404, 413, 422, 429})

@@ -18,16 +18,16 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import AttemptFailed
 from gateway.protocols import codec
 
-from .attempt import AttemptFailed, is_retryable_status
-from .errors import ClientError, describe_upstream_error
+from .errors import ClientError, describe_upstream_error, is_retryable_status
 from .exchange import Exchange
 from .failure import exhausted, retry_after_value
-from .generate import read_bounded
 from .routing import candidates, model_allowed, resolve_logical_model
 from .snapshot import ChannelSnap, KeySnap, Snapshot
 from .upstream import TRANSPORT_ERRORS, join_url
+from .whole import read_bounded
 
 log = logging.getLogger("gateway.proxy")
 

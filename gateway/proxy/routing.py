@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import random
 
-from transforms.globs import any_glob
-
 from .breaker import BreakerBoard
+from .globs import any_glob
 from .snapshot import ChannelSnap, KeySnap, Route, Snapshot
 
 

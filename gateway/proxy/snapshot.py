@@ -1,10 +1,12 @@
 """The in-process configuration snapshot the hot path reads, and its live reload.
 
 Everything a request needs (keys by hash, providers with decrypted channel keys, compiled
-transform chains, global settings) is built once from the database into plain immutable
-objects. A background thread polls ``gateway.config_version.current()`` and, when the version
-moves, builds a new snapshot and swaps one reference; a request keeps using the snapshot it
-started with. The same thread writes API keys' ``last_used_at`` in batches, off the request path.
+transform chains, global settings) is built once into plain immutable objects. Who builds it is
+not the core's business: a ``ConfigSource`` (the project wires ``gateway.live_config``, which
+reads the database) says which version is current and builds a snapshot for it. A background
+thread polls the version and, when it moves, builds a new snapshot and swaps one reference; a
+request keeps using the snapshot it started with. The same thread hands API keys' last use to
+the source in batches, off the request path.
 """
 
 from __future__ import annotations
@@ -14,51 +16,13 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
-from django.conf import settings
-
-from transforms.base import Transform, TransformContext, TransformFailed
-from transforms.engine import CompiledRule
+from .chain import CompiledRule
 
 log = logging.getLogger("gateway.proxy.snapshot")
 
 LAST_USED_FLUSH_SECONDS = 5.0
-
-
-class TransformInitFailed(TransformFailed):
-    """A stored rule could not be instantiated (unknown id, config its class refuses): 500
-    ``transform_init_failed`` when a request reaches it, never a crash of the snapshot build."""
-
-
-class BrokenTransform(Transform):
-    """Stands in for a rule that could not be built; raises whenever it would run."""
-
-    type_id = "broken"
-    category = "field"
-    name = {"en": "Broken rule", "zh": "损坏的规则"}
-    description = {"en": "A rule that could not be initialised.", "zh": "无法初始化的规则。"}
-    phases = ("request", "response")
-
-    def __init__(self, type_id: str, reason: str) -> None:  # noqa: D107 - no config parsing on purpose
-        self.type_id = type_id
-        self.reason = reason
-        self.config = {}
-
-    def _fail(self):
-        raise TransformInitFailed(f"transform {self.type_id!r} could not be initialised: {self.reason}")
-
-    def apply_request(self, req, ctx: TransformContext) -> None:
-        self._fail()
-
-    def apply_response(self, resp, ctx: TransformContext) -> None:
-        self._fail()
-
-    def new_stream_state(self, ctx: TransformContext) -> Any:
-        self._fail()
-
-    def apply_event(self, event, state, ctx: TransformContext):
-        self._fail()
 
 
 @dataclass(slots=True, frozen=True)
@@ -135,85 +99,9 @@ class Snapshot:
         return sorted(self.routes)
 
 
-# -- building ---------------------------------------------------------------------------------
-
-def compile_rule(rule) -> CompiledRule | None:
-    """A stored TransformRule as the engine runs it; None for a disabled rule or one that is not
-    allowed in its scope (dropped at load time, like the reference)."""
-    from transforms.registry import canonical_id, registry
-
-    if not rule.enabled:
-        return None
-    type_id = canonical_id(rule.transform)
-    cls = registry().get(type_id)
-    # null: every model; a list: one glob must match, so an empty list matches nothing (the
-    # admin form turns an empty input into null).
-    models = tuple(rule.models) if rule.models is not None else None
-    if cls is None:
-        transform: Transform = BrokenTransform(type_id, "unknown transform")
-    elif rule.scope not in cls.scopes:
-        log.warning("dropping rule %s: %s is not allowed in the %s scope", rule.pk, type_id, rule.scope)
-        return None
-    else:
-        try:
-            transform = cls(rule.config or {})
-        except Exception as exc:
-            log.exception("rule %s (%s) failed to initialise", rule.pk, type_id)
-            transform = BrokenTransform(type_id, f"{type(exc).__name__}")
-    return CompiledRule(rule_id=rule.pk, scope=rule.scope, phase=rule.phase, models=models, transform=transform)
-
-
-def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
-    out = []
-    for rule in raw or ():
-        try:
-            out.append((re.compile(f"(?:{rule['pattern']})"), str(rule["replace"])))
-        except (re.error, KeyError, TypeError):
-            log.warning("skipping an invalid model redirect %r", rule)
-    return tuple(out)
-
-
-def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
-    """Read the whole configuration (a handful of queries). Runs in the poller thread, or in a
-    test; never on the event loop."""
-    from gateway.models import GlobalSettings
-    from keys.models import ApiKey
-    from providers.models import Provider
-    from transforms.models import TransformRule
-
-    chains: dict[tuple[str, int | None], list[CompiledRule]] = {}
-    for rule in TransformRule.objects.order_by("position", "id"):
-        compiled = compile_rule(rule)
-        if compiled is not None:
-            owner = rule.provider_id if rule.scope == "provider" else rule.api_key_id if rule.scope == "api_key" else None
-            chains.setdefault((rule.scope, owner), []).append(compiled)
-
-    gs = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
-    settings_snap = SettingsSnap(
-        capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
-        request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(settings.GATEWAY["UPSTREAM_IDLE_TIMEOUT"])))
-
-    providers = []
-    for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
-        channels = []
-        for ch in sorted(p.channels.all(), key=lambda c: c.id):
-            if not ch.enabled:
-                continue
-            models = {m.model: (m.upstream_model or m.model) for m in ch.models.all()}
-            headers = tuple(sorted((str(k), str(v)) for k, v in (ch.extra_headers or {}).items()))
-            channels.append(ChannelSnap(id=ch.id, name=ch.name, provider_id=p.id, protocol=ch.protocol,
-                                        base_url=ch.base_url, api_key=ch.get_api_key(), weight=ch.weight,
-                                        extra_headers=headers, models=models))
-        wl = p.extra_fields_whitelist
-        providers.append(ProviderSnap(
-            id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
-            channel_max_retries=p.channel_max_retries, channel_retry_interval_ms=p.channel_retry_interval_ms,
-            request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
-            strip_nested=p.strip_nested_override,
-            extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels)))
-
+def build_routes(providers: list[ProviderSnap]) -> dict[str, tuple[Route, ...]]:
+    """Logical model -> the providers serving it (in priority order) with their eligible
+    (channel, upstream model) pairs; channels of weight 0 never serve."""
     routes: dict[str, list[Route]] = {}
     for p in providers:
         per_model: dict[str, list[tuple[ChannelSnap, str]]] = {}
@@ -224,19 +112,27 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
                 per_model.setdefault(logical, []).append((ch, upstream))
         for logical, pairs in per_model.items():
             routes.setdefault(logical, []).append(Route(provider=p, channels=tuple(pairs)))
+    return {m: tuple(r) for m, r in routes.items()}
 
-    keys = {}
-    for k in ApiKey.objects.all():
-        keys[k.key_hash] = KeySnap(
-            id=k.id, name=k.name, enabled=k.enabled,
-            expires_at=k.expires_at.timestamp() if k.expires_at else None,
-            allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
-            redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())))
 
-    return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
-                    providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),
-                    settings=settings_snap, routes={m: tuple(r) for m, r in routes.items()})
+class ConfigSource(Protocol):
+    """Where snapshots come from. Every method runs in the poller thread, never on the loop."""
+
+    def version(self) -> tuple[int, int]:
+        """The current configuration version; a new one means "build again"."""
+        ...
+
+    def build(self, version: tuple[int, int]) -> Snapshot:
+        """The whole configuration at this version."""
+        ...
+
+    def record_key_use(self, key_ids: list[int]) -> None:
+        """These API keys were used since the last call."""
+        ...
+
+    def release(self) -> None:
+        """The thread is idle or stopping: give back what it holds (database connections)."""
+        ...
 
 
 # -- holding and reloading ------------------------------------------------------------------------
@@ -245,7 +141,9 @@ class SnapshotHolder:
     """Owns the current snapshot and the poller thread. ``current`` is read without a lock: the
     swap is one reference assignment."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: ConfigSource, poll_seconds: float = 0.5) -> None:
+        self.source = source
+        self.poll_seconds = poll_seconds
         self.current: Snapshot | None = None
         self.ready = threading.Event()
         self._version: tuple[int, int] | None = None
@@ -282,12 +180,10 @@ class SnapshotHolder:
 
     def reload_if_changed(self) -> bool:
         """One poll: rebuild when the version moved. True when a new snapshot was installed."""
-        from gateway.config_version import current
-
-        version = current()
+        version = self.source.version()
         if version == self._version and self.current is not None:
             return False
-        snapshot = build_snapshot(version)
+        snapshot = self.source.build(version)
         self._version = version
         self.set(snapshot)
         log.info("configuration snapshot %s loaded", version)
@@ -300,19 +196,13 @@ class SnapshotHolder:
         # One C-level copy (atomic under the GIL): the event loop may still add to ``pending``.
         ids = list(pending)
         try:
-            from django.utils import timezone
-
-            from keys.models import ApiKey
-
-            ApiKey.objects.filter(id__in=ids).update(last_used_at=timezone.now())
+            self.source.record_key_use(ids)
         except Exception:
             log.warning("could not record API key use", exc_info=True)
         self._last_flush = time.monotonic()
 
     def _run(self) -> None:
-        from django.db import connection
-
-        poll = float(settings.GATEWAY["CONFIG_POLL_SECONDS"])
+        poll = self.poll_seconds
         while not self._stop.is_set():
             try:
                 self.reload_if_changed()
@@ -320,12 +210,12 @@ class SnapshotHolder:
                     self._flush_last_used()
             except Exception:
                 log.exception("configuration reload failed; keeping the previous snapshot")
-                try:
-                    connection.close()
-                except Exception:
-                    pass
+                self._release()
             self._stop.wait(poll)
+        self._release()
+
+    def _release(self) -> None:
         try:
-            connection.close()
+            self.source.release()
         except Exception:
             pass

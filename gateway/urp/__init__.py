@@ -35,7 +35,7 @@ from .request import ReasoningConfig, Request, Response, ResponseFormat, ToolDef
 
 def clone(obj):
     """A deep copy of a URP object. The proxy does not use it per attempt: re-decoding the
-    client's bytes gives an independent copy more cheaply (see ``gateway.proxy.generate.Call``)."""
+    client's bytes gives an independent copy more cheaply (see ``gateway.proxy.call.Call``)."""
     return deepcopy(obj)
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import ProtocolError, UpstreamProtocolError
 from gateway.protocols.json_depth import too_deep
 from gateway.protocols.prepare import prepare_for_upstream
 from gateway.protocols.sse import SSEParser

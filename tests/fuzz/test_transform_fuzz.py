@@ -14,16 +14,16 @@ import random
 import orjson
 import pytest
 
+from gateway.errors import ProtocolError, TransformRejected, UpstreamProtocolError
 from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import ProtocolError, UpstreamProtocolError
 from gateway.protocols.frame_split import FrameSplitter
 from gateway.protocols.json_depth import too_deep
 from gateway.protocols.prepare import prepare_after_chains, prepare_before_chains
 from gateway.protocols.sse import SSEParser
 from gateway.urp import clone
 from gateway.urp.synth import response_to_events
-from transforms.base import TransformContext, TransformRejected
+from transforms.base import TransformContext
 from transforms.registry import registry
 
 from . import properties as P

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
+from gateway.errors import ProtocolError
 from gateway.protocols import chat_completions as cc
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import ProtocolError
 from gateway.urp import (
     AudioNode,
     EnvelopeExtraNode,

@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
+from gateway.errors import UpstreamProtocolError
 from gateway.protocols import chat_completions as cc
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import UpstreamProtocolError
 from gateway.urp import ReasoningNode, RefusalNode, Response, TextNode, ToolCallNode, Usage
 
 SAME = EncodeContext(model="logical", source_protocol="chat_completion")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from gateway.errors import UpstreamProtocolError
 from gateway.protocols import gemini
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import UpstreamProtocolError
 from gateway.urp import (
     ImageNode,
     MediaSource,

@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
+from gateway.errors import ProtocolError
 from gateway.protocols import messages
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import ProtocolError
 from gateway.urp import (
     EnvelopeExtraNode,
     FileNode,

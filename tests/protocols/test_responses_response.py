@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
+from gateway.errors import UpstreamProtocolError
 from gateway.protocols import responses
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.errors import UpstreamProtocolError
 from gateway.urp import ReasoningNode, RefusalNode, Response, TextNode, ToolCallNode, Usage
 
 

@@ -8,11 +8,12 @@ import orjson
 import pytest
 
 from gateway.crypto import hash_api_key
-from gateway.proxy.app import ProxyApp
-from gateway.proxy.snapshot import BrokenTransform
+from gateway.errors import TransformRejected
+from gateway.live_config import BrokenTransform
 from gateway.urp import TextNode
 from gateway.urp import events as ev
-from transforms.base import Transform, TransformRejected
+from gateway.wiring import build_proxy_app
+from transforms.base import Transform
 from transforms.engine import CompiledRule
 from transforms.registry import registry
 
@@ -89,7 +90,7 @@ async def upstream():
 
 @pytest.fixture
 async def app(test_transforms):
-    proxy = ProxyApp()
+    proxy = build_proxy_app()
     yield proxy
     await proxy.client.close()
 
@@ -186,7 +187,7 @@ async def test_rule_rejection_is_400_naming_the_field(app, upstream):
 
 
 async def test_capture_records_attempts_and_chain(app, upstream, monkeypatch):
-    from gateway.proxy import capture as capture_mod
+    from captures import recorder as capture_mod
     from gateway.proxy.snapshot import SettingsSnap
 
     got = []
@@ -210,7 +211,7 @@ async def test_capture_records_attempts_and_chain(app, upstream, monkeypatch):
 
 
 async def test_capture_abnormal_only_submits_abnormal(app, upstream, monkeypatch):
-    from gateway.proxy import capture as capture_mod
+    from captures import recorder as capture_mod
     from gateway.proxy.snapshot import SettingsSnap
 
     got = []

@@ -9,6 +9,7 @@ import pytest
 
 from gateway.proxy.app import ProxyApp
 from gateway.proxy.snapshot import SettingsSnap
+from gateway.wiring import build_proxy_app
 
 from .helpers import FakeUpstream, call, channel, key, provider, snapshot, sse_events
 
@@ -31,7 +32,7 @@ async def upstream():
 
 @pytest.fixture
 async def app():
-    proxy = ProxyApp()
+    proxy = build_proxy_app()
     yield proxy
     await proxy.client.close()
 

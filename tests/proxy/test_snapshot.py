@@ -9,11 +9,12 @@ from django.utils import timezone
 
 from gateway import config_version
 from gateway.crypto import hash_api_key
+from gateway.errors import TransformFailed
+from gateway.live_config import BrokenTransform, DatabaseConfigSource, build_snapshot
 from gateway.models import GlobalSettings
-from gateway.proxy.snapshot import BrokenTransform, SnapshotHolder, build_snapshot
+from gateway.proxy.snapshot import SnapshotHolder
 from keys.models import ApiKey
 from providers.models import Channel, ChannelModel, Provider
-from transforms.base import TransformFailed
 from transforms.models import TransformRule
 
 pytestmark = pytest.mark.django_db
@@ -94,7 +95,7 @@ def test_key_scope_rules_not_allowed_for_keys_are_dropped():
 
 
 def test_reload_only_when_version_moves(django_capture_on_commit_callbacks):
-    holder = SnapshotHolder()
+    holder = SnapshotHolder(DatabaseConfigSource())
     assert holder.reload_if_changed()
     assert not holder.reload_if_changed()
     first = holder.current
@@ -110,7 +111,7 @@ def test_last_used_is_written_in_batches():
     key = ApiKey(name="k")
     key.set_secret()
     key.save()
-    holder = SnapshotHolder()
+    holder = SnapshotHolder(DatabaseConfigSource())
     holder.touch(key.id)
     assert ApiKey.objects.get(pk=key.pk).last_used_at is None
     holder._flush_last_used()

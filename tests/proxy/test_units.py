@@ -199,9 +199,10 @@ def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt
 
     import orjson
 
+    from gateway.errors import AttemptFailed
     from gateway.protocols import chat_completions
-    from gateway.proxy.attempt import AttemptFailed
-    from gateway.proxy.generate import _decode_whole
+    from gateway.proxy.recorder import NULL_RECORDER
+    from gateway.proxy.whole import decode_whole
 
     deep: object = "x"
     for _ in range(300):
@@ -212,10 +213,10 @@ def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt
     import json  # orjson itself refuses to write such a body
 
     with pytest.raises(AttemptFailed) as exc:
-        _decode_whole(att, json.dumps(body).encode(), "application/json", None)
+        decode_whole(att, json.dumps(body).encode(), "application/json", NULL_RECORDER)
     assert exc.value.code == "invalid_upstream_response"
     body["extra"] = [[["fine"]]]
-    assert _decode_whole(att, orjson.dumps(body), "application/json", None).output
+    assert decode_whole(att, orjson.dumps(body), "application/json", NULL_RECORDER).output
 
 
 def test_request_id_must_be_printable_ascii():

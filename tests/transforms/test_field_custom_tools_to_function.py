@@ -7,10 +7,11 @@ import itertools
 import orjson
 import pytest
 
+from gateway.errors import TransformRejected
 from gateway.urp import Request, Response, TextNode, ToolCallNode, ToolDef, ToolResultNode
 from gateway.urp import events as ev
 from gateway.urp.events import NodeDelta, NodeDone, NodeStart, ResponseDone, ResponseStart, StreamError
-from transforms.base import TransformContext, TransformRejected
+from transforms.base import TransformContext
 from transforms.builtin.field_custom_tools_patch import normalize_patch
 from transforms.builtin.field_custom_tools_to_function import (
     APPLY_PATCH_USAGE,

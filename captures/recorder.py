@@ -1,0 +1,143 @@
+"""The capture recorder: fills a ``CaptureRecord`` (plain data, no ORM) from the pipeline's
+``Recorder`` hooks and hands it to the sink after the response is finished.
+
+``capture_recorder`` is the factory the project wires into the proxy (``gateway.wiring``): it
+answers None, so the request gets the do-nothing recorder, unless capture is on globally and
+for the request's key."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import orjson
+
+from captures import sink
+from captures.record import AttemptRecord, CaptureRecord
+from gateway.proxy.recorder import Recorder
+from gateway.urp.events import StreamError
+from gateway.urp.serialize import to_jsonable
+
+log = logging.getLogger("gateway.proxy.capture")
+
+KEEP_TEXT = 65536  # characters of a non-JSON upstream body kept
+
+
+def capture_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> CaptureRecorder | None:
+    """A recorder when the global switch and the key's mode want this request captured."""
+    if not (snapshot.settings.capture_enabled and key.capture_mode in ("all", "abnormal")):
+        return None
+    record = CaptureRecord(request_id=ex.request_id, created_at=time.time(), api_key_id=key.id,
+                           api_key_name=key.name, client_protocol=ex.protocol, stream=False, logical_model="",
+                           client_request=raw_body.decode("utf-8", "replace"))
+    return CaptureRecorder(record, key.capture_mode, ex.t0)
+
+
+class CaptureRecorder(Recorder):
+    """One captured request. ``attempt`` is the record of the attempt in flight (attempts are
+    sequential); ``events`` collects its streamed events after the response rules."""
+
+    __slots__ = ("record", "mode", "t0", "attempt", "events")
+
+    def __init__(self, record: CaptureRecord, mode: str, t0: float) -> None:
+        self.record = record
+        self.mode = mode
+        self.t0 = t0  # the request's start (perf_counter), for the client time to first byte
+        self.attempt: AttemptRecord | None = None
+        self.events: list[Any] = []
+
+    # -- request ------------------------------------------------------------------------------
+    def on_request_body(self, raw_body: bytes) -> None:
+        self.record.client_request = orjson.loads(raw_body)  # its own copy: rules may mutate shared extras
+
+    def on_request_decoded(self, call: Any) -> None:
+        self.record.stream = call.client_stream
+        self.record.logical_model = call.logical_model
+
+    # -- attempts -----------------------------------------------------------------------------
+    def on_attempt_start(self, att: Any) -> None:
+        self.attempt = AttemptRecord(
+            provider=att.provider.name, channel=att.channel.name, upstream_protocol=att.channel.protocol,
+            logical_model=self.record.logical_model, upstream_model=att.upstream_model, started_at=att.started_at,
+            internal_request=to_jsonable(att.request), upstream_request=att.body,
+            executed_chain=[e.as_dict() for e in att.executed])
+        self.events = []
+        self.record.attempts.append(self.attempt)
+
+    def on_upstream_response(self, status: int, started: float) -> None:
+        if self.attempt is not None:
+            self.attempt.upstream_status = status
+            self.attempt.ttfb_ms = (time.perf_counter() - started) * 1000.0
+
+    def on_upstream_body(self, body: Any) -> None:
+        if self.attempt is not None:
+            if isinstance(body, bytes):
+                body = body[:KEEP_TEXT].decode("utf-8", "replace")
+            self.attempt.upstream_response = body
+
+    def on_upstream_frame(self, name: str | None, payload: str) -> None:
+        if self.attempt is not None:
+            self.attempt.upstream_frames.append(payload if name is None else f"event: {name}\ndata: {payload}")
+
+    def on_usage(self, usage: Any) -> None:
+        self.record.usage_seen = usage is not None
+
+    def on_response(self, resp: Any, executed: list[Any]) -> None:
+        if self.attempt is not None:
+            self.attempt.executed_chain.extend(e.as_dict() for e in executed)
+            self.attempt.response_after_chains = to_jsonable(resp)
+        self.record.usage_seen = resp.usage is not None
+
+    def on_response_events(self, events: list[Any]) -> None:
+        self.events.extend(events)
+        for item in events:
+            if isinstance(item, StreamError):
+                # A stream that failed after its 200 is still an error for captures.
+                self.record.error = self.record.error or f"{item.code or 'stream_error'}: {item.message}"
+
+    def on_stream_end(self, executed: list[Any]) -> None:
+        if self.attempt is not None:
+            self.attempt.response_after_chains = to_jsonable(self.events)
+            self.attempt.executed_chain.extend(e.as_dict() for e in executed)
+
+    def on_attempt_done(self, att: Any, started: float) -> None:
+        if self.attempt is not None:
+            self.attempt.duration_ms = (time.perf_counter() - started) * 1000.0
+
+    def on_attempt_failed(self, att: Any, failed: Any, started: float) -> None:
+        arec = self.attempt
+        if arec is not None:
+            arec.error = failed.message
+            arec.upstream_status = arec.upstream_status or failed.status
+            arec.duration_ms = (time.perf_counter() - started) * 1000.0
+
+    # -- client -------------------------------------------------------------------------------
+    def on_client_response(self, status: int, body: bytes) -> None:
+        record = self.record
+        record.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
+        record.client_response = orjson.loads(body)
+
+    def on_client_frame(self, data: bytes) -> None:
+        record = self.record
+        if record.ttfb_ms is None:
+            record.ttfb_ms = (time.perf_counter() - self.t0) * 1000.0
+        record.client_frames.append(data.decode("utf-8", "replace"))
+
+    def on_finish(self, ex: Any, error: str | None) -> None:
+        """Submit unless the key only wants abnormal requests and this one was normal (one
+        attempt, no failure, client got 2xx, usage present)."""
+        cap = self.record
+        status = ex.status
+        cap.client_status = status
+        cap.error = cap.error or error
+        cap.duration_ms = (time.perf_counter() - ex.t0) * 1000.0
+        if self.mode == "abnormal":
+            abnormal = (len(cap.attempts) != 1 or any(a.error for a in cap.attempts) or status >= 400
+                        or cap.error is not None or not cap.usage_seen)
+            if not abnormal:
+                return
+        try:
+            sink.submit(cap)
+        except Exception:  # a capture must never affect the client
+            log.warning("capture submit failed", exc_info=True)

@@ -1,0 +1,175 @@
+"""Loading the proxy's configuration snapshot from the database: the ``ConfigSource`` the
+project wires into the proxy (``gateway.wiring``). The core (``gateway.proxy``) never imports
+the ORM or the apps; this module is the one place that turns models into snapshot objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+from gateway.conf import gateway_settings
+from gateway.errors import TransformInitFailed
+from gateway.proxy.chain import CompiledRule
+from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
+from transforms.base import Transform, TransformContext
+
+log = logging.getLogger("gateway.proxy.snapshot")
+
+
+class BrokenTransform(Transform):
+    """Stands in for a rule that could not be built; raises whenever it would run."""
+
+    type_id = "broken"
+    category = "field"
+    name = {"en": "Broken rule", "zh": "损坏的规则"}
+    description = {"en": "A rule that could not be initialised.", "zh": "无法初始化的规则。"}
+    phases = ("request", "response")
+
+    def __init__(self, type_id: str, reason: str) -> None:  # noqa: D107 - no config parsing on purpose
+        self.type_id = type_id
+        self.reason = reason
+        self.config = {}
+
+    def _fail(self):
+        raise TransformInitFailed(f"transform {self.type_id!r} could not be initialised: {self.reason}")
+
+    def apply_request(self, req, ctx: TransformContext) -> None:
+        self._fail()
+
+    def apply_response(self, resp, ctx: TransformContext) -> None:
+        self._fail()
+
+    def new_stream_state(self, ctx: TransformContext) -> Any:
+        self._fail()
+
+    def apply_event(self, event, state, ctx: TransformContext):
+        self._fail()
+
+
+# -- building ---------------------------------------------------------------------------------
+
+def compile_rule(rule) -> CompiledRule | None:
+    """A stored TransformRule as the engine runs it; None for a disabled rule or one that is not
+    allowed in its scope (dropped at load time, like the reference)."""
+    from transforms.registry import canonical_id, registry
+
+    if not rule.enabled:
+        return None
+    type_id = canonical_id(rule.transform)
+    cls = registry().get(type_id)
+    # null: every model; a list: one glob must match, so an empty list matches nothing (the
+    # admin form turns an empty input into null).
+    models = tuple(rule.models) if rule.models is not None else None
+    if cls is None:
+        transform: Transform = BrokenTransform(type_id, "unknown transform")
+    elif rule.scope not in cls.scopes:
+        log.warning("dropping rule %s: %s is not allowed in the %s scope", rule.pk, type_id, rule.scope)
+        return None
+    else:
+        try:
+            transform = cls(rule.config or {})
+        except Exception as exc:
+            log.exception("rule %s (%s) failed to initialise", rule.pk, type_id)
+            transform = BrokenTransform(type_id, f"{type(exc).__name__}")
+    return CompiledRule(rule_id=rule.pk, scope=rule.scope, phase=rule.phase, models=models, transform=transform)
+
+
+def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
+    out = []
+    for rule in raw or ():
+        try:
+            out.append((re.compile(f"(?:{rule['pattern']})"), str(rule["replace"])))
+        except (re.error, KeyError, TypeError):
+            log.warning("skipping an invalid model redirect %r", rule)
+    return tuple(out)
+
+
+def _load_chains() -> dict[tuple[str, int | None], list[CompiledRule]]:
+    """Every enabled rule compiled, by (scope, owner id), in execution order."""
+    from transforms.models import TransformRule
+
+    chains: dict[tuple[str, int | None], list[CompiledRule]] = {}
+    for rule in TransformRule.objects.order_by("position", "id"):
+        compiled = compile_rule(rule)
+        if compiled is not None:
+            owner = rule.provider_id if rule.scope == "provider" else rule.api_key_id if rule.scope == "api_key" else None
+            chains.setdefault((rule.scope, owner), []).append(compiled)
+    return chains
+
+
+def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
+    """Read the whole configuration (a handful of queries). Runs in the poller thread, or in a
+    test; never on the event loop."""
+    from gateway.models import GlobalSettings
+    from keys.models import ApiKey
+    from providers.models import Provider
+
+    chains = _load_chains()
+    gs = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
+    settings_snap = SettingsSnap(
+        capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
+        request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)))
+
+    providers = []
+    for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
+        channels = []
+        for ch in sorted(p.channels.all(), key=lambda c: c.id):
+            if not ch.enabled:
+                continue
+            models = {m.model: (m.upstream_model or m.model) for m in ch.models.all()}
+            headers = tuple(sorted((str(k), str(v)) for k, v in (ch.extra_headers or {}).items()))
+            channels.append(ChannelSnap(id=ch.id, name=ch.name, provider_id=p.id, protocol=ch.protocol,
+                                        base_url=ch.base_url, api_key=ch.get_api_key(), weight=ch.weight,
+                                        extra_headers=headers, models=models))
+        wl = p.extra_fields_whitelist
+        providers.append(ProviderSnap(
+            id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
+            channel_max_retries=p.channel_max_retries, channel_retry_interval_ms=p.channel_retry_interval_ms,
+            request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
+            strip_nested=p.strip_nested_override,
+            extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
+            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels)))
+
+    keys = {}
+    for k in ApiKey.objects.all():
+        keys[k.key_hash] = KeySnap(
+            id=k.id, name=k.name, enabled=k.enabled,
+            expires_at=k.expires_at.timestamp() if k.expires_at else None,
+            allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
+            redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
+            chain=tuple(chains.get(("api_key", k.id), ())))
+
+    return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
+                    providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),
+                    settings=settings_snap, routes=build_routes(providers))
+
+
+
+
+class DatabaseConfigSource:
+    """The ``ConfigSource`` over the database: version from ``gateway.config_version``,
+    snapshot from :func:`build_snapshot`, key use written to ``ApiKey.last_used_at``."""
+
+    def version(self) -> tuple[int, int]:
+        from gateway.config_version import current
+
+        return current()
+
+    def build(self, version: tuple[int, int]) -> Snapshot:
+        return build_snapshot(version)
+
+    def record_key_use(self, key_ids: list[int]) -> None:
+        from django.utils import timezone
+
+        from keys.models import ApiKey
+
+        ApiKey.objects.filter(id__in=key_ids).update(last_used_at=timezone.now())
+
+    def release(self) -> None:
+        from django.db import connection
+
+        connection.close()

@@ -1,0 +1,65 @@
+"""The state one generation request carries through the pipeline: ``Runtime`` (per worker) and
+``Call`` (per client request, shared by its attempts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.protocols import codec
+from gateway.protocols.base import EncodeContext
+from gateway.urp import Request
+
+from .breaker import BreakerBoard
+from .exchange import Exchange
+from .recorder import NULL_RECORDER, Recorder, RecorderSet
+from .snapshot import KeySnap, Snapshot
+from .upstream import UpstreamClient
+
+MAX_UPSTREAM_BODY = 64 * 1024 * 1024
+MAX_ERROR_BODY = 256 * 1024
+
+
+@dataclass(slots=True)
+class Runtime:
+    """Per-worker services the pipeline uses: circuit breaker, upstream pool, keep-alive
+    interval, and the recorder factories wired in by the project (none: nothing records)."""
+
+    breaker: BreakerBoard
+    client: UpstreamClient
+    keepalive_seconds: float
+    recorders: RecorderSet = RecorderSet()
+
+
+@dataclass(slots=True)
+class Call:
+    """Facts shared by every attempt of one client request."""
+
+    rt: Runtime
+    ex: Exchange
+    snapshot: Snapshot
+    key: KeySnap
+    req: Request | None
+    logical_model: str
+    client_stream: bool
+    include_usage: bool
+    raw_body: bytes = b""
+    rec: Recorder = NULL_RECORDER
+
+    def fresh_request(self) -> Request:
+        """A request this attempt may mutate. The first attempt takes the decoded one; later
+        attempts decode the client's bytes again, which is a fully independent copy and ~4x
+        cheaper than ``urp.clone()`` (deepcopy): 0.46 ms vs 1.9 ms for a 75-message chat."""
+        req = self.req
+        if req is not None:
+            self.req = None
+            return req
+        req = codec(self.ex.protocol).decode_request(orjson.loads(self.raw_body))
+        return req
+
+    def new_encoder(self, source_protocol: str | None) -> Any:
+        """A stream encoder for the client's protocol."""
+        return codec(self.ex.protocol).StreamEncoder(
+            EncodeContext(model=self.logical_model, source_protocol=source_protocol, include_usage=self.include_usage))

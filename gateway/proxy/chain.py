@@ -1,0 +1,133 @@
+"""The chain engine: runs rules of the provider, global and API-key chains in that order.
+
+Part of the core (no ORM, no apps): ``transforms.engine`` re-exports it for plug-in authors and
+the admin. Rules arrive compiled (transform instance built, globs kept) from the configuration snapshot,
+so running a chain costs no parsing and no database access.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.errors import TransformFailed, TransformRejected
+from gateway.urp import Request, Response
+from gateway.urp.events import Event
+
+from .globs import any_glob
+
+
+class RuleTransform(Protocol):
+    """What the engine calls on a rule's transform (``transforms.base.Transform`` satisfies it)."""
+
+    type_id: str
+
+    def apply_request(self, req: Request, ctx: TransformContext) -> None: ...
+    def apply_response(self, resp: Response, ctx: TransformContext) -> None: ...
+    def needs_whole_response(self, ctx: TransformContext) -> bool: ...
+    def new_stream_state(self, ctx: TransformContext) -> Any: ...
+    def apply_event(self, event: Event, state: Any, ctx: TransformContext) -> list[Event]: ...
+
+
+@dataclass(slots=True)
+class TransformContext:
+    """Per-attempt facts a transform may read. ``shared`` is per-attempt scratch space that a
+    request rule can use to tell the paired response rule what it did (keyed by type id)."""
+
+    logical_model: str
+    client_protocol: str
+    upstream_protocol: str | None = None
+    upstream_model: str | None = None
+    provider: str | None = None
+    api_key_id: int | None = None
+    stream: bool = False
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class CompiledRule:
+    rule_id: int | None
+    scope: str
+    phase: str
+    models: tuple[str, ...] | None
+    transform: RuleTransform
+
+    @property
+    def type_id(self) -> str:
+        return self.transform.type_id
+
+    def matches(self, phase: str, logical_model: str) -> bool:
+        return self.phase == phase and any_glob(self.models, logical_model)
+
+
+@dataclass(slots=True, frozen=True)
+class ExecutedRule:
+    """One entry of the executed chain recorded for captures (never the rule's config)."""
+
+    scope: str
+    transform: str
+    phase: str
+    rule_id: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "transform": self.transform, "phase": self.phase, "rule_id": self.rule_id}
+
+
+def select(chains: list[tuple[CompiledRule, ...]], phase: str, logical_model: str) -> list[CompiledRule]:
+    """The rules that run for this phase and model, in execution order. ``chains`` is
+    [provider chain, global chain, API-key chain]; disabled rules never reach the snapshot."""
+    return [rule for chain in chains for rule in chain if rule.matches(phase, logical_model)]
+
+
+def _guard(rule: CompiledRule, fn, *args):
+    try:
+        return fn(*args)
+    except (TransformRejected, TransformFailed):
+        raise
+    except Exception as exc:  # a built-in's bug must not become a 500 with a stack trace
+        raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
+
+
+def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext) -> list[ExecutedRule]:
+    executed = []
+    for rule in rules:
+        _guard(rule, rule.transform.apply_request, req, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
+    return executed
+
+
+def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext) -> list[ExecutedRule]:
+    executed = []
+    for rule in rules:
+        _guard(rule, rule.transform.apply_response, resp, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
+    return executed
+
+
+def needs_whole_response(rules: list[CompiledRule], ctx: TransformContext) -> bool:
+    return any(rule.transform.needs_whole_response(ctx) for rule in rules)
+
+
+class StreamChain:
+    """Runs response rules event by event with per-rule state that lives for one stream."""
+
+    __slots__ = ("rules", "ctx", "states")
+
+    def __init__(self, rules: list[CompiledRule], ctx: TransformContext) -> None:
+        self.rules = rules
+        self.ctx = ctx
+        self.states = [_guard(rule, rule.transform.new_stream_state, ctx) for rule in rules]
+
+    def executed(self) -> list[ExecutedRule]:
+        return [ExecutedRule(r.scope, r.type_id, "response", r.rule_id) for r in self.rules]
+
+    def process(self, event: Event) -> list[Event]:
+        events = [event]
+        for rule, state in zip(self.rules, self.states, strict=True):
+            out: list[Event] = []
+            for ev in events:
+                out.extend(_guard(rule, rule.transform.apply_event, ev, state, self.ctx))
+            events = out
+            if not events:
+                break
+        return events

@@ -1,0 +1,24 @@
+"""The proxy's start-up knobs as one plain object, so the core reads no Django settings. The
+project builds it from ``settings.GATEWAY`` and ``settings.REDIS_URL`` (``gateway.wiring``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .snapshot import KeySnap
+
+# (lower-cased request headers, the snapshot's keys by hash, unix time) -> the key, or None.
+Authenticator = Callable[[Mapping[str, str], Mapping[str, KeySnap], float], KeySnap | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    max_body_bytes: int = 50 * 1024 * 1024
+    keepalive_seconds: float = 15.0
+    config_poll_seconds: float = 0.5
+    breaker_failures: int = 3
+    breaker_window_seconds: float = 30.0
+    breaker_cooldown_seconds: float = 60.0
+    breaker_rate_limit_cooldown_seconds: float = 15.0
+    redis_url: str = ""  # shares breaker state between workers when set

@@ -1,0 +1,127 @@
+"""What the pipeline tells observers about one request: the ``Recorder`` hooks.
+
+The pipeline calls every hook unconditionally on ``call.rec`` (and ``Exchange.recorder``), so it
+reads the same whether anyone records or not. With nothing recording, the recorder is the
+shared :data:`NULL_RECORDER` whose hooks return at once (one attribute lookup and call each, no
+allocation). Captures implement it today (``captures.recorder``); request logs, metrics, the
+playground and replay hang off the same hooks.
+
+A request's recorders come from a :class:`RecorderSet` the project layer builds at start-up
+(``gateway.wiring``): each factory looks at the request (snapshot, key) and returns a recorder
+or ``None``. No factory answering gives ``NULL_RECORDER``, one gives itself, several a
+:class:`FanOutRecorder`.
+
+Hooks in the order a request walks them (``started`` is a ``time.perf_counter()`` value; a
+recorder that wants a duration computes it when the hook runs):
+
+- ``on_request_body(raw_body)``: the client's body parsed as a JSON object (not yet decoded)
+- ``on_request_decoded(call)``: decoded, logical model resolved and allowed (``call.logical_model``,
+  ``call.client_stream``)
+- ``on_attempt_start(att)``: an attempt is built (request rules ran, upstream body encoded)
+- ``on_upstream_response(status, started)``: the upstream's status line arrived
+- ``on_upstream_body(body)``: the upstream's whole body: a decoded JSON object, or ``bytes`` when
+  it was an error status or not JSON
+- ``on_upstream_frame(name, payload)``: one upstream SSE frame
+- ``on_usage(usage)``: the response's usage is known (``None``: the upstream sent none)
+- ``on_response(resp, executed)``: a whole response after the response rules, and those rules
+- ``on_response_events(events)``: stream events after the response rules, batch by batch
+- ``on_stream_end(executed)``: the stream was relayed to its end; the response rules that ran
+- ``on_attempt_done(att, started)`` / ``on_attempt_failed(att, failed, started)``
+- ``on_client_response(status, body)``: a whole answer (success or error) is sent to the client
+- ``on_client_frame(data)``: SSE bytes are sent to the client
+- ``on_finish(ex, error)``: the response is finished (``ex.status``; ``error`` is
+  ``"code: message"`` when the pipeline answered with an error)
+
+Hooks must not raise into the pipeline and must not block: anything slow goes to a queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.errors import AttemptFailed
+    from gateway.urp import Response, Usage
+    from gateway.urp.events import Event
+
+    from .attempt import Attempt
+    from .call import Call
+    from .chain import ExecutedRule
+    from .exchange import Exchange
+    from .snapshot import KeySnap, Snapshot
+
+HOOKS = ("on_request_body", "on_request_decoded", "on_attempt_start", "on_upstream_response", "on_upstream_body",
+         "on_upstream_frame", "on_usage", "on_response", "on_response_events", "on_stream_end", "on_attempt_done",
+         "on_attempt_failed", "on_client_response", "on_client_frame", "on_finish")
+
+
+class Recorder:
+    """Base class: every hook does nothing, so a recorder overrides only what it needs."""
+
+    __slots__ = ()
+
+    def on_request_body(self, raw_body: bytes) -> None: ...
+    def on_request_decoded(self, call: Call) -> None: ...
+    def on_attempt_start(self, att: Attempt) -> None: ...
+    def on_upstream_response(self, status: int, started: float) -> None: ...
+    def on_upstream_body(self, body: Any) -> None: ...
+    def on_upstream_frame(self, name: str | None, payload: str) -> None: ...
+    def on_usage(self, usage: Usage | None) -> None: ...
+    def on_response(self, resp: Response, executed: list[ExecutedRule]) -> None: ...
+    def on_response_events(self, events: list[Event]) -> None: ...
+    def on_stream_end(self, executed: list[ExecutedRule]) -> None: ...
+    def on_attempt_done(self, att: Attempt, started: float) -> None: ...
+    def on_attempt_failed(self, att: Attempt, failed: AttemptFailed, started: float) -> None: ...
+    def on_client_response(self, status: int, body: bytes) -> None: ...
+    def on_client_frame(self, data: bytes) -> None: ...
+    def on_finish(self, ex: Exchange, error: str | None) -> None: ...
+
+
+class NullRecorder(Recorder):
+    """Records nothing: what every request gets when no recorder wants it."""
+
+    __slots__ = ()
+
+
+NULL_RECORDER = NullRecorder()
+
+
+def _fan(name: str) -> Callable[..., None]:
+    def hook(self: FanOutRecorder, *args: Any) -> None:
+        for recorder in self.recorders:
+            getattr(recorder, name)(*args)
+
+    hook.__name__ = name
+    return hook
+
+
+class FanOutRecorder(Recorder):
+    """Several recorders for one request: each hook goes to each of them, in order."""
+
+    __slots__ = ("recorders",)
+
+    def __init__(self, recorders: Iterable[Recorder]) -> None:
+        self.recorders = tuple(recorders)
+
+
+for _name in HOOKS:
+    setattr(FanOutRecorder, _name, _fan(_name))
+
+
+RecorderFactory = Callable[["Exchange", "Snapshot", "KeySnap", bytes], Recorder | None]
+
+
+class RecorderSet:
+    """The recorder factories the project wired in; ``start`` picks one request's recorder."""
+
+    __slots__ = ("factories",)
+
+    def __init__(self, factories: Iterable[RecorderFactory] = ()) -> None:
+        self.factories = tuple(factories)
+
+    def start(self, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> Recorder:
+        found = [rec for factory in self.factories if (rec := factory(ex, snapshot, key, raw_body)) is not None]
+        if not found:
+            return NULL_RECORDER
+        return found[0] if len(found) == 1 else FanOutRecorder(found)

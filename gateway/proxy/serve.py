@@ -1,0 +1,113 @@
+"""Decode and serve: the generation endpoints' pipeline after authentication.
+
+``serve`` picks the request's recorder, decodes (``decode_call``: JSON, codec, key policy),
+then runs the failover loop (``failover.route``) with the whole-response path
+(``whole.whole_one``) or the streaming path (``stream.stream_one``). Every failure reaches the
+client in its protocol's shape, as a JSON error or, once the SSE response is committed, as the
+protocol's error frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import orjson
+
+from gateway.errors import ClientError, ProtocolError
+from gateway.protocols import codec
+from gateway.protocols.json_depth import MAX_DEPTH, too_deep
+from gateway.urp import events as ev
+
+from .call import Call, Runtime
+from .errors import to_client_error
+from .exchange import Exchange, keepalive_loop
+from .failover import route
+from .recorder import NULL_RECORDER, Recorder
+from .routing import model_allowed, resolve_logical_model
+from .snapshot import KeySnap, Snapshot
+from .stream import stream_one
+from .whole import whole_one
+
+log = logging.getLogger("gateway.proxy")
+
+
+async def serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
+    """Answer one generation request. Every failure reaches the client in its protocol's shape."""
+    rec = rt.recorders.start(ex, snapshot, key, raw_body)
+    ex.recorder = rec
+    error_text = None
+    try:
+        call = decode_call(rt, ex, snapshot, key, raw_body, rec)
+        if call.client_stream:
+            await _serve_stream(call)
+        else:
+            await route(call, whole_one)
+    except Exception as exc:
+        err = to_client_error(exc)
+        error_text = f"{err.code}: {err.message}"
+        if not ex.headers_sent:
+            await ex.send_error(err)
+        elif not ex.finished:
+            await stream_error(ex, err)
+    finally:
+        rec.on_finish(ex, error_text)
+
+
+def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes,
+                rec: Recorder = NULL_RECORDER) -> Call:
+    """The client's body decoded and checked against the key's policy; ClientError otherwise."""
+    try:
+        body = orjson.loads(raw_body)
+    except orjson.JSONDecodeError:
+        raise ClientError(400, "invalid_request", "request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ClientError(400, "invalid_request", "request body must be a JSON object")
+    if too_deep(body, raw_body):  # would parse, but no encoder could write it again
+        raise ClientError(400, "invalid_request", f"request body is nested more than {MAX_DEPTH} levels deep")
+    rec.on_request_body(raw_body)
+    try:
+        req = codec(ex.protocol).decode_request(body)
+    except ProtocolError as exc:
+        raise ClientError(400, "invalid_request", exc.message, param=exc.param) from None
+    if not isinstance(req.model, str) or not req.model:
+        raise ClientError(400, "invalid_request", "model is required", param="model")
+    logical = resolve_logical_model(key, req.model)
+    if not model_allowed(key, logical):
+        raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
+                          error_type="permission_error")
+    include_usage = True
+    if ex.protocol in ("chat_completion", "completions"):
+        so = body.get("stream_options")
+        include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
+    call = Call(rt=rt, ex=ex, snapshot=snapshot, key=key, req=req, logical_model=logical,
+                client_stream=bool(req.stream), include_usage=include_usage, raw_body=raw_body, rec=rec)
+    rec.on_request_decoded(call)
+    return call
+
+
+async def _serve_stream(call: Call) -> None:
+    ex = call.ex
+    ex.start_stream()
+    ex.encoder = call.new_encoder(None)  # keep-alives and pre-stream errors until an attempt commits
+    keepalive = asyncio.get_running_loop().create_task(keepalive_loop(ex, call.rt.keepalive_seconds))
+    try:
+        await route(call, stream_one)
+    finally:
+        keepalive.cancel()
+
+
+async def stream_error(ex: Exchange, err: ClientError) -> None:
+    """An error once the SSE response is committed: pre-stream frames when no data was sent,
+    else the protocol's mid-stream error event."""
+    enc = ex.encoder
+    try:
+        if ex.data_sent:
+            data = enc.encode(ev.StreamError(message=err.message, code=err.code, status=err.status))
+        else:
+            data = enc.error(err.status, err.code, err.message)
+    except Exception:
+        log.exception("stream encoder failed to encode an error")
+        data = b""
+    await ex.write(data, is_data=ex.data_sent)
+    await ex.end_stream()

@@ -1,0 +1,220 @@
+"""The streaming path: upstream SSE -> decoder -> StreamChain -> encoder -> client, chunk by
+chunk (``StreamPump``), or the whole-response path when the upstream is not streamed.
+
+Failover stays possible until protocol data reached the client ("committed"): before that an
+upstream error raises AttemptFailed; after it, the client gets its protocol's error event.
+Keep-alives may commit the 200 SSE response earlier without ending failover; errors then go as
+the encoder's pre-stream error frames."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from gateway.errors import TransformFailed, TransformRejected
+from gateway.protocols.frame_split import with_frame_limit
+from gateway.protocols.sse import SSEParser
+from gateway.urp import events as ev
+
+from .attempt import Attempt
+from .call import MAX_ERROR_BODY, MAX_UPSTREAM_BODY, Call
+from .chain import StreamChain
+from .errors import from_stream_error, status_failure, to_client_error, transport_failure
+from .upstream import TRANSPORT_ERRORS
+from .whole import decode_whole, emit_whole, read_bounded, synth_one
+
+log = logging.getLogger("gateway.proxy")
+
+
+async def stream_one(call: Call, att: Attempt) -> None:
+    """One attempt for a streaming client."""
+    if not att.upstream_stream:
+        await synth_one(call, att)
+        return
+    ex = call.ex
+    t = time.perf_counter()
+    try:
+        resp = await call.rt.client.post(att.url, att.raw, att.headers, total=None, connect=att.connect_timeout,
+                                         sock_read=att.idle_timeout)
+    except TRANSPORT_ERRORS as exc:
+        raise transport_failure(exc) from None
+    finally:
+        ex.upstream_wait += time.perf_counter() - t
+    eof = False
+    try:
+        call.rec.on_upstream_response(resp.status, t)  # upstream headers arrived
+        if resp.status >= 300:
+            data = await _read_timed(ex, resp, MAX_ERROR_BODY, swallow=True)
+            call.rec.on_upstream_body(data)
+            raise status_failure(resp.status, data, att.channel.api_key, resp.headers.get("retry-after"))
+        if resp.content_type == "application/json":  # the upstream ignored stream=true
+            data = await _read_timed(ex, resp, MAX_UPSTREAM_BODY, swallow=False)
+            eof = True
+            att.upstream_stream = False
+            whole = decode_whole(att, data, resp.content_type, call.rec)
+            if att.provider.circuit_breaker_enabled:
+                call.rt.breaker.record_success(att.channel.id)
+            await emit_whole(call, att, whole)
+            return
+        eof = await StreamPump(call, att, resp).run()
+    finally:
+        if eof:
+            resp.release()
+        else:
+            resp.close()  # mid-body: drop the connection rather than return it to the pool
+
+
+async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool) -> bytes:
+    """A whole upstream body, counted as upstream wait. ``swallow``: a transport error gives an
+    empty body (an error answer is being read anyway) instead of a failed attempt."""
+    t = time.perf_counter()
+    try:
+        return await read_bounded(resp, limit)
+    except TRANSPORT_ERRORS as exc:
+        if swallow:
+            return b""
+        raise transport_failure(exc) from None
+    finally:
+        ex.upstream_wait += time.perf_counter() - t
+
+
+class StreamPump:
+    """Relays one upstream SSE response to the client. ``run`` returns True when the upstream
+    body was read to its end.
+
+    Events before the first content event (``ResponseStart``, provider control) are held back
+    until content arrives, so a failure before then can still fail over."""
+
+    __slots__ = ("call", "ex", "att", "rec", "breaker", "decoder", "parser", "chain", "enc", "held", "committed",
+                 "chunks", "eof")
+
+    def __init__(self, call: Call, att: Attempt, resp: Any) -> None:
+        self.call = call
+        self.ex = call.ex
+        self.att = att
+        self.rec = call.rec
+        self.breaker = call.rt.breaker if att.provider.circuit_breaker_enabled else None
+        self.decoder = att.codec.StreamDecoder()
+        self.parser = SSEParser()
+        self.chain = StreamChain(att.response_rules, att.tctx)
+        # F1 (stream_split_sse_frames): split oversized client frames when a rule applies.
+        self.enc = with_frame_limit(call.new_encoder(att.channel.protocol), call.ex.protocol, att.response_rules)
+        self.held: list[bytes] = []
+        self.committed = False
+        self.chunks = resp.content.iter_any().__aiter__()
+        self.eof = False
+
+    async def run(self) -> bool:
+        ex = self.ex
+        while True:
+            chunk, error_event = await self._next_chunk()
+            if error_event is not None:
+                await self._broken(error_event)
+                return False
+            out, stop = self._process(self._decode(chunk))
+            if self.committed and (out or not ex.data_sent):
+                await ex.write(b"".join(out))
+            if stop or self.decoder.finished or chunk is None:
+                break
+        await self._finish()
+        return self.eof
+
+    async def _next_chunk(self) -> tuple[bytes | None, ev.StreamError | None]:
+        """The next upstream chunk (None at the end), or the error event for a broken upstream."""
+        t = time.perf_counter()
+        try:
+            return await self.chunks.__anext__(), None
+        except StopAsyncIteration:
+            self.eof = True
+            return None, None
+        except TimeoutError:
+            return None, ev.StreamError(message="upstream stream idle timeout", code="upstream_idle_timeout",
+                                        status=504)
+        except TRANSPORT_ERRORS as exc:
+            log.info("upstream stream broke: channel=%s %r", self.att.channel.name, exc)
+            return None, ev.StreamError(message="upstream connection failed during the stream",
+                                        code="upstream_stream_error", status=502)
+        finally:
+            if not self.committed:
+                self.ex.upstream_wait += time.perf_counter() - t
+
+    async def _broken(self, error_event: ev.StreamError) -> None:
+        """The upstream broke: fail over while nothing was sent, else end the client's stream
+        with the error event."""
+        if not self.committed:
+            raise from_stream_error(error_event)
+        if self.breaker is not None:
+            self.breaker.record_failure(self.att.channel.id)
+        await self.ex.write(self.enc.encode(error_event) + self.enc.close())
+        await self.ex.end_stream()
+
+    def _decode(self, chunk: bytes | None) -> list[ev.Event]:
+        frames = list(self.parser.close()) if chunk is None else self.parser.feed(chunk)
+        decoder = self.decoder
+        rec = self.rec
+        events: list[ev.Event] = []
+        for name, payload in frames:
+            rec.on_upstream_frame(name, payload)
+            events.extend(decoder.feed(name, payload))
+            if decoder.finished:
+                break
+        if chunk is None and not decoder.finished:
+            events.extend(decoder.close())
+        return events
+
+    def _process(self, events: list[ev.Event]) -> tuple[list[bytes], bool]:
+        """Events through the response rules and the encoder: (bytes to send now, stop)."""
+        out: list[bytes] = []
+        stop = False
+        enc = self.enc
+        for event in events:
+            if not self.committed and isinstance(event, ev.StreamError):
+                raise from_stream_error(event)
+            self._observe(event)
+            try:
+                processed = self.chain.process(event)
+            except (TransformFailed, TransformRejected) as exc:
+                if not self.committed:
+                    raise
+                err = to_client_error(exc)
+                processed = [ev.StreamError(message=err.message, code=err.code, status=err.status)]
+                stop = True
+            self.rec.on_response_events(processed)
+            for item in processed:
+                data = enc.encode(item)
+                if data:
+                    out.append(data)
+            if not self.committed and not isinstance(event, ev.ResponseStart | ev.ProviderControl):
+                self.committed = True
+                self.ex.encoder = enc
+                out[:0] = self.held
+                self.held = []
+            elif not self.committed:
+                self.held.extend(out)
+                out = []
+            if stop:
+                break
+        return out, stop
+
+    def _observe(self, event: ev.Event) -> None:
+        """Breaker and usage bookkeeping for one upstream event."""
+        if isinstance(event, ev.ResponseDone):
+            if self.breaker is not None:
+                self.breaker.record_success(self.att.channel.id)
+            self.rec.on_usage(event.usage)
+        elif isinstance(event, ev.StreamError) and self.breaker is not None and (event.code or "").startswith(
+                "upstream_"):
+            self.breaker.record_failure(self.att.channel.id)
+
+    async def _finish(self) -> None:
+        ex = self.ex
+        self.rec.on_stream_end(self.chain.executed())
+        if not self.committed:
+            # Terminal without content (an empty turn): still a legitimate answer.
+            ex.encoder = self.enc
+            await ex.write(b"".join(self.held))
+        tail = self.enc.close()
+        if tail:
+            await ex.write(tail)
+        await ex.end_stream()

@@ -1,0 +1,49 @@
+"""The project layer's assembly of the proxy: the one place that knows which apps plug into
+the core. ``build_proxy_app`` gives the ASGI proxy its configuration source (the database, via
+``gateway.live_config``), its authenticator (``keys.auth``), its recorders (captures) and its
+knobs (``settings.GATEWAY``). The core (``gateway.urp``, ``gateway.protocols``, ``gateway.proxy``)
+imports none of these; a new recorder (request logs, metrics) is one more entry in
+:func:`recorder_factories`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.conf import settings
+
+from gateway.conf import gateway_settings
+from gateway.live_config import DatabaseConfigSource
+from gateway.proxy.app import ProxyApp
+from gateway.proxy.config import ProxyConfig
+from gateway.proxy.recorder import RecorderFactory, RecorderSet
+from gateway.proxy.snapshot import KeySnap
+from keys.auth import authenticate as authenticate_secret
+from keys.auth import extract_secret
+
+
+def proxy_config() -> ProxyConfig:
+    gw = gateway_settings
+    return ProxyConfig(
+        max_body_bytes=int(gw.MAX_BODY_BYTES), keepalive_seconds=float(gw.KEEPALIVE_SECONDS),
+        config_poll_seconds=float(gw.CONFIG_POLL_SECONDS),
+        breaker_failures=int(gw.BREAKER_FAILURES),
+        breaker_window_seconds=float(gw.BREAKER_WINDOW_SECONDS),
+        breaker_cooldown_seconds=float(gw.BREAKER_COOLDOWN_SECONDS),
+        breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
+        redis_url=settings.REDIS_URL or "")
+
+
+def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap], now: float) -> KeySnap | None:
+    """The client's key from its headers (``keys.auth``: one HMAC and one dict lookup)."""
+    return authenticate_secret(extract_secret(headers), keys_by_hash, now)
+
+
+def recorder_factories() -> list[RecorderFactory]:
+    from captures.recorder import capture_recorder
+
+    return [capture_recorder]
+
+
+def build_proxy_app() -> ProxyApp:
+    return ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))

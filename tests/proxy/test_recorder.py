@@ -1,0 +1,108 @@
+"""The Recorder hooks: which hooks a request walks (whole, streamed, failed over), several
+recorders on one request, and the do-nothing recorder when no factory wants the request."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.crypto import hash_api_key
+from gateway.live_config import DatabaseConfigSource
+from gateway.proxy.app import ProxyApp
+from gateway.proxy.recorder import HOOKS, NULL_RECORDER, FanOutRecorder, Recorder, RecorderSet
+from gateway.wiring import authenticate, proxy_config
+
+from .helpers import SECRET, FakeUpstream, call, channel, key, provider, snapshot
+
+pytestmark = pytest.mark.asyncio
+CHAT = "/v1/chat/completions"
+
+
+class Log(Recorder):
+    """Records hook names (and a few arguments) in order."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+
+def _logging(name):
+    def hook(self, *args):
+        self.seen.append(name)
+    return hook
+
+
+for _name in HOOKS:
+    setattr(Log, _name, _logging(_name))
+
+
+@pytest.fixture
+async def upstream():
+    up = FakeUpstream()
+    await up.start()
+    yield up
+    await up.stop()
+
+
+def make_app(upstream, factories, *, first="ok"):
+    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(factories))
+    app.holder.set(snapshot(
+        [provider(1, [channel(1, base_url=f"{upstream.base}/{first}", models={"m": "m"})]),
+         provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1)],
+        keys={hash_api_key(SECRET): key()}))
+    return app
+
+
+def body(**kw):
+    return {"model": "m", "messages": [{"role": "user", "content": "q"}], **kw}
+
+
+async def test_whole_request_walks_the_hooks_in_order(upstream):
+    logs: list[Log] = []
+    app = make_app(upstream, [lambda ex, snap, k, raw: logs.append(Log()) or logs[-1]])
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 200
+    finally:
+        await app.client.close()
+    assert logs[0].seen == ["on_request_body", "on_request_decoded", "on_attempt_start", "on_upstream_response",
+                            "on_upstream_body", "on_response", "on_client_response", "on_attempt_done", "on_finish"]
+
+
+async def test_stream_with_failover_walks_the_hooks(upstream):
+    logs: list[Log] = []
+    app = make_app(upstream, [lambda ex, snap, k, raw: logs.append(Log()) or logs[-1]], first="s500")
+    try:
+        reply = await call(app, "POST", CHAT, body(stream=True))
+        assert reply.status == 200
+    finally:
+        await app.client.close()
+    seen = logs[0].seen
+    assert seen[:6] == ["on_request_body", "on_request_decoded", "on_attempt_start", "on_upstream_response",
+                        "on_upstream_body", "on_attempt_failed"]
+    assert seen[6:8] == ["on_attempt_start", "on_upstream_response"]
+    assert "on_upstream_frame" in seen and "on_response_events" in seen and "on_client_frame" in seen
+    assert seen.count("on_usage") == 1
+    assert seen.index("on_usage") < seen.index("on_client_frame") < seen.index("on_stream_end")
+    assert seen[-3:] == ["on_stream_end", "on_attempt_done", "on_finish"]
+
+
+async def test_several_recorders_each_see_the_request_and_none_means_null(upstream):
+    a, b = Log(), Log()
+    app = make_app(upstream, [lambda *args: a, lambda *args: None, lambda *args: b])
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 200
+    finally:
+        await app.client.close()
+    assert a.seen == b.seen and "on_finish" in a.seen
+
+    assert RecorderSet().start(None, None, None, b"") is NULL_RECORDER
+    assert RecorderSet([lambda *args: None]).start(None, None, None, b"") is NULL_RECORDER
+    assert RecorderSet([lambda *args: a]).start(None, None, None, b"") is a
+    fan = RecorderSet([lambda *args: a, lambda *args: b]).start(None, None, None, b"")
+    assert isinstance(fan, FanOutRecorder) and fan.recorders == (a, b)
+
+
+async def test_null_recorder_has_every_hook():
+    for name in HOOKS:
+        assert callable(getattr(NULL_RECORDER, name))
+    assert not hasattr(NULL_RECORDER, "__dict__")  # no per-request state to allocate
