@@ -21,11 +21,11 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import ProtocolError
 from gateway.urp import Request, Response
 
 from . import chat_completions as chat
 from .base import EncodeContext
-from .errors import ProtocolError
 
 PROTOCOL = "completions"
 _REFUSED = ("suffix", "echo", "best_of", "logprobs")

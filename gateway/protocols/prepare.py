@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.errors import ProtocolError
 from gateway.urp import (
     INTERNAL_PREFIX,
     EnvelopeExtraNode,
@@ -25,8 +26,6 @@ from gateway.urp import (
     ToolDef,
     ToolResultNode,
 )
-
-from .errors import ProtocolError
 
 # Top-level passthrough keys each upstream protocol accepts by default (reference §2.7, XF6a).
 # Chat ``models`` and Messages ``fallbacks`` are deliberately absent.

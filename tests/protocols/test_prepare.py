@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.protocols.errors import ProtocolError
+from gateway.errors import ProtocolError
 from gateway.protocols.prepare import prepare_for_upstream, remove_orphan_tool_exchanges
 from gateway.urp import (
     EnvelopeExtraNode,
