@@ -6,7 +6,6 @@ the ORM or the apps; this module is the one place that turns models into snapsho
 from __future__ import annotations
 
 import logging
-import re
 import time
 from typing import Any
 
@@ -14,6 +13,7 @@ from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
 from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
+from gateway.redirects import compile_redirects
 from transforms.base import Transform, TransformContext
 
 log = logging.getLogger("gateway.proxy.snapshot")
@@ -77,16 +77,6 @@ def compile_rule(rule) -> CompiledRule | None:
     return CompiledRule(rule_id=rule.pk, scope=rule.scope, phase=rule.phase, models=models, transform=transform)
 
 
-def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
-    out = []
-    for rule in raw or ():
-        try:
-            out.append((re.compile(f"(?:{rule['pattern']})"), str(rule["replace"])))
-        except (re.error, KeyError, TypeError):
-            log.warning("skipping an invalid model redirect %r", rule)
-    return tuple(out)
-
-
 def _load_chains() -> dict[tuple[str, int | None], list[CompiledRule]]:
     """Every enabled rule compiled, by (scope, owner id), in execution order."""
     from transforms.models import TransformRule
@@ -112,7 +102,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     settings_snap = SettingsSnap(
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)))
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
+        redirects=compile_redirects(gs.model_redirects))
 
     providers = []
     for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
@@ -140,7 +131,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             id=k.id, name=k.name, enabled=k.enabled,
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
-            redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
+            redirects=compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
             chain=tuple(chains.get(("api_key", k.id), ())))
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,

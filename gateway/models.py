@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from gateway.redirects import validate_redirects
+
 
 class GlobalSettings(models.Model):
     capture_enabled = models.BooleanField(
@@ -17,6 +19,10 @@ class GlobalSettings(models.Model):
     request_timeout_seconds = models.FloatField(default=300.0)
     connect_timeout_seconds = models.FloatField(default=10.0)
     upstream_idle_timeout_seconds = models.FloatField(default=120.0)
+    model_redirects = models.JSONField(
+        default=list, blank=True, validators=[validate_redirects],
+        help_text='Ordered [{"pattern": regex, "replace": model}] applied after the key\'s own redirects; the '
+                  "first full match rewrites the model. At most 32 rules, patterns up to 256 bytes.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

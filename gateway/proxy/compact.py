@@ -39,7 +39,7 @@ async def serve_compact(runtime: Any, ex: Exchange, snapshot: Snapshot, key: Key
         body = parse_body(raw_body)
         if body.get("stream"):
             raise ClientError(400, "invalid_request", "/v1/responses/compact does not stream", param="stream")
-        logical = logical_model_for(key, body["model"])
+        logical = logical_model_for(key, body["model"], snapshot)
         answer = await forward(runtime, ex, snapshot, logical, _plan(body), unsupported=lambda: ClientError(
             400, "compaction_not_supported",
             f"model {logical!r} has no Responses upstream; /v1/responses/compact is served by Responses "

@@ -116,7 +116,7 @@ async def serve_embeddings(runtime: Any, ex: Exchange, snapshot: Snapshot, key: 
         if body.get("encoding_format") not in (None, "float", "base64"):
             raise ClientError(400, "invalid_request", "encoding_format must be 'float' or 'base64'",
                               param="encoding_format")
-        logical = logical_model_for(key, body["model"])
+        logical = logical_model_for(key, body["model"], snapshot)
         estimated = [False]
         openai_plan = _openai_plan(body)
         gemini_plan = _gemini_plan(body, inputs, estimated)

@@ -61,8 +61,8 @@ def parse_body(raw_body: bytes) -> dict[str, Any]:
     return body
 
 
-def logical_model_for(key: KeySnap, model: str) -> str:
-    logical = resolve_logical_model(key, model)
+def logical_model_for(key: KeySnap, model: str, snapshot: Snapshot) -> str:
+    logical = resolve_logical_model(key, model, snapshot.settings.redirects)
     if not model_allowed(key, logical):
         raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                           error_type="permission_error")

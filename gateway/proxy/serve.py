@@ -72,7 +72,7 @@ def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
         raise ClientError(400, "invalid_request", exc.message, param=exc.param) from None
     if not isinstance(req.model, str) or not req.model:
         raise ClientError(400, "invalid_request", "model is required", param="model")
-    logical = resolve_logical_model(key, req.model)
+    logical = resolve_logical_model(key, req.model, snapshot.settings.redirects)
     if not model_allowed(key, logical):
         raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                           error_type="permission_error")

@@ -73,6 +73,7 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    redirects: tuple[tuple[re.Pattern, str], ...] = ()  # global model redirects, after the key's
 
 
 @dataclass(slots=True, frozen=True)
