@@ -24,7 +24,7 @@ import orjson
 from gateway.errors import ProtocolError
 from gateway.urp import Request, Response
 
-from . import chat_completions as chat
+from . import chat
 from .base import EncodeContext
 
 PROTOCOL = "completions"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import ProtocolError
-from gateway.protocols.prepare import prepare_for_upstream, remove_orphan_tool_exchanges
+from gateway.proxy.prepare import prepare_for_upstream
 from gateway.urp import (
     EnvelopeExtraNode,
     ProviderItemNode,
@@ -17,6 +17,7 @@ from gateway.urp import (
     ToolDef,
     ToolResultNode,
 )
+from gateway.urp.conversation import remove_orphan_tool_exchanges
 
 
 def prep(req, upstream, source, *, strip=True, whitelist=None):
