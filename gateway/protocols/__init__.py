@@ -20,7 +20,7 @@ from typing import cast
 
 from .contracts import Codec, StreamDecoder, StreamEncoder, UpstreamCodec
 
-CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages")
+CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
 UPSTREAM_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
 
 _MODULES = {

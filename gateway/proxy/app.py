@@ -22,6 +22,7 @@ from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .models_list import models_answer
 from .recorder import RecorderSet
 from .serve import serve
@@ -53,7 +54,7 @@ def is_proxy_path(path: str) -> bool:
     """Whether the ASGI entry point hands ``path`` to the proxy rather than to Django: ``/v1/*``,
     ``/healthz`` and the aliases (``/api/v1/*``, the forwarding paths without ``/v1``, with or
     without ``/api``). The REST API under ``/api/`` uses none of these names."""
-    return (path.startswith(("/v1/", "/api/v1/")) or path == "/healthz" or path in ALIAS_PATHS
+    return (path.startswith(("/v1/", "/api/v1/", "/v1beta/")) or path == "/healthz" or path in ALIAS_PATHS
             or path.startswith(("/models/", "/api/models/")))
 
 
@@ -157,9 +158,13 @@ class ProxyApp:
         path = scope["path"]
         headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
+        gemini = None
         if protocol is None and path != "/healthz":
             path = canonical_path(path)
             protocol = PROTOCOL_PATHS.get(path)
+            if protocol is None and (gemini := gemini_route(path)) is not None:
+                protocol = "gemini"
+                gemini_secret(headers, scope.get("query_string", b""))
         ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
@@ -182,10 +187,15 @@ class ProxyApp:
                 raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
             self.holder.touch(key.id)
             raw_body = await read_body(receive, self.max_body, headers)
+            if gemini is not None:
+                raw_body = gemini_body(raw_body, *gemini)
         except ClientGone:
             return
         except ClientError as err:
             await ex.send_error(err)
+            return
+        if gemini is not None and gemini[1] == "countTokens":
+            await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
             return
         extra = EXTRA_ENDPOINTS.get(path)
         if extra is not None:
