@@ -227,6 +227,8 @@ def _reasoning(cfg: Any) -> ReasoningConfig | None:
 
 
 def decode_request(body: dict[str, Any]) -> Request:
+    if not isinstance(body, dict):
+        raise ProtocolError("request body must be a JSON object")
     contents = body.get("contents")
     if not isinstance(contents, list):
         raise ProtocolError("contents must be a list", param="contents")
