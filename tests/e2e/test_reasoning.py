@@ -1,4 +1,4 @@
-"""Reasoning end to end, in all 24 cells: when the upstream thinks (the mock does when the text
+"""Reasoning end to end, in all 32 cells (4 clients x 4 upstreams x stream or not): when the upstream thinks (the mock does when the text
 contains "think"), the client sees the reasoning text and its opaque payload (signature /
 encrypted content) in its own protocol's form; replaying that history on the next turn works;
 and when client and upstream speak the same protocol, the upstream gets its own opaque payload
@@ -30,6 +30,11 @@ def replayed_opaque(protocol: str, body: dict) -> list[str]:
         for item in body.get("input", []) if isinstance(body.get("input"), list) else []:
             if item.get("type") == "reasoning" and item.get("encrypted_content"):
                 found.append(item["encrypted_content"])
+    elif protocol == "gemini":
+        for content in body.get("contents", []):
+            for part in content.get("parts") or []:
+                if part.get("thought") and part.get("thoughtSignature"):
+                    found.append(part["thoughtSignature"])
     elif protocol == "chat_completion":
         for message in body.get("messages", []):
             for entry in message.get("reasoning_details") or []:

@@ -20,6 +20,7 @@ finish reason and usage in the last frame).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -97,6 +98,20 @@ def _media(part: dict[str, Any], role: str) -> Node | None:
     return ImageNode(role=role, source=src) if mime.startswith("image/") else FileNode(role=role, source=src)
 
 
+_B64URL = re.compile(r"^[A-Za-z0-9_-]+={0,2}$")
+
+
+def _client_signature(value: Any) -> str | None:
+    """A ``thoughtSignature`` as the client sent it back. Google's SDKs hold signatures as bytes
+    and re-encode them as URL-safe base64; the upstream issued standard base64, so the URL-safe
+    alphabet is mapped back and the upstream gets its own signature unchanged."""
+    if not isinstance(value, str) or not value:
+        return None
+    if ("-" in value or "_" in value) and _B64URL.match(value):
+        return value.replace("-", "+").replace("_", "/")
+    return value
+
+
 class _Pending:
     """Calls the model made, so function responses without an id find theirs (by name, in order)."""
 
@@ -113,8 +128,9 @@ class _Pending:
         self.n += 1
         self.by_name.setdefault(name, []).append(call_id)
         extra: dict[str, Any] = {WIRE_CALL_ID: True} if wire_id else {}
-        if isinstance(part.get("thoughtSignature"), str):
-            extra[SIGNATURE] = part["thoughtSignature"]
+        sig = _client_signature(part.get("thoughtSignature"))
+        if sig:
+            extra[SIGNATURE] = sig
         args = fc.get("args") if isinstance(fc.get("args"), dict) else {}
         return ToolCallNode(call_id=call_id, name=name, arguments=orjson.dumps(args).decode(), extra=extra)
 
@@ -127,6 +143,9 @@ class _Pending:
         elif call_id in waiting:
             waiting.remove(call_id)
         response = fr.get("response")
+        if isinstance(response, dict) and len(response) == 1 and isinstance(next(iter(response.values())), str) \
+                and next(iter(response)) in ("result", "output", "content"):
+            response = next(iter(response.values()))  # {"result": text}: the text (what our upstream side writes)
         text = response if isinstance(response, str) else orjson.dumps(response if response is not None else {}).decode()
         return ToolResultNode(call_id=call_id, content=[TextNode(content=text)])
 
@@ -146,7 +165,7 @@ def _content_nodes(content: Any, index: int, pending: _Pending) -> list[Node]:
     for part in parts:
         if not isinstance(part, dict):
             raise ProtocolError("each part must be an object", param=f"{where}.parts")
-        sig = part.get("thoughtSignature") if isinstance(part.get("thoughtSignature"), str) else None
+        sig = _client_signature(part.get("thoughtSignature"))
         if isinstance(part.get("functionCall"), dict):
             nodes.append(pending.call(part["functionCall"], part))
         elif isinstance(part.get("functionResponse"), dict):
@@ -178,11 +197,13 @@ def _tools(raw: Any) -> list[ToolDef] | None:
         raise ProtocolError("tools must be a list", param="tools")
     out: list[ToolDef] = []
     for group in raw:
-        decls = group.get("functionDeclarations") if isinstance(group, dict) else None
+        decls = None
+        if isinstance(group, dict):  # the Python SDK may send snake_case keys
+            decls = group.get("functionDeclarations", group.get("function_declarations"))
         for decl in decls if isinstance(decls, list) else ():
             if not isinstance(decl, dict) or not isinstance(decl.get("name"), str) or not decl["name"]:
                 raise ProtocolError("a function declaration needs a name", param="tools")
-            params = decl.get("parametersJsonSchema")
+            params = decl.get("parametersJsonSchema", decl.get("parameters_json_schema"))
             if not isinstance(params, dict):
                 params = _schema(decl["parameters"]) if isinstance(decl.get("parameters"), dict) else None
             out.append(ToolDef(kind="function", name=decl["name"],
@@ -192,11 +213,12 @@ def _tools(raw: Any) -> list[ToolDef] | None:
 
 
 def _tool_choice(raw: Any) -> Any:
-    cfg = raw.get("functionCallingConfig") if isinstance(raw, dict) else None
+    cfg = raw.get("functionCallingConfig", raw.get("function_calling_config")) if isinstance(raw, dict) else None
     if not isinstance(cfg, dict):
         return None
     mode = str(cfg.get("mode") or "AUTO").upper()
-    names = [n for n in cfg.get("allowedFunctionNames") or () if isinstance(n, str)]
+    allowed = cfg.get("allowedFunctionNames", cfg.get("allowed_function_names"))
+    names = [n for n in allowed if isinstance(n, str)] if isinstance(allowed, list) else []
     if mode == "NONE":
         return "none"
     if mode in ("ANY", "VALIDATED"):
@@ -252,17 +274,19 @@ def decode_request(body: dict[str, Any]) -> Request:
         top_p=cfg.get("topP") if isinstance(cfg.get("topP"), number) else None,
         max_output_tokens=cfg.get("maxOutputTokens") if isinstance(cfg.get("maxOutputTokens"), int) else None,
         stop=[s for s in stops if isinstance(s, str)] if isinstance(stops, list) and stops else None,
-        reasoning=_reasoning(cfg), tools=_tools(body.get("tools")), tool_choice=_tool_choice(body.get("toolConfig")))
+        reasoning=_reasoning(cfg), tools=_tools(body.get("tools")), tool_choice=_tool_choice(body.get("toolConfig", body.get("tool_config"))))
     return req
 
 
 # -- response ----------------------------------------------------------------------------------
 
 def _signature(node: Node, same: bool) -> str | None:
+    """A part's ``thoughtSignature``: Gemini's own, or (reasoning from another protocol) the
+    opaque reasoning payload, so the client's replay hands the upstream its signature back."""
     sig = node.extra.get(SIGNATURE)
     if isinstance(sig, str) and sig:
         return sig
-    if same and isinstance(node, ReasoningNode) and isinstance(node.encrypted, str) and node.encrypted:
+    if isinstance(node, ReasoningNode) and isinstance(node.encrypted, str) and node.encrypted:
         return node.encrypted
     return None
 
