@@ -19,7 +19,7 @@ proxy_app = build_proxy_app()  # the core proxy with the project's config source
 
 
 async def application(scope, receive, send):
-    if scope["type"] == "http" and is_proxy_path(scope["path"]):
+    if scope["type"] in ("http", "websocket") and is_proxy_path(scope["path"]):
         await proxy_app(scope, receive, send)
     elif scope["type"] == "lifespan":
         await proxy_app.lifespan(scope, receive, send)

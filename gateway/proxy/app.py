@@ -25,6 +25,7 @@ from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .models_list import models_answer
 from .recorder import RecorderSet
+from .responses_ws import RESPONSES_WS_PATHS, serve_responses_ws
 from .serve import serve
 from .snapshot import ConfigSource, Snapshot, SnapshotHolder
 from .upstream import UpstreamClient
@@ -151,6 +152,12 @@ class ProxyApp:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
             await self.lifespan(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            if scope["path"] in RESPONSES_WS_PATHS:
+                await serve_responses_ws(self, scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008})
             return
         if scope["type"] != "http":
             return
