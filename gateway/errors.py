@@ -90,7 +90,7 @@ class ClientError(Exception):
 
     def __init__(self, status: int, code: str, message: str, *, param: str | None = None,
                  error_type: str | None = None, upstream: dict[str, Any] | None = None,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+                 headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -98,4 +98,4 @@ class ClientError(Exception):
         self.param = param
         self.error_type = error_type
         self.upstream = upstream  # upstream_status / upstream_code / upstream_type diagnostics
-        self.headers = headers  # extra response headers (a 429's Retry-After)
+        self.headers = headers  # extra response headers, e.g. Retry-After on a 429

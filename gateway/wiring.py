@@ -8,6 +8,7 @@ imports none of these; a new recorder (request logs, metrics) is one more entry 
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -31,7 +32,9 @@ def proxy_config() -> ProxyConfig:
         breaker_window_seconds=float(gw.BREAKER_WINDOW_SECONDS),
         breaker_cooldown_seconds=float(gw.BREAKER_COOLDOWN_SECONDS),
         breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
-        redis_url=settings.REDIS_URL or "")
+        redis_url=settings.REDIS_URL or "",
+        trusted_proxies=tuple(ipaddress.ip_network(c.strip(), strict=False)
+                              for c in str(gw.TRUSTED_PROXY_CIDRS).split(",") if c.strip()))
 
 
 def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap], now: float) -> KeySnap | None:

@@ -23,6 +23,7 @@ from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
+from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
 from .models_list import models_answer
 from .recorder import RecorderSet
 from .responses_ws import RESPONSES_WS_PATHS, serve_responses_ws
@@ -100,6 +101,12 @@ class ProxyApp:
     async def startup(self) -> None:
         await self.client.start()
         self.holder.start()
+        if self.config.redis_url and isinstance(self.runtime.limiter, LocalLimiter):
+            import redis.asyncio as aioredis
+
+            # short timeouts: a Redis outage falls back to per-worker counting, never stalls a request
+            self.runtime.limiter = RedisLimiter(aioredis.from_url(
+                self.config.redis_url, socket_timeout=0.25, socket_connect_timeout=0.25))
         if self.config.redis_url and self.mirror is None:
             try:
                 self.mirror = RedisMirror(self.breaker, self.config.redis_url)
@@ -193,6 +200,10 @@ class ProxyApp:
             if key is None:
                 raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
             self.holder.touch(key.id)
+            if key.limits is not None and key.limits.ip_allow and not ip_allowed(
+                    key.limits, client_ip(scope, headers, self.config.trusted_proxies)):
+                raise ClientError(403, "ip_not_allowed", "this API key may not be used from this address",
+                                  error_type="permission_error")
             raw_body = await read_body(receive, self.max_body, headers)
             if gemini is not None:
                 raw_body = gemini_body(raw_body, *gemini)

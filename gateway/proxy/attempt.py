@@ -18,6 +18,9 @@ from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_res
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
 
+# What a codec's upstream_headers() uses to carry the channel key; left out for keyless channels.
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key"})
+
 
 @dataclass(slots=True)
 class Attempt:
@@ -73,8 +76,12 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
                else "application/json"}
     for name, value in channel.extra_headers:
         headers[name.lower()] = value
-    for name, value in ucodec.upstream_headers(channel.api_key).items():
-        headers[name.lower()] = value
+    if channel.api_key:  # a keyless channel (a local upstream) sends no credentials at all
+        for name, value in ucodec.upstream_headers(channel.api_key).items():
+            headers[name.lower()] = value
+    else:
+        headers.update((name.lower(), value) for name, value in ucodec.upstream_headers("").items()
+                       if name.lower() not in CREDENTIAL_HEADERS)
     if anthropic_beta and upstream_protocol == "messages":
         headers["anthropic-beta"] = anthropic_beta
     settings = snapshot.settings

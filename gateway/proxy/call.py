@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -14,6 +14,7 @@ from gateway.urp import Request
 
 from .breaker import BreakerBoard
 from .exchange import Exchange
+from .limits import Limiter, LocalLimiter
 from .recorder import NULL_RECORDER, Recorder, RecorderSet
 from .snapshot import KeySnap, Snapshot
 from .upstream import UpstreamClient
@@ -31,6 +32,7 @@ class Runtime:
     client: UpstreamClient
     keepalive_seconds: float
     recorders: RecorderSet = RecorderSet()
+    limiter: Limiter = field(default_factory=LocalLimiter)
 
 
 @dataclass(slots=True)

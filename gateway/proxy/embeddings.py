@@ -127,7 +127,7 @@ async def serve_embeddings(runtime: Any, ex: Exchange, snapshot: Snapshot, key: 
 
         answer = await forward(runtime, ex, snapshot, logical, plan,
                                unsupported=lambda: ClientError(400, "invalid_request", "no embeddings upstream"))
-        extra = [(b"x-gateway-token-count", b"estimated")] if estimated[0] else None
+        extra = ((b"x-gateway-token-count", b"estimated"),) if estimated[0] else ()
         await ex.send_bytes(200, orjson.dumps(answer), JSON_CT, extra_headers=extra)
     except Exception as exc:
         if not ex.headers_sent:

@@ -112,13 +112,12 @@ class Exchange:
         return headers
 
     async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT,
-                         extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+                         extra_headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         self.status = status
         self.headers_sent = True
         self.recorder.on_client_response(status, body)
         headers = self.response_headers(content_type)
-        if extra_headers:
-            headers.extend(extra_headers)
+        headers.extend(extra_headers)
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
         self.finished = True

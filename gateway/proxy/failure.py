@@ -40,9 +40,9 @@ def exhausted(last: AttemptFailed | None, logical_model: str) -> ClientError:
                 "upstream_type": safe_token(last.error_type)}
     message = f"All upstream attempts failed for model: {logical_model}. Last error: {last.message}"
     if last.status in CLIENT_ATTRIBUTABLE:
-        headers = None
+        headers: tuple[tuple[bytes, bytes], ...] = ()
         if last.status == 429 and last.retry_after:
-            headers = [(b"retry-after", last.retry_after.encode("ascii"))]
+            headers = ((b"retry-after", last.retry_after.encode("ascii")),)
         default_code = "rate_limit_exceeded" if last.status == 429 else "upstream_error"
         return ClientError(last.status, safe_token(last.code) or default_code, message, upstream=upstream,
                            headers=headers)

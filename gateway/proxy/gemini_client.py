@@ -86,7 +86,7 @@ async def serve_gemini_count(rt: Runtime, ex: Exchange, snapshot: Snapshot, key:
         source = b"upstream" if counted is not None else b"estimated"
         total = counted if counted is not None else estimate_tokens(att.body)
         await ex.send_bytes(200, orjson.dumps({"totalTokens": total}), JSON_CT,
-                            extra_headers=[(b"x-gateway-token-count", source)])
+                            extra_headers=((b"x-gateway-token-count", source),))
     except Exception as exc:
         if not ex.headers_sent:
             await ex.send_error(to_client_error(exc))

@@ -24,6 +24,7 @@ import orjson
 from gateway.protocols.sse import SSEParser
 
 from .exchange import Exchange, read_headers, request_id_from
+from .limits import client_ip, ip_allowed
 from .serve import serve
 
 log = logging.getLogger("gateway.proxy")
@@ -56,6 +57,10 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
     key = app.authenticate(headers, snapshot.keys_by_hash, time.time()) if snapshot is not None else None
     if key is None:
         await send({"type": "websocket.close", "code": 1008, "reason": "invalid or missing API key"})
+        return
+    if key.limits is not None and key.limits.ip_allow and not ip_allowed(
+            key.limits, client_ip(scope, headers, app.config.trusted_proxies)):
+        await send({"type": "websocket.close", "code": 1008, "reason": "this API key may not be used from this address"})
         return
     await send({"type": "websocket.accept"})
     conn = _Connection()

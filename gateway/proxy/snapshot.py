@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .chain import CompiledRule
+from .limits import KeyLimits
 
 log = logging.getLogger("gateway.proxy.snapshot")
 
@@ -64,6 +65,7 @@ class KeySnap:
     redirects: tuple[tuple[re.Pattern, str], ...]
     capture_mode: str
     chain: tuple[CompiledRule, ...]
+    limits: KeyLimits | None = None  # None: nothing to count or check (the common case)
 
 
 @dataclass(slots=True, frozen=True)
