@@ -14,13 +14,13 @@ import orjson
 
 from .errors import ClientError, to_client_error
 from .exchange import JSON_CT, Exchange
-from .forward import Upstream, forward, logical_model_for, openai_headers, parse_body, upstream_url
+from .forward import Planner, Upstream, forward, logical_model_for, openai_headers, parse_body, upstream_url
 from .snapshot import ChannelSnap, KeySnap, Snapshot
 
 COMPACT_PATH = "/v1/responses/compact"
 
 
-def _plan(body: dict[str, Any]):
+def _plan(body: dict[str, Any]) -> Planner:
     def plan(channel: ChannelSnap, upstream_model: str, logical: str) -> Upstream | None:
         if channel.protocol != "responses":
             return None

@@ -24,7 +24,7 @@ import orjson
 
 from .errors import ClientError, to_client_error
 from .exchange import JSON_CT, Exchange
-from .forward import Upstream, forward, logical_model_for, openai_headers, parse_body, upstream_url
+from .forward import Planner, Upstream, forward, logical_model_for, openai_headers, parse_body, upstream_url
 from .snapshot import ChannelSnap, KeySnap, Snapshot
 
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -59,7 +59,7 @@ def _encode(values: list[float], encoding: str | None) -> Any:
     return values
 
 
-def _openai_plan(body: dict[str, Any]):
+def _openai_plan(body: dict[str, Any]) -> Planner:
     def plan(channel: ChannelSnap, upstream_model: str, logical: str) -> Upstream | None:
         def translate(answer: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(answer.get("data"), list):
@@ -71,7 +71,7 @@ def _openai_plan(body: dict[str, Any]):
     return plan
 
 
-def _gemini_plan(body: dict[str, Any], inputs: list[str], estimated: list[bool]):
+def _gemini_plan(body: dict[str, Any], inputs: list[str], estimated: list[bool]) -> Planner:
     encoding = body.get("encoding_format")
     dims = body.get("dimensions")
 

@@ -424,7 +424,10 @@ class FieldCustomToolsToFunction(Transform):
             # calls: stream indices count every node (text, reasoning...) and need not equal the
             # call's position in the authoritative output.
             sidx = st.call_order[ordinal] if ordinal < len(st.call_order) else None
-            restored = st.restored_call.get(node.call_id) if node.call_id else st.restored_index.get(sidx)
+            if node.call_id:
+                restored = st.restored_call.get(node.call_id)
+            else:
+                restored = st.restored_index.get(sidx) if sidx is not None else None
             if restored is None:
                 pending = by_call.get(node.call_id) if node.call_id else None
                 if (pending is None and not node.call_id and sidx in st.pending

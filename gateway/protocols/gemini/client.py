@@ -84,16 +84,20 @@ def _text_of(parts: Any, where: str) -> str:
     return "".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
+def _str(value: Any, default: str) -> str:
+    return value if isinstance(value, str) else default
+
+
 def _media(part: dict[str, Any], role: str) -> Node | None:
     inline = part.get("inlineData")
     if isinstance(inline, dict):
-        mime = inline.get("mimeType") if isinstance(inline.get("mimeType"), str) else "application/octet-stream"
+        mime = _str(inline.get("mimeType"), "application/octet-stream")
         src = MediaSource(kind="base64", data=str(inline.get("data") or ""), media_type=mime)
     else:
         fdata = part.get("fileData")
         if not isinstance(fdata, dict) or not isinstance(fdata.get("fileUri"), str):
             return None
-        mime = fdata.get("mimeType") if isinstance(fdata.get("mimeType"), str) else "application/octet-stream"
+        mime = _str(fdata.get("mimeType"), "application/octet-stream")
         src = MediaSource(kind="url", url=fdata["fileUri"], media_type=mime)
     return ImageNode(role=role, source=src) if mime.startswith("image/") else FileNode(role=role, source=src)
 
@@ -135,7 +139,7 @@ class _Pending:
         return ToolCallNode(call_id=call_id, name=name, arguments=orjson.dumps(args).decode(), extra=extra)
 
     def result(self, fr: dict[str, Any]) -> ToolResultNode:
-        name = fr.get("name") if isinstance(fr.get("name"), str) else ""
+        name = _str(fr.get("name"), "")
         call_id = fr.get("id") if isinstance(fr.get("id"), str) and fr.get("id") else None
         waiting = self.by_name.get(name) or []
         if call_id is None:
@@ -171,15 +175,13 @@ def _content_nodes(content: Any, index: int, pending: _Pending) -> list[Node]:
         elif isinstance(part.get("functionResponse"), dict):
             nodes.append(pending.result(part["functionResponse"]))
         elif isinstance(part.get("text"), str):
+            node: Node
             if part.get("thought"):
-                node: Node = ReasoningNode(content=part["text"])
-                if sig:
-                    node.encrypted = sig
-                    node.extra[SIGNATURE] = sig
+                node = ReasoningNode(content=part["text"], encrypted=sig)
             else:
                 node = TextNode(role=urp_role, content=part["text"])
-                if sig:
-                    node.extra[SIGNATURE] = sig
+            if sig:
+                node.extra[SIGNATURE] = sig
             nodes.append(node)
         elif sig and not set(part) - {"thoughtSignature", "thought"}:
             nodes.append(ReasoningNode(encrypted=sig, extra={SIGNATURE: sig}))
@@ -265,7 +267,8 @@ def decode_request(body: dict[str, Any]) -> Request:
     pending = _Pending()
     for i, content in enumerate(contents):
         nodes.extend(_content_nodes(content, i, pending))
-    cfg = body.get("generationConfig") if isinstance(body.get("generationConfig"), dict) else {}
+    raw_cfg = body.get("generationConfig")
+    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
     stops = cfg.get("stopSequences")
     number = (int, float)
     req = Request(
