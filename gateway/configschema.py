@@ -53,6 +53,9 @@ JSON_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "keys.ApiKey.model_redirects": (LIST, _REDIRECT_RULES),
     "gateway.GlobalSettings.model_redirects": (LIST, _REDIRECT_RULES),
     "transforms.TransformRule.models": (LIST, {"items": {"type": "string"}}),
+    "providers.ChannelModel.price": (DICT, {"additionalProperties": False, "properties": {
+        name: {"type": ["string", "number"], "pattern": r"^\d{1,9}(\.\d{1,12})?$"}
+        for name in ("input", "output", "cache_read", "cache_write", "reasoning")}}),
     "transforms.TransformRule.config": (DICT, {}),
 }
 

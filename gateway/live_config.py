@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import logging
 import time
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
+from gateway.proxy.effort_suffix import compile_suffixes
 from gateway.proxy.limits import parse_limits
-from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
+from gateway.proxy.snapshot import (
+    ChannelSnap,
+    KeySnap,
+    ModelPrice,
+    ProviderSnap,
+    SettingsSnap,
+    Snapshot,
+    build_routes,
+)
 from gateway.redirects import compile_redirects
 from transforms.base import Transform, TransformContext
 
@@ -78,6 +88,24 @@ def compile_rule(rule) -> CompiledRule | None:
     return CompiledRule(rule_id=rule.pk, scope=rule.scope, phase=rule.phase, models=models, transform=transform)
 
 
+def model_price(raw: Any, multiplier: Decimal) -> ModelPrice | None:
+    """A stored ``ChannelModel.price`` (decimal strings) as the snapshot's ``ModelPrice``; None
+    when the model has no input or output price (its requests are logged without a cost)."""
+    if not isinstance(raw, dict):
+        return None
+    values: dict[str, Decimal | None] = {}
+    for name in ("input", "output", "cache_read", "cache_write", "reasoning"):
+        v = raw.get(name)
+        try:
+            values[name] = Decimal(str(v)) if v is not None and not isinstance(v, float) else (
+                Decimal(repr(v)) if isinstance(v, float) else None)
+        except InvalidOperation:
+            values[name] = None
+    if values["input"] is None and values["output"] is None:
+        return None
+    return ModelPrice(multiplier=Decimal(multiplier), **values)
+
+
 def _load_chains() -> dict[tuple[str, int | None], list[CompiledRule]]:
     """Every enabled rule compiled, by (scope, owner id), in execution order."""
     from transforms.models import TransformRule
@@ -104,6 +132,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
         idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
+        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes),
         redirects=compile_redirects(gs.model_redirects))
 
     providers = []
@@ -113,10 +142,12 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             if not ch.enabled:
                 continue
             models = {m.model: (m.upstream_model or m.model) for m in ch.models.all()}
+            prices = {m.model: price for m in ch.models.all()
+                      if (price := model_price(m.price, m.multiplier * p.multiplier)) is not None}
             headers = tuple(sorted((str(k), str(v)) for k, v in (ch.extra_headers or {}).items()))
             channels.append(ChannelSnap(id=ch.id, name=ch.name, provider_id=p.id, protocol=ch.protocol,
                                         base_url=ch.base_url, api_key=ch.get_api_key(), weight=ch.weight,
-                                        extra_headers=headers, models=models))
+                                        extra_headers=headers, models=models, prices=prices))
         wl = p.extra_fields_whitelist
         providers.append(ProviderSnap(
             id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
@@ -124,7 +155,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
             strip_nested=p.strip_nested_override,
             extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels)))
+            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels), multiplier=p.multiplier))
 
     keys = {}
     for k in ApiKey.objects.all():
@@ -133,7 +164,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())), limits=parse_limits(k.limits, k.ip_allow))
+            chain=tuple(chains.get(("api_key", k.id), ())), limits=parse_limits(k.limits, k.ip_allow),
+            reasoning_envelopes=k.reasoning_envelopes)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
                     providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),

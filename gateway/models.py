@@ -23,6 +23,11 @@ class GlobalSettings(models.Model):
         default=list, blank=True, validators=[validate_redirects],
         help_text='Ordered [{"pattern": regex, "replace": model}] applied after the key\'s own redirects; the '
                   "first full match rewrites the model. At most 32 rules, patterns up to 256 bytes.")
+    reasoning_effort_suffixes = models.JSONField(
+        default=dict, blank=True,
+        help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, '
+                  '-low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. '
+                  'A suffixed name resolves to its base model when the base is served and the suffixed one is not.')
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -36,6 +41,11 @@ class GlobalSettings(models.Model):
         errors = {name: "Must be greater than 0." for name in (
             "request_timeout_seconds", "connect_timeout_seconds", "upstream_idle_timeout_seconds")
             if getattr(self, name) is not None and getattr(self, name) <= 0}
+        from gateway.proxy.effort_suffix import validate_suffix_map
+
+        suffix_errors = validate_suffix_map(self.reasoning_effort_suffixes)
+        if suffix_errors:
+            errors["reasoning_effort_suffixes"] = " ".join(suffix_errors)
         if errors:
             raise ValidationError(errors)
 

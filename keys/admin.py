@@ -52,7 +52,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     actions = ["rotate_secret"]
     fieldsets = (
         (None, {"fields": ("name", "owner", "enabled", "expires_at", "prefix_display")}),
-        ("Policy", {"fields": ("allowed_models", "model_redirects", "capture_mode")}),
+        ("Policy", {"fields": ("allowed_models", "model_redirects", "capture_mode", "reasoning_envelopes")}),
         ("Limits", {"fields": ("limits", "ip_allow")}),
         ("Activity", {"fields": ("created_at", "last_used_at", "captures_link")}),
     )

@@ -94,6 +94,10 @@ class ApiKey(models.Model):
     ip_allow = models.JSONField(
         null=True, blank=True, validators=[validate_ip_allow],
         help_text="IP addresses or CIDR blocks this key may be used from; empty allows every address.")
+    reasoning_envelopes = models.BooleanField(
+        default=False, help_text="Wrap encrypted reasoning sent to this key's clients with the provider and model it "
+                                 "came from (mz2. envelopes), so a conversation that switches providers never sends "
+                                 "one provider's ciphertext to another.")
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -33,6 +33,7 @@ def run_example(cls: type[Transform], example: TransformExample) -> dict[str, An
     if example.phase == "request":
         req = module.decode_request(example.input)
         transform.apply_request(req, ctx)
+        enc.model = req.model or model  # as the pipeline does: a request rule may rename the upstream model
         return module.encode_request(req, enc)
     if example.phase == "response":
         resp = module.decode_response(example.input)

@@ -180,6 +180,8 @@ class ProxyApp:
                 protocol = "gemini"
                 gemini_secret(headers, scope.get("query_string", b""))
         ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
+        ex.client = scope.get("client")
+        ex.client_request_id = headers.get("x-request-id")
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
         try:

@@ -14,6 +14,7 @@ from gateway.protocols.base import EncodeContext
 from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 
+from . import envelopes
 from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
@@ -55,6 +56,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
     prepare_before_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
                           strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
+    if key.reasoning_envelopes:  # before the request rules: they see this upstream's own payloads
+        envelopes.unwrap_request(areq, upstream_protocol, upstream_model)
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
@@ -62,6 +65,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     executed = run_request(select(chains, "request", logical_model), areq, tctx)
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
+    if key.reasoning_envelopes:  # wrapping runs before every response rule
+        response_rules = [envelopes.rule(upstream_protocol, upstream_model), *response_rules]
     upstream_stream = bool(areq.stream)
     if upstream_stream and client_stream and response_rules and needs_whole_response(response_rules, tctx):
         upstream_stream = False

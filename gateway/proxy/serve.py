@@ -20,6 +20,7 @@ from gateway.protocols import codec
 from gateway.protocols.json_depth import MAX_DEPTH, too_deep
 from gateway.urp import events as ev
 
+from . import effort_suffix
 from .call import Call, Runtime
 from .errors import to_client_error
 from .exchange import Exchange, keepalive_loop
@@ -102,6 +103,7 @@ def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
     if not isinstance(req.model, str) or not req.model:
         raise ClientError(400, "invalid_request", "model is required", param="model")
     logical = resolve_logical_model(key, req.model, snapshot.settings.redirects)
+    logical = effort_suffix.apply(req, logical, snapshot.routes, snapshot.settings.effort_suffixes)
     if not model_allowed(key, logical):
         raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                           error_type="permission_error")

@@ -16,14 +16,31 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Protocol
 
 from .chain import CompiledRule
+from .effort_suffix import BUILTIN as BUILTIN_SUFFIXES
+from .effort_suffix import Suffixes
 from .limits import KeyLimits
 
 log = logging.getLogger("gateway.proxy.snapshot")
 
 LAST_USED_FLUSH_SECONDS = 5.0
+
+
+@dataclass(slots=True, frozen=True)
+class ModelPrice:
+    """USD per million tokens for one channel model (None: not priced in that category; cache
+    and reasoning fall back to input and output). ``multiplier`` is the channel model's times
+    the provider's. Decimals throughout: a price never passes through a binary float."""
+
+    input: Decimal | None = None
+    output: Decimal | None = None
+    cache_read: Decimal | None = None
+    cache_write: Decimal | None = None
+    reasoning: Decimal | None = None
+    multiplier: Decimal = Decimal(1)
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,6 +54,7 @@ class ChannelSnap:
     weight: int
     extra_headers: tuple[tuple[str, str], ...]
     models: dict[str, str]  # logical model -> upstream model
+    prices: dict[str, ModelPrice] = field(default_factory=dict)  # logical model -> its price (priced ones)
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,6 +71,7 @@ class ProviderSnap:
     extra_fields_whitelist: tuple[str, ...] | None
     chain: tuple[CompiledRule, ...]
     channels: tuple[ChannelSnap, ...]
+    multiplier: Decimal = Decimal(1)
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,6 +85,7 @@ class KeySnap:
     capture_mode: str
     chain: tuple[CompiledRule, ...]
     limits: KeyLimits | None = None  # None: nothing to count or check (the common case)
+    reasoning_envelopes: bool = False  # wrap encrypted reasoning in mz2. envelopes (gateway.proxy.envelopes)
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,6 +95,7 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
     redirects: tuple[tuple[re.Pattern, str], ...] = ()  # global model redirects, after the key's
 
 

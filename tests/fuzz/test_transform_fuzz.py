@@ -40,6 +40,10 @@ CONFIGS = {
                                         "max_output_tokens", "response_format", "user"]},
     "stream_force": {"enabled": True},
     "stream_split_sse_frames": {"max_frame_length": 40},
+    "reasoning_effort_to_budget": {"low": 1024, "med": 4096, "high": 16384},
+    "reasoning_effort_to_model_suffix": {"rules": [{"pattern": "*", "suffix": "-{effort}"}]},
+    "reasoning_from_think_xml": {"tag": "think"},
+    "reasoning_to_think_xml": {"tag": "think"},
 }
 BODIES = 80
 

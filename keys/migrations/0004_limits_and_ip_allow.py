@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('keys', '0002_unique_name'),
+        ('keys', '0003_api_key_reasoning_envelopes'),
     ]
 
     operations = [

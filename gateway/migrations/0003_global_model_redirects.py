@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gateway', '0001_initial'),
+        ('gateway', '0002_reasoning_effort_suffixes'),
     ]
 
     operations = [
