@@ -1,4 +1,4 @@
-"""ASGI entry point: ``/v1/*`` goes to the proxy app (no Django request handling on the hot
+"""ASGI entry point: ``/v1/*`` and its aliases go to the proxy app (no Django request handling on the hot
 path); everything else (admin, REST API, capture viewer) is ordinary Django."""
 
 import os
@@ -15,6 +15,7 @@ log_problems()  # broken transforms and plug-ins are logged at start-up; the ser
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
+from gateway.proxy.app import is_proxy_path  # noqa: E402
 from gateway.wiring import build_proxy_app  # noqa: E402
 
 django_app = get_asgi_application()
@@ -22,7 +23,7 @@ proxy_app = build_proxy_app()  # the core proxy with the project's config source
 
 
 async def application(scope, receive, send):
-    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/healthz"):
+    if scope["type"] in ("http", "websocket") and is_proxy_path(scope["path"]):
         await proxy_app(scope, receive, send)
     elif scope["type"] == "lifespan":
         await proxy_app.lifespan(scope, receive, send)

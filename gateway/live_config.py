@@ -6,7 +6,6 @@ the ORM or the apps; this module is the one place that turns models into snapsho
 from __future__ import annotations
 
 import logging
-import re
 import time
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -26,6 +25,7 @@ from gateway.proxy.snapshot import (
     Snapshot,
     build_routes,
 )
+from gateway.redirects import compile_redirects
 from transforms.base import Transform, TransformContext
 
 log = logging.getLogger("gateway.proxy.snapshot")
@@ -124,17 +124,8 @@ def settings_snap() -> SettingsSnap:
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
         idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
         fetch_allow_private=gs.fetch_allow_private, guard_channel_urls=gs.guard_channel_urls,
-        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes))
-
-
-def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
-    out = []
-    for rule in raw or ():
-        try:
-            out.append((re.compile(f"(?:{rule['pattern']})"), str(rule["replace"])))
-        except (re.error, KeyError, TypeError):
-            log.warning("skipping an invalid model redirect %r", rule)
-    return tuple(out)
+        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes),
+        redirects=compile_redirects(gs.model_redirects))
 
 
 def model_price(raw: Any, multiplier: Decimal) -> ModelPrice | None:
@@ -192,7 +183,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             id=k.id, name=k.name, enabled=k.enabled,
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
-            redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
+            redirects=compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
             chain=tuple(chains.get(("api_key", k.id), ())),
             limits=parse_limits(k.limits, k.ip_allow, **spent.get(k.id, {})),
             reasoning_envelopes=k.reasoning_envelopes,

@@ -7,6 +7,8 @@ Endpoints (a doubled ``/v1/v1`` is accepted as ``/v1``, and the ``/v1`` prefix i
   ``wire/images.py``; ``GET /_mock/images/<name>`` serves small test images and
   ``GET /_mock/image_hits`` lists the image paths fetched; a Responses request offering the
   ``image_generation`` tool gets an ``image_generation_call`` item (the 8x8 red sample);
+- ``POST /v1/embeddings``, ``POST /v1/completions``, ``POST /v1/responses/compact`` and Gemini
+  ``:embedContent`` / ``:batchEmbedContents`` (see ``extras``);
 - ``POST /v1/messages/count_tokens``: ``{"input_tokens": ceil(body bytes / 10)}`` (deterministic,
   so tests can compare counts; faults apply as elsewhere);
 - ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``;
@@ -33,6 +35,7 @@ from urllib.parse import unquote
 import orjson
 
 from gateway.images.samples import PNG_RGB_8
+from gateway.mock_upstream import extras as extras_mod
 from gateway.mock_upstream import inbound as inbound_mod
 from gateway.mock_upstream.asgi import answer_lifespan, read_body, send_json
 from gateway.mock_upstream.behaviour import plan_turn, short_id
@@ -155,6 +158,17 @@ class MockUpstreamApp:
             **({"body_text": body_bytes[:4096].decode("utf-8", "replace")} if body is None and body_bytes else {}),
         })
 
+        extra = extras_mod.answer(path, body, body_bytes)
+        if extra is not None:
+            failing = faults.status is not None and faults.fail_times is None
+            if faults.fail_times is not None:
+                failing = self.state.should_fail(faults.fail_key, faults.fail_times)
+            if failing:
+                status = faults.status or 500
+                await send_json(send, status, chat.error_body(status, f"mock upstream injected HTTP {status}"))
+            else:
+                await send_json(send, *extra)
+            return
         protocol, model, stream = self._route(path, raw_query, body)
         if protocol is None or scope["method"] != "POST":
             await send_json(send, 404, chat.error_body(404, f"mock upstream has no route {scope['method']} {path}"))
@@ -174,7 +188,8 @@ class MockUpstreamApp:
             await asyncio.sleep(faults.delay_first_byte)
         if failing:
             status = faults.status or 500
-            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"))
+            extra = [(b"retry-after", faults.retry_after.encode())] if faults.retry_after else None
+            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"), extra)
             return
         if path == _COUNT_TOKENS:
             await send_json(send, 200, {"input_tokens": -(-len(body_bytes) // 10)})

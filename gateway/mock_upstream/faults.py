@@ -18,6 +18,7 @@ go in one segment separated by commas (``/fault/fail-times=2,fail-key=k1/v1``) o
 - ``prompt-cache``: not a fault: simulate the provider's prompt cache and report cached tokens
   (see ``prompt_cache``); the value names the cache, so two channels with different values behave
   like two upstream accounts that do not share a cache.
+- ``retry-after``: a ``Retry-After`` header (seconds) on injected status errors.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 FAULT_NAMES = ("status", "fail-times", "fail-key", "delay-first-byte", "disconnect-after", "malformed-sse",
-               "hang", "stall-after", "frame-delay", "arg-chunk", "prompt-cache")
+               "hang", "stall-after", "frame-delay", "arg-chunk", "prompt-cache", "retry-after")
 
 
 @dataclass(slots=True)
@@ -42,6 +43,7 @@ class Faults:
     frame_delay: float = 0.0
     arg_chunk: int | None = None
     prompt_cache: str | None = None  # cache namespace ("1", or e.g. a channel name: separate caches)
+    retry_after: str | None = None
 
     def set(self, name: str, value: str) -> None:
         value = value.strip()
@@ -67,6 +69,8 @@ class Faults:
             self.prompt_cache = None if value.lower() in ("", "0", "false", "no") else value
         elif name == "arg-chunk":
             self.arg_chunk = max(1, int(value))
+        elif name == "retry-after":
+            self.retry_after = value
 
 
 def split_fault_prefix(path: str, faults: Faults) -> str:

@@ -24,7 +24,7 @@ from typing import cast
 
 from .contracts import Codec, StreamDecoder, StreamEncoder, UpstreamCodec
 
-CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages")
+CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
 UPSTREAM_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
 # Upstreams that only make images (no text turns, never streamed): kept out of UPSTREAM_PROTOCOLS,
 # which the cross-protocol text matrices and fuzzers iterate.
@@ -36,6 +36,7 @@ _MODULES = {
     "messages": "gateway.protocols.messages",
     "gemini": "gateway.protocols.gemini",
     "openai_image": "gateway.protocols.openai_image",
+    "completions": "gateway.protocols.completions",  # legacy /v1/completions, client side only
 }
 
 

@@ -20,14 +20,18 @@ from gateway.images import pool as image_pool
 from .affinity import AffinityStore
 from .breaker import BreakerBoard, RedisMirror
 from .call import Runtime
+from .compact import COMPACT_PATH, serve_compact
 from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
+from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .images_api import IMAGES_PATHS, serve_images
 from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
+from .models_list import models_answer
 from .recorder import RecorderSet
-from .routing import model_allowed
+from .responses_ws import RESPONSES_WS_PATHS, serve_responses_ws
 from .serve import serve
 from .snapshot import ConfigSource, Snapshot, SnapshotHolder
 from .upstream import UpstreamClient
@@ -38,11 +42,43 @@ GENERATION_PATHS = {
     "/v1/chat/completions": "chat_completion",
     "/v1/responses": "responses",
     "/v1/messages": "messages",
+    "/v1/completions": "completions",  # legacy text completions, through the chat pipeline
 }
-# Non-generation endpoints answered in a client protocol's shape (no capture, see count_tokens).
+# Non-generation endpoints: path -> (client protocol for the error shape, handler). No capture.
+EXTRA_ENDPOINTS = {
+    COUNT_TOKENS_PATH: ("messages", serve_count_tokens),
+    EMBEDDINGS_PATH: ("chat_completion", serve_embeddings),
+    COMPACT_PATH: ("responses", serve_compact),
+}
 # The Images API answers in OpenAI's shape (see images_api).
-PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages",
+PROTOCOL_PATHS = {**GENERATION_PATHS, **{path: proto for path, (proto, _) in EXTRA_ENDPOINTS.items()},
                   **{p: "chat_completion" for p in IMAGES_PATHS}}
+MODELS_PATH = "/v1/models"
+_ALIASED = ("/chat/completions", "/completions", "/responses", "/responses/compact", "/messages",
+            "/messages/count_tokens", "/embeddings", "/models", "/images/generations", "/images/edits")
+ALIAS_PATHS = frozenset([*_ALIASED, *("/api" + p for p in _ALIASED)])
+
+
+def is_proxy_path(path: str) -> bool:
+    """Whether the ASGI entry point hands ``path`` to the proxy rather than to Django: ``/v1/*``,
+    ``/healthz`` and the aliases (``/api/v1/*``, the forwarding paths without ``/v1``, with or
+    without ``/api``). The REST API under ``/api/`` uses none of these names."""
+    return (path.startswith(("/v1/", "/api/v1/", "/v1beta/")) or path == "/healthz" or path in ALIAS_PATHS
+            or path.startswith(("/models/", "/api/models/")))
+
+
+def canonical_path(path: str) -> str:
+    """Aliases (reference §6.1, AP1/AP2): every forwarding path also under ``/api`` and without
+    the ``/v1`` prefix (``/api/v1/chat/completions``, ``/chat/completions``,
+    ``/api/chat/completions``). Called only when the exact path missed, so the common path
+    pays one dict lookup and nothing more."""
+    if path.startswith("/api/"):
+        path = path[4:]
+    if not path.startswith(("/v1/", "/v1beta/")) and path != "/v1":
+        path = "/v1" + path
+    return path
+
+
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
@@ -151,12 +187,25 @@ class ProxyApp:
         if scope["type"] == "lifespan":
             await self.lifespan(scope, receive, send)
             return
+        if scope["type"] == "websocket":
+            if scope["path"] in RESPONSES_WS_PATHS:
+                await serve_responses_ws(self, scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             return
         t0 = time.perf_counter()
         path = scope["path"]
         headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
+        gemini = None
+        if protocol is None and path != "/healthz":
+            path = canonical_path(path)
+            protocol = PROTOCOL_PATHS.get(path)
+            if protocol is None and (gemini := gemini_route(path)) is not None:
+                protocol = "gemini"
+                gemini_secret(headers, scope.get("query_string", b""))
         ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
         ex.client = scope.get("client")
         ex.client_request_id = headers.get("x-request-id")
@@ -185,13 +234,19 @@ class ProxyApp:
                 raise ClientError(403, "ip_not_allowed", "this API key may not be used from this address",
                                   error_type="permission_error")
             raw_body = await read_body(receive, self.max_body, headers)
+            if gemini is not None:
+                raw_body = gemini_body(raw_body, *gemini)
         except ClientGone:
             return
         except ClientError as err:
             await ex.send_error(err)
             return
-        if path == COUNT_TOKENS_PATH:
-            await serve_count_tokens(self.runtime, ex, snapshot, key, raw_body)
+        if gemini is not None and gemini[1] == "countTokens":
+            await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
+            return
+        extra = EXTRA_ENDPOINTS.get(path)
+        if extra is not None:
+            await extra[1](self.runtime, ex, snapshot, key, raw_body)
             return
         if path in IMAGES_PATHS:
             await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
@@ -219,13 +274,11 @@ class ProxyApp:
                 pass
 
     async def _other(self, scope, ex: Exchange, snapshot: Snapshot, headers, path: str) -> None:
-        if path != "/v1/models":
+        if path != MODELS_PATH and not path.startswith(MODELS_PATH + "/"):
             raise ClientError(404, "not_found", f"no such endpoint: {path}", error_type="not_found_error")
         if scope["method"] != "GET":
             raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
         key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
             raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "gateway"}
-                for name in snapshot.model_names if model_allowed(key, name)]
-        await ex.send_bytes(200, orjson.dumps({"object": "list", "data": data}))
+        await ex.send_bytes(200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1:] or None)))

@@ -134,16 +134,10 @@ def to_client_error(exc: Exception) -> ClientError:
 
 
 def exhausted(last: AttemptFailed | None, logical_model: str) -> ClientError:
-    """Routing ran out of attempts: 503 when none was possible, else 502 naming the last error."""
-    if last is None:
-        return ClientError(503, "no_healthy_upstream", f"No available upstream provider for model: {logical_model}",
-                           error_type="server_error")
-    return ClientError(
-        502, safe_token(last.code) or "upstream_error",
-        f"All upstream attempts failed for model: {logical_model}. Last error: {last.message}",
-        error_type="upstream_error",
-        upstream={"upstream_status": last.status, "upstream_code": safe_token(last.code),
-                  "upstream_type": safe_token(last.error_type)})
+    """Routing ran out of attempts: see ``failure.exhausted`` (the last upstream answer decides)."""
+    from .failure import exhausted as decide
+
+    return decide(last, logical_model)
 
 
 def from_stream_error(se: ev.StreamError) -> AttemptFailed:
@@ -167,7 +161,10 @@ def transport_failure(exc: BaseException) -> AttemptFailed:
     return AttemptFailed("failed to request upstream", code="upstream_error", retryable=True, detail=repr(exc))
 
 
-def status_failure(status: int, data: bytes, channel_key: str) -> AttemptFailed:
+def status_failure(status: int, data: bytes, channel_key: str, retry_after: str | None = None) -> AttemptFailed:
+    from .failure import retry_after_value
+
     message, code, etype = describe_upstream_error(status, data, (channel_key,))
     return AttemptFailed(message, status=status, code=code, error_type=etype,
-                         retryable=is_retryable_status(status), rate_limited=status == 429)
+                         retryable=is_retryable_status(status), rate_limited=status == 429,
+                         retry_after=retry_after_value(retry_after))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.errors import ProtocolError
 from gateway.urp import (
     INTERNAL_PREFIX,
     EnvelopeExtraNode,
@@ -108,6 +109,21 @@ def _tool_passes(tool: ToolDef, upstream_protocol: str, same_family: bool) -> bo
     return (same_family or bool(tool.extra.get(RULE_ADDED_TOOL))) and tool.origin_protocol in (None, upstream_protocol)
 
 
+def refuse_unconverted_custom_tools(tools: list[ToolDef], upstream_protocol: str) -> None:
+    """Custom (free-form input) tools exist only in Chat and Responses. Dropping them silently
+    for another upstream leaves a model that cannot call a tool the client relies on, so the
+    request is refused (400) and the message names the rule that converts them. Runs after the
+    request chains: when ``field_custom_tools_to_function`` applies, no custom tool is left."""
+    if upstream_protocol in ("chat_completion", "responses"):
+        return
+    names = [t.name or "?" for t in tools if t.kind == "custom"]
+    if names:
+        raise ProtocolError(
+            f"custom tools ({', '.join(sorted(names)[:5])}) cannot be sent to a {upstream_protocol} upstream, "
+            "which has no custom tools; add the transform field_custom_tools_to_function to this model's "
+            "provider or API key to convert them to function tools", param="tools")
+
+
 def _names(tools: Iterable[ToolDef]) -> tuple[set[str], set[str], set[str]]:
     """(function/custom names incl. namespace members, native kinds, mcp server labels)."""
     names: set[str] = set()
@@ -175,6 +191,7 @@ def _filter_tool_choice(choice: Any, names: set[str], kinds: set[str], labels: s
 def filter_tools(req: Request, upstream_protocol: str, same_family: bool) -> None:
     if req.tools is None:
         return
+    refuse_unconverted_custom_tools(req.tools, upstream_protocol)
     kept = [t for t in req.tools if _tool_passes(t, upstream_protocol, same_family)]
     if len(kept) == len(req.tools):
         return

@@ -101,6 +101,7 @@ class SettingsSnap:
     fetch_allow_private: bool = False
     guard_channel_urls: bool = False
     effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
+    redirects: tuple[tuple[re.Pattern, str], ...] = ()  # global model redirects, after the key's
 
 
 @dataclass(slots=True, frozen=True)

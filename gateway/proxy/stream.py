@@ -46,7 +46,7 @@ async def stream_one(call: Call, att: Attempt) -> None:
         if resp.status >= 300:
             data = await _read_timed(ex, resp, MAX_ERROR_BODY, swallow=True)
             call.rec.on_upstream_body(data)
-            raise status_failure(resp.status, data, att.channel.api_key)
+            raise status_failure(resp.status, data, att.channel.api_key, resp.headers.get("retry-after"))
         if resp.content_type == "application/json":  # the upstream ignored stream=true
             data = await _read_timed(ex, resp, MAX_UPSTREAM_BODY, swallow=False)
             eof = True

@@ -115,6 +115,7 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
                                        connect=att.connect_timeout, sock_read=None) as resp:
             status = resp.status
             ctype = resp.content_type
+            retry_after = resp.headers.get("retry-after") if status == 429 else None
             data = await read_bounded(resp, MAX_UPSTREAM_BODY if status < 300 else MAX_ERROR_BODY)
     except AttemptFailed:
         raise
@@ -125,7 +126,7 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
     call.rec.on_upstream_response(status, t)
     if status >= 300:
         call.rec.on_upstream_body(data)
-        raise status_failure(status, data, att.channel.api_key)
+        raise status_failure(status, data, att.channel.api_key, retry_after)
     resp_obj = decode_whole(att, data, ctype, call.rec)
     if att.provider.circuit_breaker_enabled:
         call.rt.breaker.record_success(att.channel.id)
