@@ -317,8 +317,44 @@ class Writer:
         return True
 
 
+    def shutdown(self, timeout: float) -> dict[str, int]:
+        """Process exit: let the writer drain the queue to the broker or the database for up to
+        ``timeout``; whatever is still queued then goes to the spool (picked up by the next
+        process to start), so a record queued at SIGTERM is persisted or spooled, never dropped
+        silently. Returns what it did (logged by the caller)."""
+        done = {"queued": self.queue.unfinished_tasks, "spooled": 0}
+        if self.thread is not None and self.thread.is_alive() and self.flush(timeout):
+            return done
+        from captures.dump import build, compress
+
+        while True:
+            try:
+                record = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                data, meta = build(record)
+                self._spool(meta.as_dict(), compress(data))
+                done["spooled"] += 1
+            except Exception:
+                STATS["dropped"] += 1
+                log.exception("capture dropped at shutdown: request_id=%s", record.request_id)
+            finally:
+                self.queue.task_done()
+        return done
+
+
 writer = Writer()
 atexit.register(writer.flush, 5.0)
+
+
+def shutdown(timeout: float | None = None) -> None:
+    """The gateway's lifespan shutdown hook (registered by ``gateway.wiring``)."""
+    if timeout is None:
+        timeout = float(gateway_settings.CAPTURE_FLUSH_SECONDS)
+    result = writer.shutdown(timeout)
+    if result["queued"] or result["spooled"]:
+        log.info("capture queue flushed at shutdown: %d queued, %d spooled", result["queued"], result["spooled"])
 
 
 def submit(record: CaptureRecord) -> None:

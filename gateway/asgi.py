@@ -22,7 +22,7 @@ proxy_app = build_proxy_app()  # the core proxy with the project's config source
 
 
 async def application(scope, receive, send):
-    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/healthz"):
+    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] in ("/healthz", "/readyz")):
         await proxy_app(scope, receive, send)
     elif scope["type"] == "lifespan":
         await proxy_app.lifespan(scope, receive, send)

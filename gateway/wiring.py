@@ -48,5 +48,16 @@ def recorder_factories() -> list[RecorderFactory]:
     return [capture_recorder]
 
 
+def shutdown_hooks() -> list:
+    """Blocking callables the proxy runs at lifespan shutdown, after in-flight requests ended:
+    the recorders' queues are flushed (to the broker, the database or the spool)."""
+    from captures.sink import shutdown as flush_captures
+
+    return [flush_captures]
+
+
 def build_proxy_app() -> ProxyApp:
-    return ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    for hook in shutdown_hooks():
+        app.on_shutdown(hook)
+    return app
