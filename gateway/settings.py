@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "keys",
     "transforms",
     "captures",
+    "requestlogs",
     "gateway",
 ]
 
@@ -155,6 +156,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "captures-retention": {"task": "captures.tasks.enforce_retention", "schedule": 3600.0},
+    "request-logs-retention": {"task": "requestlogs.tasks.enforce_retention", "schedule": 3600.0},
 }
 
 # Gateway knobs: every GATEWAY_* environment variable the gateway reads, declared once here with
@@ -179,7 +181,7 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     # SHUTDOWN_GRACE_SECONDS (the Makefile and README pass it as --timeout-graceful-shutdown), then
     # the lifespan shutdown flushes the capture queue for up to CAPTURE_FLUSH_SECONDS.
     "SHUTDOWN_GRACE_SECONDS": (float, 30.0, "On SIGTERM, how long in-flight requests and streams may still run."),
-    "CAPTURE_FLUSH_SECONDS": (float, 10.0, "On shutdown, how long the capture queue may take to drain before "
+    "CAPTURE_FLUSH_SECONDS": (float, 10.0, "On shutdown, how long the capture (and request-log) queue may take to drain before "
                               "what is left is spooled to disk."),
     # Capture writer (captures.sink) and capture bounds (captures.bounds).
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
@@ -189,6 +191,12 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),
     "CAPTURE_MAX_BYTES": (int, 16 * 1024 * 1024, "Bytes recorded per capture in all (at least 8 KiB)."),
+    # Request logs (requestlogs): one row per /v1 generation request, written off the request path.
+    "REQUEST_LOGS": (bool, True, "Write a request-log row for every generation request (on by default)."),
+    "REQUEST_LOG_QUEUE_MAX": (int, 10000, "Request-log rows queued in memory per process before spooling to disk."),
+    "REQUEST_LOG_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the request-log spool, in MiB."),
+    "REQUEST_LOG_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed request-log write."),
+    "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
     # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
     "SECRETS_KEY": (str, "", "Master key for channel-key encryption and client-key hashes; default SECRET_KEY."),
 }
@@ -198,6 +206,12 @@ def _knob(name: str, kind: type, default: object) -> object:
     raw = os.environ.get(f"GATEWAY_{name}")
     if raw is None or raw == "":
         return default
+    if kind is bool:  # bool("0") is True: spell it out
+        if raw.strip().lower() in {"1", "true", "yes", "on"}:
+            return True
+        if raw.strip().lower() in {"0", "false", "no", "off"}:
+            return False
+        raise RuntimeError(f"GATEWAY_{name}={raw!r}: expected true or false")
     try:
         return kind(raw)
     except ValueError as exc:

@@ -1,6 +1,6 @@
 """The project layer's assembly of the proxy: the one place that knows which apps plug into
 the core. ``build_proxy_app`` gives the ASGI proxy its configuration source (the database, via
-``gateway.live_config``), its authenticator (``keys.auth``), its recorders (captures) and its
+``gateway.live_config``), its authenticator (``keys.auth``), its recorders (captures, request logs) and its
 knobs (``settings.GATEWAY``). The core (``gateway.urp``, ``gateway.protocols``, ``gateway.proxy``)
 imports none of these; a new recorder (request logs, metrics) is one more entry in
 :func:`recorder_factories`.
@@ -44,16 +44,25 @@ def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap]
 
 def recorder_factories() -> list[RecorderFactory]:
     from captures.recorder import capture_recorder
+    from requestlogs.recorder import make_factory
 
-    return [capture_recorder]
+    factories: list[RecorderFactory] = [capture_recorder]
+    request_logs = make_factory(bool(gateway_settings.REQUEST_LOGS))
+    if request_logs is not None:
+        factories.append(request_logs)
+    return factories
 
 
 def shutdown_hooks() -> list:
     """Blocking callables the proxy runs at lifespan shutdown, after in-flight requests ended:
     the recorders' queues are flushed (to the broker, the database or the spool)."""
     from captures.sink import shutdown as flush_captures
+    from requestlogs.sink import writer as request_log_writer
 
-    return [flush_captures]
+    def flush_request_logs() -> None:
+        request_log_writer.shutdown(float(gateway_settings.CAPTURE_FLUSH_SECONDS))
+
+    return [flush_captures, flush_request_logs]
 
 
 def build_proxy_app() -> ProxyApp:
