@@ -210,7 +210,12 @@ def _capture_ids(topo: Topology, prefix: str) -> list[str]:
                                         prefix + "%")]
 
 
-def test_rolling_restart_under_load_loses_no_request_and_no_capture(topo):
+def _log_ids(topo: Topology, prefix: str) -> list[str]:
+    return [r[0] for r in topo.pg.query(
+        "SELECT client_request_id FROM requestlogs_requestlog WHERE client_request_id LIKE %s", prefix + "%")]
+
+
+def test_rolling_restart_under_load_loses_no_request_capture_or_log_row(topo):
     prefix = f"roll-{secrets.token_hex(3)}-"
     results: list[tuple[str, int | str]] = []
     stop = threading.Event()
@@ -257,13 +262,17 @@ def test_rolling_restart_under_load_loses_no_request_and_no_capture(topo):
     time.sleep(1.0)  # a duplicate would arrive late
     ids = _capture_ids(topo, prefix)
     duplicates = len(ids) - len(set(ids))
+    until(lambda: len(_log_ids(topo, prefix)) >= len(results), 30, step=0.25)
+    logs = _log_ids(topo, prefix)
     FIGURES["Rolling restart under load (3 clients through the balancer)"] = {
         "requests": len(results), "answered 200": len(ok), "failed": len(failed),
         "connections retried on the other instance by the balancer": topo.lb.retried,
         "captures landed": len(set(ids)), "duplicate captures": duplicates,
+        "request-log rows landed": len(set(logs)), "duplicate request-log rows": len(logs) - len(set(logs)),
         **{f"instance {k}": v for k, v in restarts.items()}}
     assert not failed, failed[:10]
     assert set(ids) == set(ok) and duplicates == 0
+    assert sorted(logs) == sorted(rid for rid, _ in results)  # one request-log row each
     assert len(ok) > 50
 
 
