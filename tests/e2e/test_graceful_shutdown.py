@@ -17,16 +17,22 @@ from tests.servers import GatewayServer, make_key, make_route
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
-def test_sigterm_lets_the_stream_finish_flushes_captures_and_exits(transactional_db, mock_upstream,
-                                                                      tmp_path):
+def test_sigterm_lets_the_stream_finish_flushes_captures_and_exits(transactional_db, mock_upstream, tmp_path):
     from captures.models import Capture
 
-    make_route("chat_completion", "slow-stream", mock_upstream.base_url("chat_completion", "frame-delay=0.25"),
-               upstream_model="up-slow")
-    make_route("chat_completion", "quick", mock_upstream.base_url("chat_completion"), upstream_model="up-quick")
+    make_route(
+        "chat_completion",
+        "slow-stream",
+        mock_upstream.base_url("chat_completion", "frame-delay=0.25"),
+        upstream_model="up-slow",
+    )
+    make_route(
+        "chat_completion", "quick", mock_upstream.base_url("chat_completion"), upstream_model="up-quick"
+    )
     _, secret = make_key("shutdown", capture_mode="all")
-    server = GatewayServer({"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_SHUTDOWN_GRACE_SECONDS": "20"},
-                           name="gateway-shutdown").start()
+    server = GatewayServer(
+        {"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_SHUTDOWN_GRACE_SECONDS": "20"}, name="gateway-shutdown"
+    ).start()
     try:
         server.wait_config()
         ready = server.client.get("/readyz")
@@ -40,8 +46,9 @@ def test_sigterm_lets_the_stream_finish_flushes_captures_and_exits(transactional
         def stream() -> None:
             body = {"model": "slow-stream", "stream": True, "messages": [{"role": "user", "content": words}]}
             try:
-                with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, headers=headers,
-                                  timeout=30) as reply:
+                with httpx.stream(
+                    "POST", server.url + "/v1/chat/completions", json=body, headers=headers, timeout=30
+                ) as reply:
                     outcome["status"] = reply.status_code
                     for chunk in reply.iter_bytes():
                         chunks.append(chunk)
@@ -54,8 +61,10 @@ def test_sigterm_lets_the_stream_finish_flushes_captures_and_exits(transactional
         worker.start()
         with httpx.Client(base_url=server.url, headers=headers, timeout=10) as client:
             for i in range(10):  # their captures are queued around the SIGTERM
-                reply = client.post("/v1/chat/completions",
-                                    json={"model": "quick", "messages": [{"role": "user", "content": f"q{i}"}]})
+                reply = client.post(
+                    "/v1/chat/completions",
+                    json={"model": "quick", "messages": [{"role": "user", "content": f"q{i}"}]},
+                )
                 assert reply.status_code == 200
         assert first.wait(10)
         t_term = time.monotonic()
@@ -73,8 +82,11 @@ def test_sigterm_lets_the_stream_finish_flushes_captures_and_exits(transactional
         text = b"".join(chunks).decode()
         assert outcome.get("status") == 200 and "error" not in outcome, outcome
         assert text.rstrip().endswith("data: [DONE]")
-        content = "".join(orjson.loads(line[6:])["choices"][0]["delta"].get("content") or ""
-                          for line in text.splitlines() if line.startswith("data: {") and '"choices":[{' in line)
+        content = "".join(
+            orjson.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+            for line in text.splitlines()
+            if line.startswith("data: {") and '"choices":[{' in line
+        )
         assert content == f"Echo: {words}"
         assert took > 1.0  # the stream (12 frames, 0.25 s apart) really was still running at SIGTERM
         rows = set(Capture.objects.values_list("request_id", flat=True))

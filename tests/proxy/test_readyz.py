@@ -71,7 +71,10 @@ async def test_not_ready_before_the_first_snapshot_then_ready(source_and_app):
 
     await wait_for(ready)
     assert (await call(app, "GET", "/readyz", secret=None)).json() == {
-        "status": "ready", "reason": "ok", "config_version": 7}
+        "status": "ready",
+        "reason": "ok",
+        "config_version": 7,
+    }
 
 
 async def test_database_outage_makes_it_unready_but_still_alive(source_and_app):

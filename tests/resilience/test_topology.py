@@ -50,17 +50,24 @@ api_keys:
 
 
 class Topology:
-    def __init__(self, pg: Postgres, env: dict, a: Instance, b: Instance, lb: Balancer, celery, token: str) -> None:
+    def __init__(
+        self, pg: Postgres, env: dict, a: Instance, b: Instance, lb: Balancer, celery, token: str
+    ) -> None:
         self.pg, self.env, self.a, self.b, self.lb, self.celery, self.token = pg, env, a, b, lb, celery, token
 
 
-def chat(url: str, secret: str, model: str = "topo-chat", request_id: str | None = None,
-         timeout: float = 15) -> httpx.Response:
+def chat(
+    url: str, secret: str, model: str = "topo-chat", request_id: str | None = None, timeout: float = 15
+) -> httpx.Response:
     headers = {"authorization": f"Bearer {secret}", "connection": "close"}
     if request_id:
         headers["x-request-id"] = request_id
-    return httpx.post(url + "/v1/chat/completions", headers=headers, timeout=timeout,
-                      json={"model": model, "messages": [{"role": "user", "content": "hi"}]})
+    return httpx.post(
+        url + "/v1/chat/completions",
+        headers=headers,
+        timeout=timeout,
+        json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +87,22 @@ def topo(mock_upstream, tmp_path_factory):
         cfg = data / "topo.yaml"
         cfg.write_text(config_yaml(mock_upstream.url))
         run([sys.executable, "manage.py", "loadconfig", str(cfg)], env)
-        token = run([sys.executable, "manage.py", "shell", "-c",
-                     "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
-                     "u = User.objects.create_superuser('topo', 'topo@example.com', 'pw-topo-0001');"
-                     "print(Token.objects.create(user=u).key)"], env).strip().splitlines()[-1]
+        token = (
+            run(
+                [
+                    sys.executable,
+                    "manage.py",
+                    "shell",
+                    "-c",
+                    "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
+                    "u = User.objects.create_superuser('topo', 'topo@example.com', 'pw-topo-0001');"
+                    "print(Token.objects.create(user=u).key)",
+                ],
+                env,
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         celery = celery_worker(env).start()
         started.append(celery)
         instances = []
@@ -113,10 +132,14 @@ def topo(mock_upstream, tmp_path_factory):
 def write_results() -> None:
     if not FIGURES:
         return
-    lines = ["# Scale-out and resilience figures", "",
-             "Written by `make test-resilience` (tests/resilience/test_topology.py): two gateway instances "
-             "(uvicorn, 2 workers each) on PostgreSQL and Redis, one Celery worker, a round-robin balancer, "
-             "the mock upstream; all on one 2-core machine shared with other work.", ""]
+    lines = [
+        "# Scale-out and resilience figures",
+        "",
+        "Written by `make test-resilience` (tests/resilience/test_topology.py): two gateway instances "
+        "(uvicorn, 2 workers each) on PostgreSQL and Redis, one Celery worker, a round-robin balancer, "
+        "the mock upstream; all on one 2-core machine shared with other work.",
+        "",
+    ]
     for name, figures in FIGURES.items():
         lines.append(f"## {name}")
         lines.append("")
@@ -138,8 +161,12 @@ def until(predicate, timeout: float, step: float = 0.02) -> float:
 def test_a_config_change_through_one_instance_reaches_both_within_a_second(topo):
     new_secret = f"sk-topo-late-{secrets.token_hex(6)}"
     t0 = time.monotonic()
-    reply = httpx.post(topo.a.url + "/api/api-keys/", headers={"authorization": f"Token {topo.token}"},
-                       json={"name": "late", "key": new_secret, "allowed_models": ["*"]}, timeout=10)
+    reply = httpx.post(
+        topo.a.url + "/api/api-keys/",
+        headers={"authorization": f"Token {topo.token}"},
+        json={"name": "late", "key": new_secret, "allowed_models": ["*"]},
+        timeout=10,
+    )
     assert reply.status_code == 201, reply.text
     written = time.monotonic() - t0
     seen: dict[str, float] = {}
@@ -148,8 +175,14 @@ def test_a_config_change_through_one_instance_reaches_both_within_a_second(topo)
         # four answers in a row on fresh connections: both workers of the instance have the key
         streak = 0
         while streak < 4 and time.monotonic() - t0 < 10:
-            ok = httpx.get(inst.url + "/v1/models", headers={"authorization": f"Bearer {new_secret}",
-                                                             "connection": "close"}, timeout=5).status_code == 200
+            ok = (
+                httpx.get(
+                    inst.url + "/v1/models",
+                    headers={"authorization": f"Bearer {new_secret}", "connection": "close"},
+                    timeout=5,
+                ).status_code
+                == 200
+            )
             streak = streak + 1 if ok else 0
             if streak == 1:
                 first = time.monotonic() - t0
@@ -169,7 +202,9 @@ def test_a_config_change_through_one_instance_reaches_both_within_a_second(topo)
         "write answered (s)": round(written, 3),
         "usable on every worker of a, after the write (s)": round(seen.get("a", -1) - written, 3),
         "usable on every worker of b, after the write (s)": round(seen.get("b", -1) - written, 3),
-        "load average per core during the run": round(load, 2), "bound held (s)": bound}
+        "load average per core during the run": round(load, 2),
+        "bound held (s)": bound,
+    }
     assert set(seen) == {"a", "b"}, seen
     assert max(seen.values()) - written < bound, seen
 
@@ -188,9 +223,12 @@ def test_a_breaker_opened_by_one_instance_is_seen_by_the_other(topo, mock_upstre
     b_statuses = [chat(topo.b.url, SECRET, "topo-broken").status_code for _ in range(8)]
     on_b = broken_calls() - before - on_a
     FIGURES["Breaker shared through Redis"] = {
-        "requests on a": len(statuses), "calls to the broken channel from a": on_a,
-        "requests on b after": len(b_statuses), "calls to the broken channel from b": on_b,
-        "statuses": sorted(set(statuses + b_statuses))}
+        "requests on a": len(statuses),
+        "calls to the broken channel from a": on_a,
+        "requests on b after": len(b_statuses),
+        "calls to the broken channel from b": on_b,
+        "statuses": sorted(set(statuses + b_statuses)),
+    }
     assert 3 <= on_a < len(statuses)  # a stopped calling the broken channel: its breaker opened
     assert on_b == 0  # b (both workers) never called it: the open breaker was shared
     assert set(statuses + b_statuses) == {200}  # failover to the healthy channel answered every request
@@ -200,19 +238,31 @@ def test_rate_limits_hold_across_both_instances(topo):
     statuses = [chat(inst.url, LIMITED).status_code for _ in range(RPM) for inst in (topo.a, topo.b)]
     ok = statuses.count(200)
     FIGURES["Per-key limit across instances"] = {
-        "limit (rpm)": RPM, "requests (alternating a and b)": len(statuses), "accepted": ok,
-        "refused 429": statuses.count(429)}
+        "limit (rpm)": RPM,
+        "requests (alternating a and b)": len(statuses),
+        "accepted": ok,
+        "refused 429": statuses.count(429),
+    }
     assert ok == RPM and statuses.count(429) == len(statuses) - RPM
 
 
 def _capture_ids(topo: Topology, prefix: str) -> list[str]:
-    return [r[0] for r in topo.pg.query("SELECT request_id FROM captures_capture WHERE request_id LIKE %s",
-                                        prefix + "%")]
+    return [
+        r[0]
+        for r in topo.pg.query(
+            "SELECT request_id FROM captures_capture WHERE request_id LIKE %s", prefix + "%"
+        )
+    ]
 
 
 def _log_ids(topo: Topology, prefix: str) -> list[str]:
-    return [r[0] for r in topo.pg.query(
-        "SELECT client_request_id FROM requestlogs_requestlog WHERE client_request_id LIKE %s", prefix + "%")]
+    return [
+        r[0]
+        for r in topo.pg.query(
+            "SELECT client_request_id FROM requestlogs_requestlog WHERE client_request_id LIKE %s",
+            prefix + "%",
+        )
+    ]
 
 
 def test_rolling_restart_under_load_loses_no_request_capture_or_log_row(topo):
@@ -248,8 +298,11 @@ def test_rolling_restart_under_load_loses_no_request_capture_or_log_row(topo):
             inst.start()
             inst.wait_ready()
             topo.lb.disabled.discard(inst.port)
-            restarts[inst.name] = {"exit": rc, "stopped after (s)": round(stopped, 2),
-                                   "back in rotation after (s)": round(time.monotonic() - t0, 2)}
+            restarts[inst.name] = {
+                "exit": rc,
+                "stopped after (s)": round(stopped, 2),
+                "back in rotation after (s)": round(time.monotonic() - t0, 2),
+            }
             assert "Application shutdown complete." in inst.log()
             time.sleep(0.5)
     finally:
@@ -265,11 +318,16 @@ def test_rolling_restart_under_load_loses_no_request_capture_or_log_row(topo):
     until(lambda: len(_log_ids(topo, prefix)) >= len(results), 30, step=0.25)
     logs = _log_ids(topo, prefix)
     FIGURES["Rolling restart under load (3 clients through the balancer)"] = {
-        "requests": len(results), "answered 200": len(ok), "failed": len(failed),
+        "requests": len(results),
+        "answered 200": len(ok),
+        "failed": len(failed),
         "connections retried on the other instance by the balancer": topo.lb.retried,
-        "captures landed": len(set(ids)), "duplicate captures": duplicates,
-        "request-log rows landed": len(set(logs)), "duplicate request-log rows": len(logs) - len(set(logs)),
-        **{f"instance {k}": v for k, v in restarts.items()}}
+        "captures landed": len(set(ids)),
+        "duplicate captures": duplicates,
+        "request-log rows landed": len(set(logs)),
+        "duplicate request-log rows": len(logs) - len(set(logs)),
+        **{f"instance {k}": v for k, v in restarts.items()},
+    }
     assert not failed, failed[:10]
     assert set(ids) == set(ok) and duplicates == 0
     assert sorted(logs) == sorted(rid for rid, _ in results)  # one request-log row each
@@ -344,10 +402,15 @@ def test_fault_redis_down_for_a_few_seconds_under_light_load(topo):
         pass  # reported below
     ids = _capture_ids(topo, prefix)
     FIGURES["Fault: Redis down under light load (3 clients)"] = {
-        "Redis down (s)": round(down, 1), "requests": len(load.results), "answered 200": len(ok),
-        "failed": len(load.failed()), "failures": sorted({str(s) for _, s in load.failed()}),
-        "captures landed within 30 s of recovery": len(set(ids)), "captures missing": len(set(ok) - set(ids)),
-        "duplicate captures": len(ids) - len(set(ids))}
+        "Redis down (s)": round(down, 1),
+        "requests": len(load.results),
+        "answered 200": len(ok),
+        "failed": len(load.failed()),
+        "failures": sorted({str(s) for _, s in load.failed()}),
+        "captures landed within 30 s of recovery": len(set(ids)),
+        "captures missing": len(set(ok) - set(ids)),
+        "duplicate captures": len(ids) - len(set(ids)),
+    }
     assert not load.failed(), load.failed()[:10]
     # Capture loss during a broker outage is the hardening branch's finding (spool on publish
     # failure); the figure is reported above, not held here.
@@ -376,12 +439,15 @@ def test_fault_sigkill_of_one_worker_mid_load(topo):
         pass
     ids = set(_capture_ids(topo, prefix))
     FIGURES["Fault: SIGKILL of one worker of instance a mid-load (4 clients)"] = {
-        "requests": len(load.results), "answered 200": len(ok), "failed (in flight on the killed worker)":
-        len(load.failed()), "failures": sorted({str(s) for _, s in load.failed()}),
+        "requests": len(load.results),
+        "answered 200": len(ok),
+        "failed (in flight on the killed worker)": len(load.failed()),
+        "failures": sorted({str(s) for _, s in load.failed()}),
         "captures of answered requests missing (unwritten in the killed worker's queue)": len(set(ok) - ids),
         "worker respawned by uvicorn after (s)": respawned,
         "at-most-lost bound": "the killed worker's in-flight requests + its capture queue "
-                              "(GATEWAY_CAPTURE_QUEUE_MAX, 1000)"}
+        "(GATEWAY_CAPTURE_QUEUE_MAX, 1000)",
+    }
     # The other worker and instance b keep serving: failures are bounded by what was in flight
     # (at most one request per client: each client has one request outstanding at a time).
     assert len(ok) >= 5 and len(load.failed()) <= 4

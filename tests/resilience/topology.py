@@ -75,8 +75,14 @@ class Process:
 
     def start(self) -> Process:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def log(self) -> str:
@@ -105,9 +111,27 @@ class Instance(Process):
     def __init__(self, name: str, env: dict[str, str], workers: int = 2, grace: float = 10) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--host", "127.0.0.1", "--port",
-               str(self.port), "--workers", str(workers), "--loop", "uvloop", "--http", "httptools",
-               "--lifespan", "on", "--no-access-log", "--timeout-graceful-shutdown", str(grace)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "gateway.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(workers),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--lifespan",
+            "on",
+            "--no-access-log",
+            "--timeout-graceful-shutdown",
+            str(grace),
+        ]
         super().__init__(name, cmd, env)
 
     def wait_ready(self, timeout: float = 60) -> float:
@@ -150,7 +174,9 @@ class Balancer:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        )
         self._ready.set()
         self._loop.run_forever()
 
@@ -199,22 +225,39 @@ class Balancer:
 
 def base_env(db_url: str, redis_url: str, data_dir: Path, secret_key: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB")}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "gateway.settings",
-        "DATABASE_URL": db_url,
-        "REDIS_URL": redis_url,
-        "SECRET_KEY": secret_key,
-        "GATEWAY_DATA_DIR": str(data_dir),
-        "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
-        "GATEWAY_CAPTURE_RETRY_SECONDS": "0.5",
-        "PYTHONUNBUFFERED": "1",
-        "LOG_LEVEL": "WARNING",
-    })
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "gateway.settings",
+            "DATABASE_URL": db_url,
+            "REDIS_URL": redis_url,
+            "SECRET_KEY": secret_key,
+            "GATEWAY_DATA_DIR": str(data_dir),
+            "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
+            "GATEWAY_CAPTURE_RETRY_SECONDS": "0.5",
+            "PYTHONUNBUFFERED": "1",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
     return env
 
 
 def celery_worker(env: dict[str, str]) -> Process:
     celery = str(Path(sys.executable).with_name("celery"))
-    cmd = [celery, "-A", "gateway", "worker", "--pool", "solo", "-Q", "captures,celery", "-l", "INFO",
-           "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", f"topo-{os.getpid()}@%h"]
+    cmd = [
+        celery,
+        "-A",
+        "gateway",
+        "worker",
+        "--pool",
+        "solo",
+        "-Q",
+        "captures,celery",
+        "-l",
+        "INFO",
+        "--without-heartbeat",
+        "--without-gossip",
+        "--without-mingle",
+        "-n",
+        f"topo-{os.getpid()}@%h",
+    ]
     return Process("celery", cmd, env)
