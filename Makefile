@@ -8,8 +8,10 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 MOCK_PORT ?= 9100
 WORKERS ?= 1
+# On SIGTERM, in-flight requests and streams may run this long (GATEWAY_SHUTDOWN_GRACE_SECONDS knob).
+GRACE ?= $(or $(GATEWAY_SHUTDOWN_GRACE_SECONDS),30)
 
-.PHONY: run test test-fast test-postgres setup migrate demo lint bench clean
+.PHONY: run test test-fast test-postgres test-resilience setup migrate demo lint bench clean
 
 $(BIN)/python:
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null || \
@@ -48,7 +50,7 @@ run: migrate
 	@echo ""
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
 	GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
-		--loop uvloop --http httptools --no-access-log --lifespan on
+		--loop uvloop --http httptools --no-access-log --lifespan on --timeout-graceful-shutdown $(GRACE)
 
 test: setup
 	$(BIN)/ruff check .
@@ -56,6 +58,11 @@ test: setup
 
 test-postgres: setup
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway_test} $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The scale-out topology (two instances x two workers behind a balancer, PostgreSQL, Redis, a
+# Celery worker) and its fault runs; bounded (< 3 min). Figures go to tests/resilience/RESULTS.md.
+test-resilience: setup
+	GATEWAY_RESILIENCE=1 $(BIN)/python -m pytest -q -p no:randomly tests/resilience $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m unit -n 2 $(PYTEST_ARGS)

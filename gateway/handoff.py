@@ -330,6 +330,32 @@ class HandOff:
                 except FileNotFoundError:
                     continue
 
+    def shutdown(self, timeout: float) -> dict[str, int]:
+        """Process exit: let the writer drain the queue to the broker or the database for up to
+        ``timeout``; whatever is still queued then goes to the spool (picked up by the next
+        process to start), so a record queued at SIGTERM is persisted or spooled, never dropped
+        silently. Returns what it did."""
+        done = {"queued": self.queue.unfinished_tasks, "spooled": 0}
+        if self.thread is not None and self.thread.is_alive() and self.flush(timeout):
+            return done
+        while True:
+            try:
+                record = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                self._spool(self.prepare(record))
+                done["spooled"] += 1
+            except Exception:
+                self.stats["dropped"] += 1
+                self.log.exception("%s dropped at shutdown: request_id=%s", self.label, self.record_id(record))
+            finally:
+                self.queue.task_done()
+        if done["queued"] or done["spooled"]:
+            self.log.info("%s queue flushed at shutdown: %d queued, %d spooled", self.label, done["queued"],
+                          done["spooled"])
+        return done
+
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until the queue is drained (tests, shutdown). True when it was."""
         deadline = time.monotonic() + timeout

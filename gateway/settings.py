@@ -184,6 +184,12 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "TRUSTED_PROXY_CIDRS": (str, "127.0.0.0/8,::1/128",
                             "Comma-separated proxies whose X-Forwarded-For names the client (for API keys' "
                             "IP allow-lists); empty trusts nobody."),
+    # Graceful shutdown (SIGTERM): uvicorn lets in-flight requests and streams finish for up to
+    # SHUTDOWN_GRACE_SECONDS (the Makefile and README pass it as --timeout-graceful-shutdown), then
+    # the lifespan shutdown flushes the capture queue for up to CAPTURE_FLUSH_SECONDS.
+    "SHUTDOWN_GRACE_SECONDS": (float, 30.0, "On SIGTERM, how long in-flight requests and streams may still run."),
+    "CAPTURE_FLUSH_SECONDS": (float, 10.0, "On shutdown, how long the capture (and request-log) queue may take to drain before "
+                              "what is left is spooled to disk."),
     # Capture writer (captures.sink) and capture bounds (captures.bounds).
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
     "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),

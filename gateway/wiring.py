@@ -53,5 +53,20 @@ def recorder_factories() -> list[RecorderFactory]:
     return factories
 
 
+def shutdown_hooks() -> list:
+    """Blocking callables the proxy runs at lifespan shutdown, after in-flight requests ended:
+    the recorders' queues are flushed (to the broker, the database or the spool)."""
+    from captures.sink import shutdown as flush_captures
+    from requestlogs.sink import writer as request_log_writer
+
+    def flush_request_logs() -> None:
+        request_log_writer.shutdown(float(gateway_settings.CAPTURE_FLUSH_SECONDS))
+
+    return [flush_captures, flush_request_logs]
+
+
 def build_proxy_app() -> ProxyApp:
-    return ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    for hook in shutdown_hooks():
+        app.on_shutdown(hook)
+    return app

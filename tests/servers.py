@@ -167,7 +167,7 @@ class GatewayServer:
     def start(self, timeout: float = 60) -> GatewayServer:
         cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
                "httptools", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
-               "--timeout-graceful-shutdown", "3"]
+               "--timeout-graceful-shutdown", self.env.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "3")]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)

@@ -1,4 +1,4 @@
-"""The ASGI proxy app serving ``/v1/*`` and ``/healthz``.
+"""The ASGI proxy app serving ``/v1/*``, ``/healthz`` (alive) and ``/readyz`` (ready for traffic).
 
 Plain ASGI, no Django request handling: per request it authenticates against the in-process
 snapshot, decodes, routes and streams (see ``serve``). No ORM query and no
@@ -11,6 +11,7 @@ import asyncio
 import gc
 import logging
 import time
+from collections.abc import Callable
 
 import orjson
 
@@ -63,7 +64,7 @@ def is_proxy_path(path: str) -> bool:
     """Whether the ASGI entry point hands ``path`` to the proxy rather than to Django: ``/v1/*``,
     ``/healthz`` and the aliases (``/api/v1/*``, the forwarding paths without ``/v1``, with or
     without ``/api``). The REST API under ``/api/`` uses none of these names."""
-    return (path.startswith(("/v1/", "/api/v1/", "/v1beta/")) or path == "/healthz" or path in ALIAS_PATHS
+    return (path.startswith(("/v1/", "/api/v1/", "/v1beta/")) or path in ("/healthz", "/readyz") or path in ALIAS_PATHS
             or path.startswith(("/models/", "/api/models/")))
 
 
@@ -101,6 +102,10 @@ class ProxyApp:
         self.client = UpstreamClient()
         self.mirror: RedisMirror | None = None
         self.max_body = config.max_body_bytes
+        # Blocking callables run (in a thread) at lifespan shutdown, after uvicorn has let the
+        # in-flight requests finish: the project registers its queue flushes here (gateway.wiring).
+        self.shutdown_hooks: list[Callable[[], None]] = []
+        self.draining = False
         self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
                                recorders=recorders or RecorderSet())
         self.affinity_ready = False
@@ -140,7 +145,18 @@ class ProxyApp:
             log.warning("affinity bindings will not be shared: Redis unavailable", exc_info=True)
             self.runtime.affinity = AffinityStore(None)
 
+    def on_shutdown(self, hook: Callable[[], None]) -> None:
+        """Register a blocking callable to run once at shutdown (captures: flush the queue)."""
+        self.shutdown_hooks.append(hook)
+
     async def shutdown(self) -> None:
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        for hook in self.shutdown_hooks:
+            try:
+                await loop.run_in_executor(None, hook)
+            except Exception:
+                log.exception("shutdown hook %r failed", hook)
         if self.runtime.affinity is not None:
             await self.runtime.affinity.close()
             self.runtime.affinity = None
@@ -200,7 +216,7 @@ class ProxyApp:
         headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
         gemini = None
-        if protocol is None and path != "/healthz":
+        if protocol is None and path not in ("/healthz", "/readyz"):
             path = canonical_path(path)
             protocol = PROTOCOL_PATHS.get(path)
             if protocol is None and (gemini := gemini_route(path)) is not None:
@@ -211,6 +227,9 @@ class ProxyApp:
         ex.client_request_id = headers.get("x-request-id")
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
+        if path == "/readyz":  # never waits for the first snapshot: "not yet" is its answer
+            await self._readyz(ex)
+            return
         try:
             snapshot = self.holder.current or await self._wait_snapshot()
             if snapshot is None:
@@ -256,6 +275,17 @@ class ProxyApp:
             await self._serve_watched(ex, snapshot, key, raw_body, receive)
         else:
             await serve(self.runtime, ex, snapshot, key, raw_body)
+
+    async def _readyz(self, ex: Exchange) -> None:
+        """503 until the snapshot is loaded and while the database is unreachable (checked by the
+        poller thread, not here) or the instance is shutting down: a balancer stops sending."""
+        ready, reason = self.holder.readiness()
+        if self.draining:
+            ready, reason = False, "shutting down"
+        snap = self.holder.current
+        body = {"status": "ready" if ready else "not_ready", "reason": reason,
+                "config_version": snap.version if snap is not None else None}
+        await ex.send_json(200 if ready else 503, body)
 
     async def _serve_watched(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
         loop = asyncio.get_running_loop()

@@ -181,6 +181,9 @@ class SnapshotHolder:
         self._last_used: set[int] = set()
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
+        # monotonic time of the last poll that reached the source (the database): /readyz
+        self.last_poll_ok: float | None = None
+        self.stale_after = max(5 * poll_seconds, 3.0)  # no good poll for this long: not ready
 
     def set(self, snapshot: Snapshot) -> None:
         """Install a snapshot directly (tests, or a caller that built one itself)."""
@@ -214,6 +217,7 @@ class SnapshotHolder:
     def reload_if_changed(self) -> bool:
         """One poll: rebuild when the version moved. True when a new snapshot was installed."""
         version = self.source.version()
+        self.last_poll_ok = time.monotonic()
         if version == self._version and self.current is not None:
             return False
         snapshot = self.source.build(version)
@@ -221,6 +225,16 @@ class SnapshotHolder:
         self.set(snapshot)
         log.info("configuration snapshot %s loaded", version)
         return True
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready for traffic: a snapshot is loaded and the poller reached the source (the
+        database) recently. Read on the loop without I/O: the poller thread did the check."""
+        if self.current is None:
+            return False, "configuration not loaded"
+        last = self.last_poll_ok
+        if last is None or time.monotonic() - last > self.stale_after:
+            return False, "configuration source (database) not reachable"
+        return True, "ok"
 
     def _flush_last_used(self) -> None:
         if not self._last_used:
