@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -143,7 +145,10 @@ class GatewayServer:
         self.url = f"http://127.0.0.1:{self.port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{self.port}.log"
-        base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB")}
+        base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB",
+                                                                 "PROMETHEUS_MULTIPROC_DIR")}
+        # Prometheus multiprocess mode, as `make run`: a fresh directory per server (/metrics sums workers)
+        self.metrics_dir = tempfile.mkdtemp(prefix="monogate-prom-")
         base.update({
             "DJANGO_SETTINGS_MODULE": "gateway.settings",
             "DATABASE_URL": database_url(),
@@ -151,6 +156,7 @@ class GatewayServer:
             "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
+            "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir,
         })
         base.update(env or {})
         self.env = {k: v for k, v in base.items() if v is not None}
@@ -224,6 +230,7 @@ class GatewayServer:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.client.close()
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
         if getattr(self, "_log", None) is not None:
             self._log.close()
 
