@@ -34,20 +34,17 @@ def configure(level: str | int) -> None:
 
 def observe_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> ObserveRecorder:
     """The factory wired into the proxy: every generation request gets one."""
-    rec = ObserveRecorder(ex.t0, key.name)
     if live._poller is None:  # once per process: the Redis layer's cross-worker viewer poll
         live.start_poller()
-    if live.watching():
-        live.publish({"phase": "start", "request_id": ex.request_id, "protocol": ex.protocol, "key": key.name,
-                      "at": time.time()})
-    return rec
+    return ObserveRecorder(ex, key.name)
 
 
 class ObserveRecorder(Recorder):
-    __slots__ = ("t0", "key", "model", "stream", "provider", "channel", "channel_id", "attempts", "ttfb", "usage")
+    __slots__ = ("ex", "t0", "key", "model", "stream", "provider", "channel", "channel_id", "attempts", "ttfb", "usage")
 
-    def __init__(self, t0: float, key: str) -> None:
-        self.t0 = t0
+    def __init__(self, ex: Any, key: str) -> None:
+        self.ex = ex
+        self.t0 = ex.t0
         self.key = key
         self.model = ""
         self.stream = False
@@ -61,6 +58,10 @@ class ObserveRecorder(Recorder):
     def on_request_decoded(self, call: Any) -> None:
         self.model = call.logical_model
         self.stream = call.client_stream
+        if live.watching():  # the live tail's pending row (a request failing before this shows at its end)
+            ex = self.ex
+            live.publish({"phase": "start", "request_id": ex.request_id, "protocol": ex.protocol, "key": self.key,
+                          "model": self.model, "stream": self.stream, "at": time.time()})
 
     def on_attempt_start(self, att: Any) -> None:
         provider = m.capped("provider", att.provider.name)
