@@ -26,6 +26,7 @@ remote_viewers = False  # some process has one (Redis layer only; refreshed by t
 _tasks: set[asyncio.Task] = set()
 _layer: Any = None
 _poller: asyncio.Task | None = None
+poll_checked = False  # start_poller ran in this process
 
 
 def watching() -> bool:
@@ -74,15 +75,17 @@ def _done(task: asyncio.Task) -> None:
 
 def start_poller() -> None:
     """With a Redis channel layer, start (once per process) the task that watches the group's
-    membership in Redis, so workers without a local viewer publish too."""
-    global _poller
-    if _poller is not None:
-        return
-    layer = _channel_layer()
-    if layer is None or not hasattr(layer, "connection"):  # not channels_redis: per-process only
-        _poller = asyncio.get_running_loop().create_future()  # marks "checked"
-        return
-    _poller = asyncio.get_running_loop().create_task(_poll(layer))
+    membership in Redis, so workers without a local viewer publish too. Never raises: it runs
+    in the recorder factory, on the request path."""
+    global _poller, poll_checked
+    poll_checked = True
+    try:
+        layer = _channel_layer()
+        if layer is not None and hasattr(layer, "consistent_hash"):  # channels_redis; else per-process only
+            _poller = asyncio.get_running_loop().create_task(_poll(layer))
+    except Exception:
+        log.warning("live tail: cannot watch viewers across workers; this worker publishes only to its own",
+                    exc_info=True)
 
 
 async def _poll(layer: Any) -> None:

@@ -45,6 +45,24 @@ def capped(kind: str, value: str) -> str:
     return value
 
 
+class Children:
+    """``metric.labels(*values)`` memoised: ``labels()`` validates and locks on every call (the
+    largest cost of the recorder when measured); a dict lookup on the value tuple is ~20× cheaper.
+    Bounded like the label values themselves (see :func:`capped`)."""
+
+    __slots__ = ("metric", "children")
+
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+        self.children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self.children.get(values)
+        if child is None:
+            child = self.children[values] = self.metric.labels(*values)
+        return child
+
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 REQUESTS = Counter("gateway_requests", "Requests answered on /v1/* generation endpoints.",
@@ -64,6 +82,14 @@ QUEUE_DEPTH = Gauge("gateway_queue_depth", "Records waiting in a writer's in-mem
                     ("queue",), multiprocess_mode="livesum")
 QUEUE_DROPS = Counter("gateway_queue_drops", "Records a writer dropped (queue full, spool full or unwritable).",
                       ("queue",))
+
+requests = Children(REQUESTS)
+duration = Children(DURATION)
+ttfb = Children(TTFB)
+attempts = Children(ATTEMPTS)
+retries = Children(RETRIES)
+failovers = Children(FAILOVERS)
+tokens = Children(TOKENS)
 
 # name -> () -> (queued now, dropped since start): per-process writers register here
 # (``captures`` does in ``gateway.observe.recorder``; request logs can add theirs).

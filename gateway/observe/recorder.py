@@ -34,7 +34,7 @@ def configure(level: str | int) -> None:
 
 def observe_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> ObserveRecorder:
     """The factory wired into the proxy: every generation request gets one."""
-    if live._poller is None:  # once per process: the Redis layer's cross-worker viewer poll
+    if not live.poll_checked:  # once per process: the Redis layer's cross-worker viewer poll
         live.start_poller()
     return ObserveRecorder(ex, key.name)
 
@@ -67,19 +67,19 @@ class ObserveRecorder(Recorder):
         provider = m.capped("provider", att.provider.name)
         channel = m.capped("channel", att.channel.name)
         if self.attempts:
-            counter = m.RETRIES if att.channel.id == self.channel_id else m.FAILOVERS
-            counter.labels(provider, channel).inc()
+            children = m.retries if att.channel.id == self.channel_id else m.failovers
+            children(provider, channel).inc()
         self.attempts += 1
         self.provider = provider
         self.channel = channel
         self.channel_id = att.channel.id
 
     def on_attempt_done(self, att: Any, started: float) -> None:
-        m.ATTEMPTS.labels(self.provider, self.channel, "ok").inc()
+        m.attempts(self.provider, self.channel, "ok").inc()
 
     def on_attempt_failed(self, att: Any, failed: Any, started: float) -> None:
         outcome = "rate_limited" if failed.rate_limited else "retryable" if failed.retryable else "fatal"
-        m.ATTEMPTS.labels(self.provider, self.channel, outcome).inc()
+        m.attempts(self.provider, self.channel, outcome).inc()
 
     def on_usage(self, usage: Any) -> None:
         self.usage = usage
@@ -107,10 +107,10 @@ class ObserveRecorder(Recorder):
         protocol = ex.protocol
         model = m.capped("model", self.model) if self.model else ""
         stream = "true" if self.stream else "false"
-        m.REQUESTS.labels(protocol, model, self.provider, self.channel, str(status)).inc()
-        m.DURATION.labels(protocol, stream).observe(duration)
+        m.requests(protocol, model, self.provider, self.channel, str(status)).inc()
+        m.duration(protocol, stream).observe(duration)
         if self.ttfb is not None:
-            m.TTFB.labels(protocol, stream).observe(self.ttfb)
+            m.ttfb(protocol, stream).observe(self.ttfb)
         usage = self.usage
         if usage is not None:
             _tokens(model, usage)
@@ -137,17 +137,17 @@ class ObserveRecorder(Recorder):
 
 
 def _tokens(model: str, usage: Any) -> None:
-    tokens = m.TOKENS
+    tokens = m.tokens
     if usage.input_tokens:
-        tokens.labels(model, "input").inc(usage.input_tokens)
+        tokens(model, "input").inc(usage.input_tokens)
     if usage.output_tokens:
-        tokens.labels(model, "output").inc(usage.output_tokens)
+        tokens(model, "output").inc(usage.output_tokens)
     if usage.cache_read_tokens:
-        tokens.labels(model, "cache_read").inc(usage.cache_read_tokens)
+        tokens(model, "cache_read").inc(usage.cache_read_tokens)
     if usage.cache_creation_tokens:
-        tokens.labels(model, "cache_write").inc(usage.cache_creation_tokens)
+        tokens(model, "cache_write").inc(usage.cache_creation_tokens)
     if usage.reasoning_tokens:
-        tokens.labels(model, "reasoning").inc(usage.reasoning_tokens)
+        tokens(model, "reasoning").inc(usage.reasoning_tokens)
 
 
 def _refresh_queues(now: float) -> None:
