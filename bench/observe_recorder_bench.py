@@ -41,7 +41,7 @@ def _objects():
     key = SimpleNamespace(name="bench-key", id=1)
     call = SimpleNamespace(logical_model="bench-model", client_stream=False)
     att = SimpleNamespace(provider=SimpleNamespace(name="bench-provider"),
-                          channel=SimpleNamespace(name="bench-channel", id=7))
+                          channel=SimpleNamespace(name="bench-channel", id=7, prices={}))
     resp = SimpleNamespace(usage=Usage(input_tokens=120, output_tokens=40))
     return ex, key, call, att, resp
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gateway.conf import gateway_settings
@@ -15,7 +16,15 @@ from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
 from gateway.proxy.effort_suffix import compile_suffixes
 from gateway.proxy.limits import parse_limits
-from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
+from gateway.proxy.snapshot import (
+    ChannelSnap,
+    KeySnap,
+    ModelPrice,
+    ProviderSnap,
+    SettingsSnap,
+    Snapshot,
+    build_routes,
+)
 from transforms.base import Transform, TransformContext
 
 log = logging.getLogger("gateway.proxy.snapshot")
@@ -89,6 +98,24 @@ def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
     return tuple(out)
 
 
+def model_price(raw: Any, multiplier: Decimal) -> ModelPrice | None:
+    """A stored ``ChannelModel.price`` (decimal strings) as the snapshot's ``ModelPrice``; None
+    when the model has no input or output price (its requests are logged without a cost)."""
+    if not isinstance(raw, dict):
+        return None
+    values: dict[str, Decimal | None] = {}
+    for name in ("input", "output", "cache_read", "cache_write", "reasoning"):
+        v = raw.get(name)
+        try:
+            values[name] = Decimal(str(v)) if v is not None and not isinstance(v, float) else (
+                Decimal(repr(v)) if isinstance(v, float) else None)
+        except InvalidOperation:
+            values[name] = None
+    if values["input"] is None and values["output"] is None:
+        return None
+    return ModelPrice(multiplier=Decimal(multiplier), **values)
+
+
 def _load_chains() -> dict[tuple[str, int | None], list[CompiledRule]]:
     """Every enabled rule compiled, by (scope, owner id), in execution order."""
     from transforms.models import TransformRule
@@ -124,10 +151,12 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             if not ch.enabled:
                 continue
             models = {m.model: (m.upstream_model or m.model) for m in ch.models.all()}
+            prices = {m.model: price for m in ch.models.all()
+                      if (price := model_price(m.price, m.multiplier * p.multiplier)) is not None}
             headers = tuple(sorted((str(k), str(v)) for k, v in (ch.extra_headers or {}).items()))
             channels.append(ChannelSnap(id=ch.id, name=ch.name, provider_id=p.id, protocol=ch.protocol,
                                         base_url=ch.base_url, api_key=ch.get_api_key(), weight=ch.weight,
-                                        extra_headers=headers, models=models))
+                                        extra_headers=headers, models=models, prices=prices))
         wl = p.extra_fields_whitelist
         providers.append(ProviderSnap(
             id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
@@ -135,7 +164,7 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
             strip_nested=p.strip_nested_override,
             extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels)))
+            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels), multiplier=p.multiplier))
 
     keys = {}
     for k in ApiKey.objects.all():

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "keys",
     "transforms",
     "captures",
+    "requestlogs",
     "gateway",
 ]
 
@@ -155,6 +156,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "captures-retention": {"task": "captures.tasks.enforce_retention", "schedule": 3600.0},
+    "request-logs-retention": {"task": "requestlogs.tasks.enforce_retention", "schedule": 3600.0},
 }
 
 # Gateway knobs: every GATEWAY_* environment variable the gateway reads, declared once here with
@@ -183,12 +185,19 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),
     "CAPTURE_MAX_BYTES": (int, 16 * 1024 * 1024, "Bytes recorded per capture in all (at least 8 KiB)."),
+    # Request logs (requestlogs): one row per /v1 generation request, written off the request path.
+    "REQUEST_LOGS": (bool, True, "Write a request-log row for every generation request (on by default)."),
+    "REQUEST_LOG_QUEUE_MAX": (int, 10000, "Request-log rows queued in memory per process before spooling to disk."),
+    "REQUEST_LOG_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the request-log spool, in MiB."),
+    "REQUEST_LOG_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed request-log write."),
+    "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
     # Observability (gateway.observe): /metrics access and the per-request log line.
     "METRICS_TOKEN": (str, "", "Bearer token that lets a scraper outside METRICS_ALLOW_CIDRS read /metrics; "
                       "empty: no token accepted."),
     "METRICS_ALLOW_CIDRS": (str, "127.0.0.0/8,::1/128",
                             "Comma-separated peer addresses that may read /metrics without the token."),
-    "REQUEST_LOG_LEVEL": (str, "INFO", "Level of the one log line per /v1 request (logger gateway.access)."),
+    "ACCESS_LOG_LEVEL": (str, "INFO", "Level of the one log line per /v1 request (logger gateway.access); "
+                         "DEBUG turns it off."),
     "LOG_FORMAT": (str, "text", "Console log format: text (readable access lines) or json (one JSON object "
                    "per line)."),
     # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
@@ -200,6 +209,12 @@ def _knob(name: str, kind: type, default: object) -> object:
     raw = os.environ.get(f"GATEWAY_{name}")
     if raw is None or raw == "":
         return default
+    if kind is bool:  # bool("0") is True: spell it out
+        if raw.strip().lower() in {"1", "true", "yes", "on"}:
+            return True
+        if raw.strip().lower() in {"0", "false", "no", "off"}:
+            return False
+        raise RuntimeError(f"GATEWAY_{name}={raw!r}: expected true or false")
     try:
         return kind(raw)
     except ValueError as exc:
@@ -218,7 +233,7 @@ LOGGING = {
                    "json": {"()": "gateway.observe.accesslog.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": GATEWAY["LOG_FORMAT"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
-    # gateway.access: one line per /v1 request at REQUEST_LOG_LEVEL (gateway.observe.accesslog)
+    # gateway.access: one line per /v1 request at ACCESS_LOG_LEVEL (gateway.observe.accesslog)
     "loggers": {"gateway": {"level": os.environ.get("GATEWAY_LOG_LEVEL", "INFO")}},
 }
 

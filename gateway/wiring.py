@@ -1,6 +1,6 @@
 """The project layer's assembly of the proxy: the one place that knows which apps plug into
 the core. ``build_proxy_app`` gives the ASGI proxy its configuration source (the database, via
-``gateway.live_config``), its authenticator (``keys.auth``), its recorders (captures) and its
+``gateway.live_config``), its authenticator (``keys.auth``), its recorders (captures, request logs) and its
 knobs (``settings.GATEWAY``). The core (``gateway.urp``, ``gateway.protocols``, ``gateway.proxy``)
 imports none of these; a new recorder (request logs, metrics) is one more entry in
 :func:`recorder_factories`.
@@ -43,14 +43,22 @@ def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap]
 
 
 def recorder_factories() -> list[RecorderFactory]:
-    """The observe recorder (metrics, access line, live tail: always on) and captures."""
+    """The observe recorder (metrics, access line, live tail: always on), captures and request logs."""
     from captures import sink
     from captures.recorder import capture_recorder
     from gateway.observe import metrics, recorder
+    from requestlogs import sink as requestlog_sink
+    from requestlogs.recorder import make_factory
 
-    recorder.configure(str(gateway_settings.REQUEST_LOG_LEVEL))
+    recorder.configure(str(gateway_settings.ACCESS_LOG_LEVEL))
     metrics.QUEUES["captures"] = lambda: (sink.writer.queue.qsize(), sink.STATS["dropped"])
-    return [recorder.observe_recorder, capture_recorder]
+    metrics.QUEUES["request_logs"] = lambda: (requestlog_sink.writer.queue.qsize(),
+                                              requestlog_sink.STATS["dropped"])
+    factories: list[RecorderFactory] = [recorder.observe_recorder, capture_recorder]
+    request_logs = make_factory(bool(gateway_settings.REQUEST_LOGS))
+    if request_logs is not None:
+        factories.append(request_logs)
+    return factories
 
 
 def metrics_app(proxy: ProxyApp):

@@ -4,7 +4,7 @@ generation request, with the request id, protocol, model, route, status, timing 
 ``LOGGING`` (``gateway.settings``) formats it with :class:`JsonFormatter` (``GATEWAY_LOG_FORMAT=json``:
 one JSON object per line, every record, access lines with their fields as keys) or
 :class:`TextFormatter` (the default: a readable access line, what ``make run`` shows). The level
-of the access line is the ``REQUEST_LOG_LEVEL`` knob; nothing is formatted when that level is off.
+of the access line is the ``ACCESS_LOG_LEVEL`` knob; nothing is formatted when that level is off.
 """
 
 from __future__ import annotations

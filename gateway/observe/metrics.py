@@ -77,6 +77,9 @@ RETRIES = Counter("gateway_upstream_retries", "Attempts that retried the same ch
 FAILOVERS = Counter("gateway_upstream_failovers", "Attempts that moved to another channel.", ("provider", "channel"))
 TOKENS = Counter("gateway_tokens", "Tokens reported by upstreams, by kind (input, output, cache_read, "
                  "cache_write, reasoning).", ("model", "kind"))
+COST = Counter("gateway_cost_usd", "Cost in USD of the usage upstreams reported, priced as the request logs do "
+               "(channel model prices × provider multiplier); requests without reported usage are not counted here.",
+               ("model",))
 TRANSFORM_FAILURES = Counter("gateway_transform_failures", "Requests that failed in a transform rule.", ("transform",))
 QUEUE_DEPTH = Gauge("gateway_queue_depth", "Records waiting in a writer's in-memory queue (captures, request logs).",
                     ("queue",), multiprocess_mode="livesum")
@@ -90,6 +93,7 @@ attempts = Children(ATTEMPTS)
 retries = Children(RETRIES)
 failovers = Children(FAILOVERS)
 tokens = Children(TOKENS)
+cost = Children(COST)
 
 # name -> () -> (queued now, dropped since start): per-process writers register here
 # (``captures`` does in ``gateway.observe.recorder``; request logs can add theirs).

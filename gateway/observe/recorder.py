@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from gateway.proxy.recorder import Recorder
+from requestlogs.pricing import Tokens, cost_nano
 
 from . import accesslog, live
 from . import metrics as m
@@ -25,7 +26,7 @@ _drops_seen: dict[str, int] = {}
 
 
 def configure(level: str | int) -> None:
-    """The access line's level (the ``REQUEST_LOG_LEVEL`` knob)."""
+    """The access line's level (the ``ACCESS_LOG_LEVEL`` knob)."""
     global _level
     _level = level if isinstance(level, int) else logging.getLevelName(str(level).upper())
     if not isinstance(_level, int):
@@ -40,7 +41,7 @@ def observe_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> Obser
 
 
 class ObserveRecorder(Recorder):
-    __slots__ = ("ex", "t0", "key", "model", "stream", "provider", "channel", "channel_id", "attempts", "ttfb", "usage")
+    __slots__ = ("ex", "t0", "key", "model", "stream", "provider", "channel", "channel_id", "attempts", "ttfb", "usage", "prices")
 
     def __init__(self, ex: Any, key: str) -> None:
         self.ex = ex
@@ -54,6 +55,7 @@ class ObserveRecorder(Recorder):
         self.attempts = 0
         self.ttfb: float | None = None
         self.usage: Any = None
+        self.prices: Any = None
 
     def on_request_decoded(self, call: Any) -> None:
         self.model = call.logical_model
@@ -73,6 +75,7 @@ class ObserveRecorder(Recorder):
         self.provider = provider
         self.channel = channel
         self.channel_id = att.channel.id
+        self.prices = att.channel.prices
 
     def on_attempt_done(self, att: Any, started: float) -> None:
         m.attempts(self.provider, self.channel, "ok").inc()
@@ -114,6 +117,12 @@ class ObserveRecorder(Recorder):
         usage = self.usage
         if usage is not None:
             _tokens(model, usage)
+            price = self.prices.get(self.model) if self.prices else None
+            if price is not None:
+                m.cost(model).inc(cost_nano(Tokens(
+                    input=usage.input_tokens or 0, output=usage.output_tokens or 0,
+                    cache_read=usage.cache_read_tokens or 0, cache_write=usage.cache_creation_tokens or 0,
+                    reasoning=usage.reasoning_tokens or 0), price) / 1e9)
         if error is not None and error.startswith(("transform_apply_failed", "transform_init_failed")):
             found = _TRANSFORM.search(error)
             m.TRANSFORM_FAILURES.labels(m.capped("transform", found.group(1) if found else "unknown")).inc()

@@ -131,6 +131,8 @@ class ProxyApp:
         headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
         ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
+        ex.client = scope.get("client")
+        ex.client_request_id = headers.get("x-request-id")
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
         try:

@@ -78,7 +78,8 @@ class Exchange:
     upstreams, so ``overhead_ms`` is the gateway's own time."""
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
-                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta")
+                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "client",
+                 "client_request_id")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -97,6 +98,8 @@ class Exchange:
         self.last_write = 0.0
         self.encoder: Any = None
         self.recorder: Recorder = NULL_RECORDER  # told about what reaches the client
+        self.client: tuple[str, int] | None = None  # the ASGI peer (host, port), for request logs
+        self.client_request_id: str | None = None  # the client's own x-request-id header, if any
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)

@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Protocol
 
 from .chain import CompiledRule
@@ -29,6 +30,20 @@ LAST_USED_FLUSH_SECONDS = 5.0
 
 
 @dataclass(slots=True, frozen=True)
+class ModelPrice:
+    """USD per million tokens for one channel model (None: not priced in that category; cache
+    and reasoning fall back to input and output). ``multiplier`` is the channel model's times
+    the provider's. Decimals throughout: a price never passes through a binary float."""
+
+    input: Decimal | None = None
+    output: Decimal | None = None
+    cache_read: Decimal | None = None
+    cache_write: Decimal | None = None
+    reasoning: Decimal | None = None
+    multiplier: Decimal = Decimal(1)
+
+
+@dataclass(slots=True, frozen=True)
 class ChannelSnap:
     id: int
     name: str
@@ -39,6 +54,7 @@ class ChannelSnap:
     weight: int
     extra_headers: tuple[tuple[str, str], ...]
     models: dict[str, str]  # logical model -> upstream model
+    prices: dict[str, ModelPrice] = field(default_factory=dict)  # logical model -> its price (priced ones)
 
 
 @dataclass(slots=True, frozen=True)
@@ -55,6 +71,7 @@ class ProviderSnap:
     extra_fields_whitelist: tuple[str, ...] | None
     chain: tuple[CompiledRule, ...]
     channels: tuple[ChannelSnap, ...]
+    multiplier: Decimal = Decimal(1)
 
 
 @dataclass(slots=True, frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import openai
 
@@ -32,8 +33,13 @@ def _metrics(server) -> str:
 
 
 def test_requests_latency_tokens_and_attempts_are_counted(gateway, mock_upstream):
-    make_route("chat_completion", "obs-ok", mock_upstream.base_url("chat_completion"), provider_name="obs-prov",
-               channel_name="obs-chan")
+    from gateway import config_version
+
+    route = make_route("chat_completion", "obs-ok", mock_upstream.base_url("chat_completion"),
+                       provider_name="obs-prov", channel_name="obs-chan")
+    route.channel_model.price = {"input": "1000000", "output": "2000000"}  # 1 and 2 USD per token
+    route.channel_model.save()
+    config_version.bump()
     _, secret = make_key("obs")
     gateway.wait_config()
     before = _metrics(gateway)
@@ -54,9 +60,14 @@ def test_requests_latency_tokens_and_attempts_are_counted(gateway, mock_upstream
             - _sample(before, "gateway_time_to_first_byte_seconds_count", protocol="chat_completion", stream="true")) == 1
     ok = {"provider": "obs-prov", "channel": "obs-chan", "outcome": "ok"}
     assert _sample(after, "gateway_upstream_attempts_total", **ok) - _sample(before, "gateway_upstream_attempts_total", **ok) == 4
+    moved_tokens = {}
     for kind in ("input", "output"):
-        assert _sample(after, "gateway_tokens_total", model="obs-ok", kind=kind) > _sample(
+        moved_tokens[kind] = _sample(after, "gateway_tokens_total", model="obs-ok", kind=kind) - _sample(
             before, "gateway_tokens_total", model="obs-ok", kind=kind)
+        assert moved_tokens[kind] > 0
+    cost = _sample(after, "gateway_cost_usd_total", model="obs-ok") - _sample(before, "gateway_cost_usd_total",
+                                                                             model="obs-ok")
+    assert cost == moved_tokens["input"] * 1 + moved_tokens["output"] * 2
     assert "gateway_breaker_state{" in after and 'channel="obs-chan"' in after
     assert 'gateway_queue_depth{queue="captures"}' in after
 
@@ -101,8 +112,13 @@ def test_json_access_line_per_request(gateway_factory, mock_upstream):
                                json={"model": "obs-log", "messages": [{"role": "user", "content": "hi"}]})
     assert reply.status_code == 200
     rid = reply.headers["x-request-id"]
-    lines = [json.loads(line) for line in server.log_tail().splitlines() if line.startswith("{")]
-    mine = [row for row in lines if row.get("logger") == "gateway.access" and row.get("request_id") == rid]
+    deadline = time.monotonic() + 10  # the line is written once the answer is out: poll for it
+    while True:
+        lines = [json.loads(line) for line in server.log_tail().splitlines() if line.startswith("{")]
+        mine = [row for row in lines if row.get("logger") == "gateway.access" and row.get("request_id") == rid]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert len(mine) == 1, server.log_tail()
     row = mine[0]
     assert row["level"] == "INFO" and row["protocol"] == "chat_completion" and row["model"] == "obs-log"
