@@ -86,3 +86,38 @@ def test_non_staff_cannot_open_the_socket(page, gateway):
         ws.onclose = (e) => resolve('closed ' + e.code);
     })""")
     assert state.startswith("closed")
+
+
+def test_a_viewer_on_one_process_sees_requests_served_by_another_through_redis(page, gateway_factory, mock_upstream):
+    """Two gateway processes sharing Redis (the Redis channel layer): the page's socket is on the
+    first, the request goes to the second, which learns of the viewer from the group in Redis."""
+    from django.contrib.auth import get_user_model
+
+    from tests.e2e.test_harness import redis_or_skip
+
+    redis_url = redis_or_skip()
+    get_user_model().objects.create_user("tail-redis", password="pw-live-tail-1", is_staff=True)
+    make_route("chat_completion", "tail-redis", mock_upstream.base_url("chat_completion"))
+    _, secret = make_key("tail-redis")
+    viewer_side, serving_side = gateway_factory({"REDIS_URL": redis_url}), gateway_factory({"REDIS_URL": redis_url})
+    for server in (viewer_side, serving_side):
+        server.wait_config()
+    _login(page, viewer_side.url, "tail-redis")
+    page.wait_for_selector("#live-state[data-state=open]")
+    headers = {"authorization": f"Bearer {secret}"}
+    body = {"model": "tail-redis", "messages": [{"role": "user", "content": "hi"}]}
+    # the serving process polls the group's membership every 2 s: its first request may precede that
+    deadline = 20
+    rid = None
+    for _ in range(deadline * 2):
+        reply = httpx.post(f"{serving_side.url}/v1/chat/completions", headers=headers, json=body, timeout=30)
+        assert reply.status_code == 200
+        rid = reply.headers["x-request-id"]
+        try:
+            page.locator(f'#live-rows tr.live-final[data-request-id="{rid}"]').wait_for(timeout=500)
+            break
+        except Exception:
+            continue
+    row = page.locator(f'#live-rows tr.live-final[data-request-id="{rid}"]')
+    assert row.locator("td").nth(6).inner_text() == "200"
+    assert row.locator("td").nth(4).inner_text() == "tail-redis"
