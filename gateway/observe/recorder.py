@@ -124,8 +124,10 @@ class ObserveRecorder(Recorder):
                     cache_read=usage.cache_read_tokens or 0, cache_write=usage.cache_creation_tokens or 0,
                     reasoning=usage.reasoning_tokens or 0), price) / 1e9)
         if error is not None and error.startswith(("transform_apply_failed", "transform_init_failed")):
-            found = _TRANSFORM.search(error)
-            m.TRANSFORM_FAILURES.labels(m.capped("transform", found.group(1) if found else "unknown")).inc()
+            # "transform apply failed: transform <id> failed: ..." (a rule's bug, ``chain._guard``) or
+            # "transform '<id>' could not be initialised: ..."; a rule's own TransformFailed names none
+            found = [name for name in _TRANSFORM.findall(error) if name != "apply"]
+            m.TRANSFORM_FAILURES.labels(m.capped("transform", found[-1] if found else "unknown")).inc()
         now = time.monotonic()
         if now - _queues_at >= QUEUE_REFRESH_SECONDS:
             _refresh_queues(now)
