@@ -138,10 +138,11 @@ class GatewayServer:
     as a subprocess on a free port; stdout and stderr go to ``log_path``."""
 
     def __init__(self, env: dict[str, str] | None = None, *, port: int | None = None,
-                 name: str = "gateway") -> None:
+                 name: str = "gateway", workers: int = 1) -> None:
         from django.conf import settings
 
         self.port = port or free_port()
+        self.workers = workers
         self.url = f"http://127.0.0.1:{self.port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{self.port}.log"
@@ -167,6 +168,8 @@ class GatewayServer:
         cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
                "httptools", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
                "--timeout-graceful-shutdown", "3"]
+        if self.workers > 1:
+            cmd += ["--workers", str(self.workers)]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)

@@ -8,6 +8,7 @@ import json
 import re
 import time
 
+import httpx
 import openai
 
 from tests.servers import make_key, make_route
@@ -124,3 +125,29 @@ def test_json_access_line_per_request(gateway_factory, mock_upstream):
     assert row["level"] == "INFO" and row["protocol"] == "chat_completion" and row["model"] == "obs-log"
     assert row["status"] == 200 and row["attempts"] == 1 and row["duration_ms"] > 0
     assert row["input_tokens"] is not None and row["error"] is None
+
+
+def test_every_scrape_sums_every_worker(gateway_factory, mock_upstream):
+    """Two uvicorn workers in multiprocess mode: requests land on both (each worker writes its own
+    files in PROMETHEUS_MULTIPROC_DIR), and whichever worker answers a scrape reports them all."""
+    from pathlib import Path
+
+    make_route("chat_completion", "obs-workers", mock_upstream.base_url("chat_completion"))
+    _, secret = make_key("obs-workers")
+    server = gateway_factory(workers=2)
+    server.wait_config()
+    headers = {"authorization": f"Bearer {secret}"}
+    body = {"model": "obs-workers", "messages": [{"role": "user", "content": "hi"}]}
+    pids: set[str] = set()
+    sent = 0
+    deadline = time.monotonic() + 60
+    while len(pids) < 2 or sent < 20:
+        # a new connection each time, so the kernel spreads them over both workers' accept queues
+        reply = httpx.post(f"{server.url}/v1/chat/completions", headers=headers, json=body, timeout=20)
+        assert reply.status_code == 200, reply.text
+        sent += 1
+        pids = {p.stem.rsplit("_", 1)[1] for p in Path(server.metrics_dir).glob("counter_*.db")}
+        assert time.monotonic() < deadline, f"requests never reached both workers: {pids}"
+    for _ in range(6):  # scrapes on fresh connections, answered by either worker
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+        assert _sample(text, "gateway_requests_total", model="obs-workers", status="200") == sent
