@@ -15,5 +15,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(next_page=reverse_lazy("captures:login")), name="logout"),
     path("live/", live_tail, name="live"),
     path("raw/<path:request_id>", views.capture_raw, name="raw"),
+    path("replay/<path:request_id>", views.capture_replay, name="replay"),
     path("<path:request_id>/", views.capture_detail, name="detail"),
 ]

@@ -14,10 +14,10 @@ import time
 import uuid
 from typing import Any
 
+from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
 from gateway.proxy.recorder import Recorder, RecorderFactory
 from gateway.urp.events import NodeDelta, StreamError
 from requestlogs import sink
-from requestlogs.pricing import Tokens, cost_nano, estimate_tokens
 
 log = logging.getLogger("requestlogs")
 
@@ -197,7 +197,7 @@ class RequestLogRecorder(Recorder):
             "provider_ref": att.provider.id if att is not None else None,
             "channel_ref": att.channel.id if att is not None else None,
             "attempts": self.attempts,
-            "affinity": False,
+            "affinity": bool(att is not None and (getattr(att, "affinity", None) or {}).get("hit")),
             "input_tokens": tokens.input,
             "output_tokens": tokens.output,
             "cache_read_tokens": tokens.cache_read,

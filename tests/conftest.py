@@ -1,5 +1,12 @@
 """Shared fixtures. Helpers for servers live in tests/servers.py."""
 
+import os
+
+# The suite serves test images from loopback: let the outbound fetcher (gateway.fetch) reach
+# private addresses in this process and in every gateway subprocess (which inherit the
+# environment). The SSRF guard's own tests turn it off with monkeypatch.
+os.environ.setdefault("GATEWAY_FETCH_ALLOW_PRIVATE", "1")
+
 # --- end-to-end servers (tests/servers.py) -----------------------------------------------------------
 
 import os  # noqa: E402

@@ -110,6 +110,13 @@ class MockUpstreamServer:
     def stats(self) -> dict[str, Any]:
         return self.client.get("/_mock/stats").json()
 
+    def image_url(self, name: str = "red.png") -> str:
+        """A test image served by the mock over HTTP (see gateway/mock_upstream/wire/images.py)."""
+        return f"{self.url}/_mock/images/{name}"
+
+    def image_hits(self) -> list[str]:
+        return self.client.get("/_mock/image_hits").json()
+
     def script(self, turns: list[dict[str, Any]]) -> None:
         self.client.post("/_mock/script", json=turns).raise_for_status()
 

@@ -11,8 +11,8 @@ import re
 import time
 from typing import Any
 
+from gateway.proxy.pricing import Tokens, cost_nano
 from gateway.proxy.recorder import Recorder
-from requestlogs.pricing import Tokens, cost_nano
 
 from . import accesslog, live
 from . import metrics as m

@@ -14,12 +14,17 @@ import time
 
 import orjson
 
+from gateway.fetch import fetcher
+from gateway.images import pool as image_pool
+
+from .affinity import AffinityStore
 from .breaker import BreakerBoard, RedisMirror
 from .call import Runtime
 from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .images_api import IMAGES_PATHS, serve_images
 from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
 from .recorder import RecorderSet
 from .routing import model_allowed
@@ -35,7 +40,9 @@ GENERATION_PATHS = {
     "/v1/messages": "messages",
 }
 # Non-generation endpoints answered in a client protocol's shape (no capture, see count_tokens).
-PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages"}
+# The Images API answers in OpenAI's shape (see images_api).
+PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages",
+                  **{p: "chat_completion" for p in IMAGES_PATHS}}
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
@@ -60,6 +67,7 @@ class ProxyApp:
         self.max_body = config.max_body_bytes
         self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
                                recorders=recorders or RecorderSet())
+        self.affinity_ready = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -77,6 +85,7 @@ class ProxyApp:
                 self.mirror.start()
             except Exception:
                 log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
+        self._start_affinity()
         await self._wait_snapshot()
         # Everything Django and the first snapshot allocated at start-up lives as long as the
         # worker: move it out of the collector's reach, so full collections stop scanning it.
@@ -84,11 +93,28 @@ class ProxyApp:
         gc.collect()
         gc.freeze()
 
+    def _start_affinity(self) -> None:
+        """Sticky-routing bindings: in Redis when configured (shared by workers), else in memory."""
+        if self.affinity_ready:
+            return
+        self.affinity_ready = True
+        try:
+            self.runtime.affinity = AffinityStore(self.config.redis_url or None)
+        except Exception:
+            log.warning("affinity bindings will not be shared: Redis unavailable", exc_info=True)
+            self.runtime.affinity = AffinityStore(None)
+
     async def shutdown(self) -> None:
+        if self.runtime.affinity is not None:
+            await self.runtime.affinity.close()
+            self.runtime.affinity = None
+            self.affinity_ready = False
         if self.mirror is not None:
             await self.mirror.stop()
             self.mirror = None
         await self.client.close()
+        await fetcher().close()
+        image_pool.shutdown()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.stop)
 
     async def lifespan(self, scope, receive, send) -> None:
@@ -115,6 +141,7 @@ class ProxyApp:
         snap = self.holder.current
         if snap is not None:
             return snap
+        self._start_affinity()
         self.holder.start()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.ready.wait, FIRST_SNAPSHOT_WAIT)
         return self.holder.current
@@ -165,6 +192,9 @@ class ProxyApp:
             return
         if path == COUNT_TOKENS_PATH:
             await serve_count_tokens(self.runtime, ex, snapshot, key, raw_body)
+            return
+        if path in IMAGES_PATHS:
+            await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
             return
         if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
             # Possibly streaming: watch for a client disconnect and cancel the upstream with it.

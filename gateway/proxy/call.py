@@ -12,6 +12,7 @@ from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.urp import Request
 
+from .affinity import AffinityStore
 from .breaker import BreakerBoard
 from .exchange import Exchange
 from .limits import Limiter, LocalLimiter
@@ -33,6 +34,7 @@ class Runtime:
     keepalive_seconds: float
     recorders: RecorderSet = RecorderSet()
     limiter: Limiter = field(default_factory=LocalLimiter)
+    affinity: AffinityStore | None = None  # sticky-routing bindings (None: affinity never applies)
 
 
 @dataclass(slots=True)

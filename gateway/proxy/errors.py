@@ -155,6 +155,12 @@ def from_stream_error(se: ev.StreamError) -> AttemptFailed:
 
 
 def transport_failure(exc: BaseException) -> AttemptFailed:
+    from gateway.fetch import AddressRefused
+
+    refused = exc if isinstance(exc, AddressRefused) else getattr(exc, "os_error", None)
+    if isinstance(refused, AddressRefused):  # guard_channel_urls is on and refused this channel
+        return AttemptFailed(f"channel address refused by guard_channel_urls: {refused}",
+                             code="upstream_address_refused", detail=repr(exc))
     if isinstance(exc, TimeoutError):
         return AttemptFailed("upstream request timed out", code="upstream_timeout", retryable=True,
                              detail=repr(exc))

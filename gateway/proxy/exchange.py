@@ -18,7 +18,8 @@ JSON_CT = b"application/json"
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 _WANTED = {b"authorization": "authorization", b"x-api-key": "x-api-key", b"x-request-id": "x-request-id",
-           b"content-length": "content-length", b"anthropic-beta": "anthropic-beta"}
+           b"content-length": "content-length", b"anthropic-beta": "anthropic-beta",
+           b"content-type": "content-type"}
 
 
 class ClientGone(Exception):

@@ -47,9 +47,14 @@ DEFAULT_EXTRA_WHITELIST: dict[str, frozenset[str]] = {
         "stop_sequences", "top_k", "inference_geo", "context_management", "mcp_servers",
     }),
     "gemini": frozenset({"generationConfig", "safetySettings", "cachedContent", "labels"}),
+    "openai_image": frozenset({
+        "n", "size", "quality", "background", "output_format", "output_compression", "moderation", "style",
+        "response_format", "user", "input_fidelity", "partial_images",
+    }),
 }
 
 RESPONSES_STATE_KEYS = ("store", "conversation", "previous_response_id")
+RULE_ADDED_TOOL = "_gw_rule_added"  # ToolDef.extra marker: a native tool a transform added for its origin_protocol
 
 
 def _internal_only(extra: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +103,9 @@ def _tool_passes(tool: ToolDef, upstream_protocol: str, same_family: bool) -> bo
         return upstream_protocol in ("chat_completion", "responses")
     if tool.kind == "namespace":
         return same_family and upstream_protocol == "responses"
-    return same_family and (tool.origin_protocol in (None, upstream_protocol))
+    # A native tool a rule added on purpose (image_enable_openai_generation_tool) names its
+    # protocol and goes there whatever the client spoke.
+    return (same_family or bool(tool.extra.get(RULE_ADDED_TOOL))) and tool.origin_protocol in (None, upstream_protocol)
 
 
 def _names(tools: Iterable[ToolDef]) -> tuple[set[str], set[str], set[str]]:

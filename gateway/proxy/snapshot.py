@@ -72,6 +72,8 @@ class ProviderSnap:
     chain: tuple[CompiledRule, ...]
     channels: tuple[ChannelSnap, ...]
     multiplier: Decimal = Decimal(1)
+    affinity_mode: str = "off"  # off | sticky | prefer_higher_priority (see affinity.py)
+    affinity_failback: float = 300.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,6 +88,7 @@ class KeySnap:
     chain: tuple[CompiledRule, ...]
     limits: KeyLimits | None = None  # None: nothing to count or check (the common case)
     reasoning_envelopes: bool = False  # wrap encrypted reasoning in mz2. envelopes (gateway.proxy.envelopes)
+    owner_username: str | None = None  # identity for transforms (TransformContext.username)
 
 
 @dataclass(slots=True, frozen=True)
@@ -95,6 +98,8 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    fetch_allow_private: bool = False
+    guard_channel_urls: bool = False
     effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
 
 
@@ -178,6 +183,10 @@ class SnapshotHolder:
 
     def set(self, snapshot: Snapshot) -> None:
         """Install a snapshot directly (tests, or a caller that built one itself)."""
+        from gateway import fetch
+
+        fetch.set_setting_allow_private(snapshot.settings.fetch_allow_private)
+        fetch.set_setting_guard_channels(snapshot.settings.guard_channel_urls)
         self.current = snapshot
         self.ready.set()
 

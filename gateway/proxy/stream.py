@@ -197,14 +197,18 @@ class StreamPump:
         return out, stop
 
     def _observe(self, event: ev.Event) -> None:
-        """Breaker and usage bookkeeping for one upstream event."""
-        if isinstance(event, ev.ResponseDone):
+        """Breaker, usage and sticky-routing bookkeeping for one upstream event."""
+        if isinstance(event, ev.ResponseStart):
+            self.att.response_id = event.id
+        elif isinstance(event, ev.ResponseDone):
+            self.att.completed = True
             if self.breaker is not None:
                 self.breaker.record_success(self.att.channel.id)
             self.rec.on_usage(event.usage)
-        elif isinstance(event, ev.StreamError) and self.breaker is not None and (event.code or "").startswith(
-                "upstream_"):
-            self.breaker.record_failure(self.att.channel.id)
+        elif isinstance(event, ev.StreamError):
+            self.att.completed = False
+            if self.breaker is not None and (event.code or "").startswith("upstream_"):
+                self.breaker.record_failure(self.att.channel.id)
 
     async def _finish(self) -> None:
         ex = self.ex

@@ -11,6 +11,8 @@ import asyncio
 
 import aiohttp
 
+from gateway.fetch import GuardedResolver, channels_unguarded, check_channel_url
+
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
@@ -35,8 +37,10 @@ class UpstreamClient:
     def session(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
+            # The guarded resolver only refuses when the operator turned guard_channel_urls on.
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60,
-                                             ttl_dns_cache=300, enable_cleanup_closed=False)
+                                             ttl_dns_cache=300, enable_cleanup_closed=False,
+                                             resolver=GuardedResolver(allow=channels_unguarded))
             session = self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",),
                 timeout=aiohttp.ClientTimeout(total=None))
@@ -53,6 +57,7 @@ class UpstreamClient:
     def post(self, url: str, body: bytes, headers: dict[str, str], *, total: float | None,
              connect: float | None, sock_read: float | None):
         """An ``async with`` context manager yielding the aiohttp response."""
+        check_channel_url(url)  # raises AddressRefused (an OSError) when the guard refuses it
         return self.session.post(
             url, data=body, headers=headers, allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read))

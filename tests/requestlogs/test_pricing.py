@@ -9,9 +9,9 @@ import pytest
 
 from gateway.configfile import ConfigError, dump, load, parse_text
 from gateway.live_config import build_snapshot
+from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
 from gateway.proxy.snapshot import ModelPrice
 from providers.models import ChannelModel, Provider
-from requestlogs.pricing import Tokens, cost_nano, estimate_tokens
 
 
 def test_cost_by_category_with_both_multipliers():

@@ -13,11 +13,11 @@ from aiohttp import web
 from gateway.crypto import hash_api_key
 from gateway.live_config import DatabaseConfigSource
 from gateway.proxy.app import ProxyApp
+from gateway.proxy.pricing import Tokens, cost_nano
 from gateway.proxy.recorder import RecorderSet
 from gateway.proxy.snapshot import ChannelSnap, ModelPrice
 from gateway.wiring import authenticate, proxy_config, recorder_factories
 from requestlogs import recorder as rl_recorder
-from requestlogs.pricing import Tokens, cost_nano
 from tests.proxy.helpers import SECRET, call, chat_chunks, key, provider, snapshot
 
 PRICE = ModelPrice(input=D("1.20"), output=D("4.80"), multiplier=D("1"))

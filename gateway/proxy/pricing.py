@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
 from math import ceil
+from typing import TYPE_CHECKING
 
-from gateway.proxy.snapshot import ModelPrice
+if TYPE_CHECKING:  # the snapshot imports the limits, which import this module
+    from .snapshot import ModelPrice
 
 _CTX = Context(prec=50)
 
