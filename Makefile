@@ -48,8 +48,11 @@ run: migrate
 	@echo "  Demo API key:  sk-demo-0001   (models: demo-chat, demo-responses, demo-messages, demo-gemini, demo-image)"
 	@echo "  Mock upstream: http://$(HOST):$(MOCK_PORT)"
 	@echo ""
+	@rm -rf data/prometheus && mkdir -p data/prometheus
+	@# --no-access-log: the gateway logs its own line per /v1 request (logger gateway.access;
+	@# GATEWAY_LOG_FORMAT=json for JSON). PROMETHEUS_MULTIPROC_DIR: /metrics sums every worker.
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
-	GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
+	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
 		--loop uvloop --http httptools --no-access-log --lifespan on --timeout-graceful-shutdown $(GRACE)
 
 test: setup

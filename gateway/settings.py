@@ -204,6 +204,15 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "REQUEST_LOG_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the request-log spool, in MiB."),
     "REQUEST_LOG_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed request-log write."),
     "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
+    # Observability (gateway.observe): /metrics access and the per-request log line.
+    "METRICS_TOKEN": (str, "", "Bearer token that lets a scraper outside METRICS_ALLOW_CIDRS read /metrics; "
+                      "empty: no token accepted."),
+    "METRICS_ALLOW_CIDRS": (str, "127.0.0.0/8,::1/128",
+                            "Comma-separated peer addresses that may read /metrics without the token."),
+    "ACCESS_LOG_LEVEL": (str, "INFO", "Level of the one log line per /v1 request (logger gateway.access); "
+                         "DEBUG turns it off."),
+    "LOG_FORMAT": (str, "text", "Console log format: text (readable access lines) or json (one JSON object "
+                   "per line)."),
     # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
     "SECRETS_KEY": (str, "", "Master key for channel-key encryption and client-key hashes; default SECRET_KEY."),
     # Outbound fetches (gateway.fetch) and image work (gateway.images).
@@ -236,6 +245,8 @@ def _knob(name: str, kind: type, default: object) -> object:
 
 GATEWAY = {name: _knob(name, kind, default) for name, (kind, default, _doc) in GATEWAY_KNOBS.items()}
 
+if GATEWAY["LOG_FORMAT"] not in ("text", "json"):
+    raise RuntimeError(f"GATEWAY_LOG_FORMAT={GATEWAY['LOG_FORMAT']!r}: expected text or json")
 
 
 def health_probe_schedule(redis_url: str, seconds: float) -> dict[str, dict[str, object]]:
@@ -250,7 +261,16 @@ CELERY_BEAT_SCHEDULE.update(health_probe_schedule(REDIS_URL, float(GATEWAY["HEAL
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"text": {"()": "gateway.observe.accesslog.TextFormatter"},
+                   "json": {"()": "gateway.observe.accesslog.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": GATEWAY["LOG_FORMAT"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # gateway.access: one line per /v1 request at ACCESS_LOG_LEVEL (gateway.observe.accesslog)
     "loggers": {"gateway": {"level": os.environ.get("GATEWAY_LOG_LEVEL", "INFO")}},
 }
+
+# The live tail's channel layer (gateway.observe.live): Redis shares it between workers and
+# instances; in memory, a viewer sees only the worker its WebSocket landed on.
+CHANNEL_LAYERS = {"default": ({"BACKEND": "channels_redis.core.RedisChannelLayer",
+                               "CONFIG": {"hosts": [REDIS_URL]}} if REDIS_URL
+                              else {"BACKEND": "channels.layers.InMemoryChannelLayer"})}

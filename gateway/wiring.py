@@ -43,10 +43,18 @@ def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap]
 
 
 def recorder_factories() -> list[RecorderFactory]:
+    """The observe recorder (metrics, access line, live tail: always on), captures and request logs."""
+    from captures import sink
     from captures.recorder import capture_recorder
+    from gateway.observe import metrics, recorder
+    from requestlogs import sink as requestlog_sink
     from requestlogs.recorder import make_factory
 
-    factories: list[RecorderFactory] = [capture_recorder]
+    recorder.configure(str(gateway_settings.ACCESS_LOG_LEVEL))
+    metrics.QUEUES["captures"] = lambda: (sink.writer.queue.qsize(), sink.STATS["dropped"])
+    metrics.QUEUES["request_logs"] = lambda: (requestlog_sink.writer.queue.qsize(),
+                                              requestlog_sink.STATS["dropped"])
+    factories: list[RecorderFactory] = [recorder.observe_recorder, capture_recorder]
     request_logs = make_factory(bool(gateway_settings.REQUEST_LOGS))
     if request_logs is not None:
         factories.append(request_logs)
@@ -63,6 +71,36 @@ def shutdown_hooks() -> list:
         request_log_writer.shutdown(float(gateway_settings.CAPTURE_FLUSH_SECONDS))
 
     return [flush_captures, flush_request_logs]
+
+
+def metrics_app(proxy: ProxyApp):
+    """``GET /metrics`` (``gateway.observe.metrics``) with the breaker state of ``proxy``'s worker."""
+    from gateway.observe.metrics import BreakerCollector, MetricsApp, parse_cidrs
+
+    def breaker_rows():
+        snapshot = proxy.holder.current
+        if snapshot is None:
+            return
+        for provider in snapshot.providers:
+            for channel in provider.channels:
+                yield provider.name, channel.name, proxy.breaker.state(channel.id)
+
+    return MetricsApp(allow=parse_cidrs(str(gateway_settings.METRICS_ALLOW_CIDRS)),
+                      token=str(gateway_settings.METRICS_TOKEN), extra=[BreakerCollector(breaker_rows)])
+
+
+def websocket_app():
+    """The WebSockets (Channels, session auth): the staff live tail at ``/captures/live/ws``."""
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+    from django.urls import path
+
+    from gateway.observe.consumer import LiveTailConsumer
+
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+        path("captures/live/ws", LiveTailConsumer.as_asgi()),
+    ])))
 
 
 def build_proxy_app() -> ProxyApp:

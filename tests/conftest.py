@@ -105,8 +105,8 @@ def gateway_factory(transactional_db, django_db_blocker, request):
 
     started: list[GatewayServer] = []
 
-    def start(env: dict[str, str] | None = None) -> GatewayServer:
-        server = GatewayServer(env, name="gateway-extra").start()
+    def start(env: dict[str, str] | None = None, *, workers: int = 1) -> GatewayServer:
+        server = GatewayServer(env, name="gateway-extra", workers=workers).start()
         started.append(server)
         return server
 

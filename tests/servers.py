@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -143,14 +145,18 @@ class GatewayServer:
     as a subprocess on a free port; stdout and stderr go to ``log_path``."""
 
     def __init__(self, env: dict[str, str] | None = None, *, port: int | None = None,
-                 name: str = "gateway") -> None:
+                 name: str = "gateway", workers: int = 1) -> None:
         from django.conf import settings
 
         self.port = port or free_port()
+        self.workers = workers
         self.url = f"http://127.0.0.1:{self.port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{self.port}.log"
-        base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB")}
+        base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB",
+                                                                 "PROMETHEUS_MULTIPROC_DIR")}
+        # Prometheus multiprocess mode, as `make run`: a fresh directory per server (/metrics sums workers)
+        self.metrics_dir = tempfile.mkdtemp(prefix="monogate-prom-")
         base.update({
             "DJANGO_SETTINGS_MODULE": "gateway.settings",
             "DATABASE_URL": database_url(),
@@ -158,6 +164,7 @@ class GatewayServer:
             "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
+            "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir,
         })
         base.update(env or {})
         self.env = {k: v for k, v in base.items() if v is not None}
@@ -168,6 +175,8 @@ class GatewayServer:
         cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
                "httptools", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
                "--timeout-graceful-shutdown", self.env.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "3")]
+        if self.workers > 1:
+            cmd += ["--workers", str(self.workers)]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -231,6 +240,7 @@ class GatewayServer:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.client.close()
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
         if getattr(self, "_log", None) is not None:
             self._log.close()
 
