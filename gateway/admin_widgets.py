@@ -118,9 +118,11 @@ class HeaderMapField(_RowsField):
 
 
 class GlobListField(ModelGlobsField):
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, placeholder: str = "all models", **kwargs: Any) -> None:
         kwargs.pop("encoder", None), kwargs.pop("decoder", None)
         kwargs.setdefault("label", "Allowed models")
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 1, "cols": 40, "placeholder": placeholder,
+                                                          "class": "transform-models"}))
         super().__init__(**kwargs)
 
 

@@ -31,7 +31,7 @@ class ApiKeyForm(forms.ModelForm):
                          help_text="Requests per minute, tokens per minute, concurrent requests (429 with "
                                    "Retry-After), daily (UTC) and total spend caps in USD (402); blank: no limit. "
                                    "Shared by every worker through Redis.")
-    ip_allow = GlobListField(label="IP allow-list",
+    ip_allow = GlobListField(label="IP allow-list", placeholder="every address",
                              help_text="IP addresses or CIDR blocks (10.0.0.0/8), comma- or line-separated; "
                                        "empty allows every address.")
 

@@ -34,7 +34,7 @@ def with_remaining(fieldsets, fields: tuple[str, ...]):
 
 class ProviderForm(forms.ModelForm):
     extra_fields_whitelist = GlobListField(
-        label="Extra fields whitelist",
+        label="Extra fields whitelist", placeholder="only the built-in list",
         help_text='Top-level unknown request fields let through in addition to the built-in list, comma- or '
                   'line-separated; "*" lets all through. Empty: only the built-in list.')
 
