@@ -11,7 +11,7 @@ WORKERS ?= 1
 # On SIGTERM, in-flight requests and streams may run this long (GATEWAY_SHUTDOWN_GRACE_SECONDS knob).
 GRACE ?= $(or $(GATEWAY_SHUTDOWN_GRACE_SECONDS),30)
 
-.PHONY: run test test-fast test-postgres test-resilience setup migrate demo lint bench clean
+.PHONY: run test test-fast test-postgres test-resilience lock setup migrate demo lint bench clean
 
 $(BIN)/python:
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null || \
@@ -20,10 +20,17 @@ $(BIN)/python:
 
 # A failed install removes the venv, so the next make starts clean instead of on a half-built one.
 # The example transform plug-in is installed too: its tests and the plug-in e2e test need it.
-$(STAMP): $(BIN)/python pyproject.toml examples/monogate-redact/pyproject.toml
-	{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]' \
+# requirements.lock pins every dependency (make lock rewrites it from pyproject.toml); installing
+# the project afterwards adds anything pyproject.toml names that the lock does not yet.
+$(STAMP): $(BIN)/python pyproject.toml requirements.lock examples/monogate-redact/pyproject.toml
+	{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -r requirements.lock \
+		&& $(BIN)/pip install -q -e '.[dev]' \
 		&& $(BIN)/pip install -q -e examples/monogate-redact; } || { rm -rf $(VENV); exit 1; }
 	touch $(STAMP)
+
+lock: setup
+	$(BIN)/pip install -q uv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --no-header -q -o requirements.lock
 
 setup: $(STAMP)
 
