@@ -133,9 +133,8 @@ def _legend(series: list[str], lx: float, top_pad: int) -> list[str]:
     return out
 
 
-def svg_chart(summary: Summary, metric: str, *, width: int = 860, height: int = 280) -> str:
-    """A stacked bar per day, one colour per model (the largest ``MAX_SERIES``, the rest as
-    "other"), with a value axis and a legend. Plain SVG text, every label escaped."""
+def _stacks(summary: Summary, metric: str) -> tuple[list[str], OrderedDict[date, dict[str, int]]]:
+    """The series (largest models, then "other") and each day's value per series."""
     per_model: dict[str, int] = {}
     for r in summary.rows:
         per_model[r.model] = per_model.get(r.model, 0) + _value(r, metric)
@@ -147,6 +146,13 @@ def svg_chart(summary: Summary, metric: str, *, width: int = 860, height: int = 
         name = r.model if r.model in shown else "other"
         stack = stacks.setdefault(r.day, {})
         stack[name] = stack.get(name, 0) + _value(r, metric)
+    return series, stacks
+
+
+def svg_chart(summary: Summary, metric: str, *, width: int = 860, height: int = 280) -> str:
+    """A stacked bar per day, one colour per model (the largest ``MAX_SERIES``, the rest as
+    "other"), with a value axis and a legend. Plain SVG text, every label escaped."""
+    series, stacks = _stacks(summary, metric)
     top = max((sum(s.values()) for s in stacks.values()), default=0)
     left, right, bottom, top_pad, legend_w = 80, 10, 40, 10, 170
     plot_w = width - left - right - legend_w

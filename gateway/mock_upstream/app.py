@@ -146,24 +146,10 @@ class MockUpstreamApp:
         path, faults = from_request(scope["path"], headers)
         path = normalise_path(path)
         body_bytes = await read_body(receive)
-        try:
-            body: Any = orjson.loads(body_bytes) if body_bytes else None
-        except orjson.JSONDecodeError:
-            body = None
-        if body is None and headers.get("content-type", "").startswith("multipart/form-data"):
-            body = images.form_body(body_bytes, headers["content-type"])  # Images API edits
-        self.state.requests.append({
-            "method": scope["method"], "path": scope["path"], "route": path, "query": raw_query,
-            "headers": headers, "body": body,
-            **({"body_text": body_bytes[:4096].decode("utf-8", "replace")} if body is None and body_bytes else {}),
-        })
-
+        body = self._record(scope, headers, path, raw_query, body_bytes)
         extra = extras_mod.answer(path, body, body_bytes)
         if extra is not None:
-            failing = faults.status is not None and faults.fail_times is None
-            if faults.fail_times is not None:
-                failing = self.state.should_fail(faults.fail_key, faults.fail_times)
-            if failing:
+            if self._failing(faults):
                 status = faults.status or 500
                 await send_json(send, status, chat.error_body(status, f"mock upstream injected HTTP {status}"))
             else:
@@ -181,9 +167,7 @@ class MockUpstreamApp:
         if faults.hang:
             await self._hang(receive)
             return
-        failing = faults.status is not None and faults.fail_times is None
-        if faults.fail_times is not None:
-            failing = self.state.should_fail(faults.fail_key, faults.fail_times)
+        failing = self._failing(faults)
         if faults.delay_first_byte > 0:
             await asyncio.sleep(faults.delay_first_byte)
         if failing:
@@ -199,6 +183,46 @@ class MockUpstreamApp:
             await send_json(send, 200, images.respond(path, body, base, int(time.time())))
             return
 
+        summary, turn = self._plan(protocol, body, body_bytes, model, stream, faults)
+        ctx = WireContext(model=summary.model or model, created=int(time.time()),
+                          response_id=short_id(str(self.state.total), body_bytes.decode("utf-8", "replace")),
+                          arg_chunk=faults.arg_chunk or self.arg_chunk, include_usage=summary.include_usage)
+        stream = stream if protocol == "gemini" else summary.stream
+        if not stream:
+            await send_json(send, 200, wire.respond(turn, ctx), _request_id_header(protocol, ctx))
+            return
+        if protocol == "gemini" and "alt=sse" not in raw_query:
+            # Without alt=sse Gemini streams one JSON array; a whole array is close enough here.
+            chunks = [orjson.loads(f[len(b"data: "):]) for f in gemini.stream(turn, ctx)]
+            await send_json(send, 200, chunks)
+            return
+        await self._stream(send, receive, wire.stream(turn, ctx), faults, _request_id_header(protocol, ctx))
+
+    def _failing(self, faults: Any) -> bool:
+        """Whether this request gets the injected error status (always, or its first N times)."""
+        if faults.fail_times is not None:
+            return self.state.should_fail(faults.fail_key, faults.fail_times)
+        return faults.status is not None
+
+    def _record(self, scope: dict, headers: dict, path: str, raw_query: str, body_bytes: bytes) -> Any:
+        """The request body (JSON, or the fields of a multipart Images API edit), recorded for
+        the tests' introspection."""
+        try:
+            body: Any = orjson.loads(body_bytes) if body_bytes else None
+        except orjson.JSONDecodeError:
+            body = None
+        if body is None and headers.get("content-type", "").startswith("multipart/form-data"):
+            body = images.form_body(body_bytes, headers["content-type"])  # Images API edits
+        self.state.requests.append({
+            "method": scope["method"], "path": scope["path"], "route": path, "query": raw_query,
+            "headers": headers, "body": body,
+            **({"body_text": body_bytes[:4096].decode("utf-8", "replace")} if body is None and body_bytes else {}),
+        })
+        return body
+
+    def _plan(self, protocol: str, body: dict, body_bytes: bytes, model: str, stream: bool, faults: Any):
+        """What this turn answers: the request's summary and the planned turn (scripted, or
+        echoed), with the hosted image tool's result and the prompt-cache accounting."""
         if protocol == "chat_completion":
             summary = inbound_mod.from_chat(body)
         elif protocol == "responses":
@@ -216,19 +240,7 @@ class MockUpstreamApp:
         if faults.prompt_cache is not None:
             cache = self.state.prompt_caches.setdefault(faults.prompt_cache, PromptCache())
             turn.cache_read_tokens, turn.cache_write_tokens = cache.account(protocol, body, turn.input_tokens)
-        ctx = WireContext(model=summary.model or model, created=int(time.time()),
-                          response_id=short_id(str(self.state.total), body_bytes.decode("utf-8", "replace")),
-                          arg_chunk=faults.arg_chunk or self.arg_chunk, include_usage=summary.include_usage)
-        stream = stream if protocol == "gemini" else summary.stream
-        if not stream:
-            await send_json(send, 200, wire.respond(turn, ctx), _request_id_header(protocol, ctx))
-            return
-        if protocol == "gemini" and "alt=sse" not in raw_query:
-            # Without alt=sse Gemini streams one JSON array; a whole array is close enough here.
-            chunks = [orjson.loads(f[len(b"data: "):]) for f in gemini.stream(turn, ctx)]
-            await send_json(send, 200, chunks)
-            return
-        await self._stream(send, receive, wire.stream(turn, ctx), faults, _request_id_header(protocol, ctx))
+        return summary, turn
 
     @staticmethod
     def _route(path: str, raw_query: str, body: Any) -> tuple[str | None, str, bool]:

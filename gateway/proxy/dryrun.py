@@ -180,6 +180,31 @@ def _step_rows(steps: list[Step], start: int = 1) -> list[dict[str, Any]]:
             for n, s in enumerate(steps, start=start)]
 
 
+def _decode(plan: Plan, protocol: str, body: Any, stream: bool | None) -> Request | None:
+    """The client's body decoded (``stream`` overriding its own flag), or None with the error
+    in the report."""
+    rep = plan.report
+    if not isinstance(body, dict):
+        rep["error"] = _error("decode", ClientError(400, "invalid_request", "request body must be a JSON object"))
+        return None
+    if stream is not None:
+        body = {**body, "stream": bool(stream)} if protocol != "gemini" else body
+    try:
+        req = codec(protocol).decode_request(body)
+    except ProtocolError as exc:
+        rep["error"] = _error("decode", ClientError(400, "invalid_request", exc.message, param=exc.param))
+        return None
+    except KeyError:
+        rep["error"] = _error("decode", ClientError(400, "invalid_request", f"unknown protocol {protocol!r}"))
+        return None
+    if stream is not None:
+        req.stream = bool(stream)
+    if not isinstance(req.model, str) or not req.model:
+        rep["error"] = _error("decode", ClientError(400, "invalid_request", "model is required", param="model"))
+        return None
+    return req
+
+
 def dry_run(snapshot: Snapshot, key: KeySnap | None, protocol: str, body: Any, *, stream: bool | None = None,
             rules: list[RuleInfo] | tuple[RuleInfo, ...] = (), channel_id: int | None = None,
             breaker_open: Any = None, anthropic_beta: str | None = None) -> Plan:
@@ -189,23 +214,8 @@ def dry_run(snapshot: Snapshot, key: KeySnap | None, protocol: str, body: Any, *
                 protocol=protocol)
     rep = plan.report
     the_key = key or NO_KEY
-    if not isinstance(body, dict):
-        rep["error"] = _error("decode", ClientError(400, "invalid_request", "request body must be a JSON object"))
-        return plan
-    if stream is not None:
-        body = {**body, "stream": bool(stream)} if protocol != "gemini" else body
-    try:
-        req = codec(protocol).decode_request(body)
-    except ProtocolError as exc:
-        rep["error"] = _error("decode", ClientError(400, "invalid_request", exc.message, param=exc.param))
-        return plan
-    except KeyError:
-        rep["error"] = _error("decode", ClientError(400, "invalid_request", f"unknown protocol {protocol!r}"))
-        return plan
-    if stream is not None:
-        req.stream = bool(stream)
-    if not isinstance(req.model, str) or not req.model:
-        rep["error"] = _error("decode", ClientError(400, "invalid_request", "model is required", param="model"))
+    req = _decode(plan, protocol, body, stream)
+    if req is None:
         return plan
     logical = resolve_logical_model(the_key, req.model)
     plan.logical_model = logical

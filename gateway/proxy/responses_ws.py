@@ -82,17 +82,25 @@ async def _error(send: Any, code: str, message: str, status: int = 400) -> None:
                                                       "message": message}}).decode()})
 
 
-async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
+async def _create_event(text: str, send: Any) -> dict[str, Any] | None:
+    """The frame as a ``response.create`` event, or None after answering with an error event."""
     if len(text) > MAX_FRAME:
         await _error(send, "request_too_large", "frame too large")
-        return
+        return None
     try:
         event = orjson.loads(text)
     except orjson.JSONDecodeError:
         await _error(send, "invalid_request", "frame is not valid JSON")
-        return
+        return None
     if not isinstance(event, dict) or event.get("type") != "response.create":
         await _error(send, "invalid_request", "expected a response.create event")
+        return None
+    return event
+
+
+async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
+    event = await _create_event(text, send)
+    if event is None:
         return
     body = {k: v for k, v in event.items() if k != "type"}
     if isinstance(body.get("response"), dict):  # some clients nest the body

@@ -195,7 +195,7 @@ def test_script_turns_are_consumed_in_order(http, mock):
 
 
 def test_unknown_route_and_bad_body(http):
-    assert http.post("/v1/embeddings", json={}).status_code == 404
+    assert http.post("/v1/no-such-route", json={}).status_code == 404
     bad = http.post("/v1/messages", content=b"{not json")
     assert bad.status_code == 400 and bad.json()["type"] == "error"
 

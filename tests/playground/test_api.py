@@ -139,7 +139,7 @@ def test_errors_are_reported_by_stage(api, setup):
     assert rep["error"]["stage"] == "decode"
     resp = api.post(URL, {"protocol": "chat_completion", "body": "{not json"}, format="json")
     assert resp.status_code == 400 and "body" in resp.json()["errors"]
-    resp = api.post(URL, {"protocol": "gemini", "body": BODY}, format="json")
+    resp = api.post(URL, {"protocol": "grpc", "body": BODY}, format="json")
     assert resp.status_code == 400 and "protocol" in resp.json()["errors"]
 
 

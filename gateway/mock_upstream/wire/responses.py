@@ -58,6 +58,31 @@ def respond(turn: Turn, ctx: WireContext) -> dict:
     return _response(turn, ctx, status="completed", output=_items(turn, ctx), usage=_usage(turn))
 
 
+def _reasoning_events(event, item: dict, index: int, turn: Turn) -> Iterator[bytes]:
+    item_id = item["id"]
+    yield event("response.output_item.added", {"output_index": index, "item": {
+        "id": item_id, "type": "reasoning", "summary": [], "encrypted_content": item["encrypted_content"]}})
+    where = {"item_id": item_id, "output_index": index, "summary_index": 0}
+    yield event("response.reasoning_summary_part.added", {**where, "part": {"type": "summary_text", "text": ""}})
+    for piece in split_words(turn.reasoning):
+        yield event("response.reasoning_summary_text.delta", {**where, "delta": piece})
+    yield event("response.reasoning_summary_text.done", {**where, "text": turn.reasoning})
+    yield event("response.reasoning_summary_part.done",
+                {**where, "part": {"type": "summary_text", "text": turn.reasoning}})
+
+
+def _message_events(event, item: dict, index: int, turn: Turn) -> Iterator[bytes]:
+    yield event("response.output_item.added", {"output_index": index, "item": {
+        "id": item["id"], "type": "message", "status": "in_progress", "role": "assistant", "content": []}})
+    empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+    yield event("response.content_part.added", {**where, "part": empty})
+    for piece in split_words(turn.text):
+        yield event("response.output_text.delta", {**where, "delta": piece, "logprobs": []})
+    yield event("response.output_text.done", {**where, "text": turn.text, "logprobs": []})
+    yield event("response.content_part.done", {**where, "part": item["content"][0]})
+
+
 def stream(turn: Turn, ctx: WireContext) -> Iterator[bytes]:
     seq = 0
 
@@ -74,29 +99,9 @@ def stream(turn: Turn, ctx: WireContext) -> Iterator[bytes]:
         item_id = item["id"]
         kind = item["type"]
         if kind == "reasoning":
-            yield event("response.output_item.added", {"output_index": index, "item": {
-                "id": item_id, "type": "reasoning", "summary": [], "encrypted_content": item["encrypted_content"]}})
-            part = {"type": "summary_text", "text": ""}
-            yield event("response.reasoning_summary_part.added",
-                        {"item_id": item_id, "output_index": index, "summary_index": 0, "part": part})
-            for piece in split_words(turn.reasoning):
-                yield event("response.reasoning_summary_text.delta",
-                            {"item_id": item_id, "output_index": index, "summary_index": 0, "delta": piece})
-            yield event("response.reasoning_summary_text.done",
-                        {"item_id": item_id, "output_index": index, "summary_index": 0, "text": turn.reasoning})
-            yield event("response.reasoning_summary_part.done",
-                        {"item_id": item_id, "output_index": index, "summary_index": 0,
-                         "part": {"type": "summary_text", "text": turn.reasoning}})
+            yield from _reasoning_events(event, item, index, turn)
         elif kind == "message":
-            yield event("response.output_item.added", {"output_index": index, "item": {
-                "id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}})
-            empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            where = {"item_id": item_id, "output_index": index, "content_index": 0}
-            yield event("response.content_part.added", {**where, "part": empty})
-            for piece in split_words(turn.text):
-                yield event("response.output_text.delta", {**where, "delta": piece, "logprobs": []})
-            yield event("response.output_text.done", {**where, "text": turn.text, "logprobs": []})
-            yield event("response.content_part.done", {**where, "part": item["content"][0]})
+            yield from _message_events(event, item, index, turn)
         elif kind == "function_call":
             yield event("response.output_item.added", {"output_index": index, "item": {
                 **item, "status": "in_progress", "arguments": ""}})
