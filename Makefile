@@ -62,9 +62,11 @@ run: migrate
 	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
 		--loop uvloop --http httptools --no-access-log --lifespan on --timeout-graceful-shutdown $(GRACE)
 
+# Two pytest-xdist workers (one per core); each has its own Redis databases (tests/conftest.py),
+# and the agent CLIs stay on one worker.
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 test-postgres: setup
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway_test} $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -14,6 +14,17 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+# --- one Redis database set per pytest-xdist worker ------------------------------------------------
+# make test runs two workers; tests flush their Redis databases, so each worker gets its own three:
+# the general one (REDIS_URL_FOR_TESTS), the captures one and a spare (worker n: 15-3n, 14-3n, 13-3n).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
+    _n = int(_WORKER[2:]) % 5
+    for _var, _db in (("REDIS_URL_FOR_TESTS", 15), ("CAPTURE_REDIS_URL_FOR_TESTS", 14),
+                      ("SPARE_REDIS_URL_FOR_TESTS", 13)):
+        _base = os.environ.get(_var, f"redis://127.0.0.1:6379/{_db}").rsplit("/", 1)[0]
+        os.environ[_var] = f"{_base}/{_db - 3 * _n}"
+
 # --- markers by kind: unit (the default), e2e, fuzz, browser, agents, postgres ----------------------------
 # Assigned from where a test lives and which servers it starts, so a new test file is classified
 # without remembering to decorate it. ``make test-fast`` runs ``-m unit``.
@@ -44,6 +55,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not kinds & {mark.name for mark in item.iter_markers()}:  # an explicit kind wins
             item.add_marker(getattr(pytest.mark, _kind(item)))
+        if item.get_closest_marker("agents"):  # one worker installs and runs the agent CLIs
+            item.add_marker(pytest.mark.xdist_group("agents"))
         if on_postgres:
             item.add_marker(pytest.mark.postgres)
 

@@ -4,6 +4,7 @@ opening and closing, client disconnects freeing the upstream, and live reload.""
 
 from __future__ import annotations
 
+import os
 import time
 
 import httpx
@@ -148,7 +149,7 @@ def test_messages_query_string_and_request_id_header(gateway, mock_upstream, pat
 def test_breaker_state_is_shared_between_workers_through_redis(gateway_factory, mock_upstream):
     import redis
 
-    url = "redis://127.0.0.1:6379/13"
+    url = os.environ.get("SPARE_REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/13")
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=1)
         client.ping()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
 from gateway.proxy.breaker import BreakerBoard, RedisMirror
 
-REDIS_URL = "redis://127.0.0.1:6379/15"
+REDIS_URL = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
 pytestmark = pytest.mark.asyncio
 
 
