@@ -64,6 +64,7 @@ class CaptureRecorder(Recorder):
             executed_chain=[e.as_dict() for e in att.executed])
         self.events = []
         self.record.attempts.append(self.attempt)
+        self.record.secrets.update(getattr(att, "secrets", ()))
 
     def on_upstream_response(self, status: int, started: float) -> None:
         if self.attempt is not None:

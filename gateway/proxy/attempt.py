@@ -15,6 +15,7 @@ from gateway.protocols.prepare import prepare_after_chains, prepare_before_chain
 from gateway.urp import Request
 
 from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
+from .secrets import secrets_of
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
 
@@ -37,6 +38,7 @@ class Attempt:
     total_timeout: float
     connect_timeout: float
     idle_timeout: float
+    secrets: tuple[str, ...] = ()  # the channel's secrets, masked out of every upstream text
     started_at: float = field(default_factory=time.time)
 
 
@@ -84,4 +86,5 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
         raw=orjson.dumps(body), url=join_url(channel.base_url, ucodec.upstream_path(model, upstream_stream)),
         headers=headers, codec=ucodec,
         total_timeout=provider.request_timeout or settings.request_timeout,
-        connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout)
+        connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout,
+        secrets=secrets_of(channel))

@@ -27,7 +27,7 @@ from gateway.errors import AttemptFailed
 
 from .attempt import build_attempt
 from .call import Runtime
-from .errors import ClientError, to_client_error
+from .errors import ClientError, mask, to_client_error
 from .exchange import JSON_CT, Exchange
 from .routing import candidates
 from .serve import decode_call
@@ -105,7 +105,7 @@ async def _upstream_count(rt: Runtime, ex: Exchange, att) -> int | None:
             status = resp.status
             data = await read_bounded(resp, MAX_COUNT_BODY)
     except (AttemptFailed, *TRANSPORT_ERRORS) as exc:
-        log.info("count_tokens upstream failed: channel=%s %r", att.channel.name, exc)
+        log.info("count_tokens upstream failed: channel=%s %s", att.channel.name, mask(repr(exc), att.secrets))
         return None
     finally:
         ex.upstream_wait += time.perf_counter() - t

@@ -20,7 +20,14 @@ from gateway.urp import events as ev
 from .attempt import Attempt
 from .call import MAX_ERROR_BODY, MAX_UPSTREAM_BODY, Call
 from .chain import StreamChain
-from .errors import from_stream_error, status_failure, to_client_error, transport_failure
+from .errors import (
+    from_stream_error,
+    mask,
+    masked_stream_error,
+    status_failure,
+    to_client_error,
+    transport_failure,
+)
 from .upstream import TRANSPORT_ERRORS
 from .whole import decode_whole, emit_whole, read_bounded, synth_one
 
@@ -38,18 +45,18 @@ async def stream_one(call: Call, att: Attempt) -> None:
         resp = await call.rt.client.post(att.url, att.raw, att.headers, total=None, connect=att.connect_timeout,
                                          sock_read=att.idle_timeout)
     except TRANSPORT_ERRORS as exc:
-        raise transport_failure(exc) from None
+        raise transport_failure(exc, att.secrets) from None
     finally:
         ex.upstream_wait += time.perf_counter() - t
     eof = False
     try:
         call.rec.on_upstream_response(resp.status, t)  # upstream headers arrived
         if resp.status >= 300:
-            data = await _read_timed(ex, resp, MAX_ERROR_BODY, swallow=True)
+            data = await _read_timed(ex, resp, MAX_ERROR_BODY, swallow=True, secrets=att.secrets)
             call.rec.on_upstream_body(data)
-            raise status_failure(resp.status, data, att.channel.api_key)
+            raise status_failure(resp.status, data, att.secrets)
         if resp.content_type == "application/json":  # the upstream ignored stream=true
-            data = await _read_timed(ex, resp, MAX_UPSTREAM_BODY, swallow=False)
+            data = await _read_timed(ex, resp, MAX_UPSTREAM_BODY, swallow=False, secrets=att.secrets)
             eof = True
             att.upstream_stream = False
             whole = decode_whole(att, data, resp.content_type, call.rec)
@@ -65,7 +72,7 @@ async def stream_one(call: Call, att: Attempt) -> None:
             resp.close()  # mid-body: drop the connection rather than return it to the pool
 
 
-async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool) -> bytes:
+async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool, secrets: tuple[str, ...] = ()) -> bytes:
     """A whole upstream body, counted as upstream wait. ``swallow``: a transport error gives an
     empty body (an error answer is being read anyway) instead of a failed attempt."""
     t = time.perf_counter()
@@ -74,7 +81,7 @@ async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool) -> bytes
     except TRANSPORT_ERRORS as exc:
         if swallow:
             return b""
-        raise transport_failure(exc) from None
+        raise transport_failure(exc, secrets) from None
     finally:
         ex.upstream_wait += time.perf_counter() - t
 
@@ -132,7 +139,7 @@ class StreamPump:
             return None, ev.StreamError(message="upstream stream idle timeout", code="upstream_idle_timeout",
                                         status=504)
         except TRANSPORT_ERRORS as exc:
-            log.info("upstream stream broke: channel=%s %r", self.att.channel.name, exc)
+            log.info("upstream stream broke: channel=%s %s", self.att.channel.name, mask(repr(exc), self.att.secrets))
             return None, ev.StreamError(message="upstream connection failed during the stream",
                                         code="upstream_stream_error", status=502)
         finally:
@@ -143,7 +150,7 @@ class StreamPump:
         """The upstream broke: fail over while nothing was sent, else end the client's stream
         with the error event."""
         if not self.committed:
-            raise from_stream_error(error_event)
+            raise from_stream_error(error_event, self.att.secrets)
         if self.breaker is not None:
             self.breaker.record_failure(self.att.channel.id)
         await self.ex.write(self.enc.encode(error_event) + self.enc.close())
@@ -169,8 +176,11 @@ class StreamPump:
         stop = False
         enc = self.enc
         for event in events:
-            if not self.committed and isinstance(event, ev.StreamError):
-                raise from_stream_error(event)
+            if isinstance(event, ev.StreamError):
+                # Upstream text: never relayed (or captured, or logged) with the channel's secrets.
+                if not self.committed:
+                    raise from_stream_error(event, self.att.secrets)
+                event = masked_stream_error(event, self.att.secrets)
             self._observe(event)
             try:
                 processed = self.chain.process(event)

@@ -70,7 +70,7 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
         if isinstance(event, ev.ResponseStart):
             start = event
         elif isinstance(event, ev.StreamError):
-            raise from_stream_error(event)
+            raise from_stream_error(event, att.secrets)
         elif isinstance(event, ev.ResponseDone):
             return Response(id=start.id if start else "", model=start.model if start else att.upstream_model,
                             output=list(event.output), finish_reason=event.finish_reason, usage=event.usage,
@@ -96,7 +96,7 @@ def decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Respon
         return att.codec.decode_response(body)
     except UpstreamProtocolError as exc:
         retryable = exc.status is not None and is_retryable_status(exc.status)
-        raise AttemptFailed(f"upstream error: {mask(exc.message, (att.channel.api_key,))}", status=exc.status,
+        raise AttemptFailed(f"upstream error: {mask(exc.message, att.secrets)}", status=exc.status,
                             code=exc.code, error_type=exc.error_type, retryable=retryable,
                             rate_limited=exc.status == 429) from None
 
@@ -114,13 +114,13 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
     except AttemptFailed:
         raise
     except TRANSPORT_ERRORS as exc:
-        raise transport_failure(exc) from None
+        raise transport_failure(exc, att.secrets) from None
     finally:
         ex.upstream_wait += time.perf_counter() - t
     call.rec.on_upstream_response(status, t)
     if status >= 300:
         call.rec.on_upstream_body(data)
-        raise status_failure(status, data, att.channel.api_key)
+        raise status_failure(status, data, att.secrets)
     resp_obj = decode_whole(att, data, ctype, call.rec)
     if att.provider.circuit_breaker_enabled:
         call.rt.breaker.record_success(att.channel.id)
