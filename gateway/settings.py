@@ -149,6 +149,13 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Publishing from the gateway fails fast when the broker is unreachable or silent (issue 13: a
+# publish to a dead broker blocked ~6 s and the capture queue overflowed); the capture writer
+# spools instead. ``GATEWAY_CAPTURE_BROKER_TIMEOUT`` seconds for connect and for each send.
+_BROKER_TIMEOUT = float(os.environ.get("GATEWAY_CAPTURE_BROKER_TIMEOUT") or 1.0)
+CELERY_BROKER_CONNECTION_TIMEOUT = _BROKER_TIMEOUT
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": _BROKER_TIMEOUT, "socket_timeout": _BROKER_TIMEOUT,
+                                   "max_retries": 0, "connect_retries_timeout": _BROKER_TIMEOUT}
 CELERY_BEAT_SCHEDULE = {
     "captures-retention": {"task": "captures.tasks.enforce_retention", "schedule": 3600.0},
 }
@@ -172,6 +179,13 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
     "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),
     "CAPTURE_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed capture write."),
+    "CAPTURE_BROKER_TIMEOUT": (float, 1.0, "Connect and send timeout of a capture publish to the broker, in seconds."),
+    "CAPTURE_BROKER_COOLDOWN_SECONDS": (float, 5.0, "After a broker or database outage, captures go straight to "
+                                        "the spool for this long before delivery is tried again."),
+    "CAPTURE_DEAD_LETTER_AFTER": (int, 6, "Failed writes of one spooled capture (with backoff) before it is "
+                                  "moved to the spool's dead/ folder."),
+    "CAPTURE_SHUTDOWN_SECONDS": (float, 5.0, "On shutdown, how long queued captures may be delivered before "
+                                 "the rest is spooled to disk."),
     "CAPTURE_MAX_ATTEMPTS": (int, 16, "Upstream attempts recorded per capture (at least 1)."),
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),

@@ -46,4 +46,11 @@ def recorder_factories() -> list[RecorderFactory]:
 
 
 def build_proxy_app() -> ProxyApp:
-    return ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    from captures import sink
+
+    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    # The capture writer picks up every spool file at worker start and drains its queue to the
+    # spool at shutdown (issue 13).
+    app.startup_hooks.append(sink.writer.start)
+    app.shutdown_hooks.append(sink.writer.shutdown)
+    return app

@@ -11,6 +11,7 @@ import asyncio
 import gc
 import logging
 import time
+from collections.abc import Callable
 
 import orjson
 
@@ -57,11 +58,18 @@ class ProxyApp:
         self.client = UpstreamClient()
         self.mirror: RedisMirror | None = None
         self.max_body = config.max_body_bytes
+        # Sync callables the project hangs on the worker's lifespan (the capture writer's spool
+        # pick-up and drain); run in a thread so they never block the loop.
+        self.startup_hooks: list[Callable[[], object]] = []
+        self.shutdown_hooks: list[Callable[[], object]] = []
         self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
                                recorders=recorders or RecorderSet())
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def startup(self) -> None:
+        loop = asyncio.get_running_loop()
+        for hook in self.startup_hooks:
+            await loop.run_in_executor(None, hook)
         await self.client.start()
         self.holder.start()
         if self.config.redis_url and self.mirror is None:
@@ -82,7 +90,13 @@ class ProxyApp:
             await self.mirror.stop()
             self.mirror = None
         await self.client.close()
-        await asyncio.get_running_loop().run_in_executor(None, self.holder.stop)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.holder.stop)
+        for hook in self.shutdown_hooks:
+            try:
+                await loop.run_in_executor(None, hook)
+            except Exception:
+                log.exception("shutdown hook failed")
 
     async def lifespan(self, scope, receive, send) -> None:
         while True:

@@ -93,7 +93,8 @@ def test_a_dead_process_claim_is_taken_back(spool):
     from captures.dump import compress
 
     orphan.write_bytes(__import__("orjson").dumps(meta) + b"\n" + compress(b"{}"))
-    fresh = spool / "00000000000000000002-999998-fresh.claim999998"
+    live = os.getppid()  # a claim of a process that is alive and recent is left alone
+    fresh = spool / f"00000000000000000002-{live}-fresh.claim{live}"
     fresh.write_bytes(orphan.read_bytes())
     old = time.time() - sink.CLAIM_TTL - 10
     os.utime(orphan, (old, old))
