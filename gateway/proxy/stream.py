@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.errors import TransformFailed, TransformRejected
 from gateway.protocols.frame_split import with_frame_limit
-from gateway.protocols.sse import SSEParser
+from gateway.protocols.sse import SSELineTooLong, SSEParser
 from gateway.urp import events as ev
 
 from .attempt import Attempt
@@ -94,7 +94,7 @@ class StreamPump:
     until content arrives, so a failure before then can still fail over."""
 
     __slots__ = ("call", "ex", "att", "rec", "breaker", "decoder", "parser", "chain", "enc", "held", "committed",
-                 "chunks", "eof")
+                 "chunks", "eof", "failed")
 
     def __init__(self, call: Call, att: Attempt, resp: Any) -> None:
         self.call = call
@@ -111,6 +111,7 @@ class StreamPump:
         self.committed = False
         self.chunks = resp.content.iter_any().__aiter__()
         self.eof = False
+        self.failed = False  # the upstream's bytes could not be parsed (an over-long SSE line)
 
     async def run(self) -> bool:
         ex = self.ex
@@ -122,7 +123,7 @@ class StreamPump:
             out, stop = self._process(self._decode(chunk))
             if self.committed and (out or not ex.data_sent):
                 await ex.write(b"".join(out))
-            if stop or self.decoder.finished or chunk is None:
+            if stop or self.decoder.finished or chunk is None or self.failed:
                 break
         await self._finish()
         return self.eof
@@ -157,15 +158,22 @@ class StreamPump:
         await self.ex.end_stream()
 
     def _decode(self, chunk: bytes | None) -> list[ev.Event]:
-        frames = list(self.parser.close()) if chunk is None else self.parser.feed(chunk)
+        frames = self.parser.close() if chunk is None else self.parser.feed(chunk)
         decoder = self.decoder
         rec = self.rec
         events: list[ev.Event] = []
-        for name, payload in frames:
-            rec.on_upstream_frame(name, payload)
-            events.extend(decoder.feed(name, payload))
-            if decoder.finished:
-                break
+        try:
+            for name, payload in frames:
+                rec.on_upstream_frame(name, payload)
+                events.extend(decoder.feed(name, payload))
+                if decoder.finished:
+                    break
+        except SSELineTooLong as exc:
+            self.eof = False  # the rest of the body is not read: drop the connection
+            events.append(ev.StreamError(message=f"upstream stream rejected: {exc}", code="upstream_stream_error",
+                                         status=502))
+            self.failed = True
+            return events
         if chunk is None and not decoder.finished:
             events.extend(decoder.close())
         return events

@@ -24,7 +24,7 @@ from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.frame_split import with_frame_limit
 from gateway.protocols.json_depth import MAX_DEPTH, too_deep
-from gateway.protocols.sse import SSEParser
+from gateway.protocols.sse import SSELineTooLong, SSEParser
 from gateway.urp import Response
 from gateway.urp import events as ev
 from gateway.urp.synth import response_to_events
@@ -38,9 +38,14 @@ from .upstream import TRANSPORT_ERRORS
 
 
 async def read_bounded(resp: Any, limit: int) -> bytes:
-    """The upstream body, refusing (a failed attempt) once it exceeds ``limit`` bytes."""
+    """The upstream body, refusing (a failed attempt) once it exceeds ``limit`` bytes.
+
+    The limit counts decompressed bytes: ``Content-Length`` of a gzip answer is its compressed
+    size (issue 13: 0.5 MB became 512 MB), so the one-read shortcut is only for bodies sent as
+    they are; a compressed body is read chunk by chunk (aiohttp inflates in bounded steps)."""
     length = resp.content_length
-    if length is not None and length <= limit:
+    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+    if length is not None and length <= limit and encoding in ("", "identity"):
         return await resp.read()
     chunks, size = [], 0
     async for chunk in resp.content.iter_any():
@@ -57,7 +62,11 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
     decoder = att.codec.StreamDecoder()
     parser = SSEParser()
     events: list[ev.Event] = []
-    frames = list(parser.feed(data)) + list(parser.close())
+    try:
+        frames = list(parser.feed(data)) + list(parser.close())
+    except SSELineTooLong as exc:
+        raise AttemptFailed(f"upstream stream rejected: {exc}", code="upstream_stream_error", status=502,
+                            retryable=True) from None
     for name, payload in frames:
         rec.on_upstream_frame(name, payload)
         events.extend(decoder.feed(name, payload))
