@@ -52,8 +52,8 @@ from gateway.mock_upstream.wire import messages as wire_messages  # noqa: E402
 from gateway.mock_upstream.wire import responses as wire_responses  # noqa: E402
 from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec  # noqa: E402
 from gateway.protocols.base import EncodeContext  # noqa: E402
-from gateway.protocols.prepare import prepare_after_chains, prepare_before_chains  # noqa: E402
 from gateway.protocols.sse import SSEParser  # noqa: E402
+from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains  # noqa: E402
 
 WIRES = {"chat_completion": wire_chat, "responses": wire_responses, "messages": wire_messages,
          "gemini": wire_gemini}

@@ -54,7 +54,7 @@ PORT = int(os.environ.get("PORT", "8000"))
 
 INSTALLED_APPS = [
     "daphne",  # first: its runserver serves the ASGI application in development
-    "django.contrib.admin",
+    "gateway.admin_site.MonogateAdminConfig",  # django.contrib.admin with our site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -134,9 +134,11 @@ LOGIN_URL = "/admin/login/"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 REST_FRAMEWORK = {
+    # Token first: an unauthenticated call then gets 401 with ``WWW-Authenticate: Token`` (with
+    # session auth first DRF answers 403, which tells a script nothing about how to log in).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",

@@ -52,7 +52,7 @@ def validate_redirects(value) -> None:
 
 
 class ApiKey(models.Model):
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, unique=True, help_text="Unique: the config file and dumps match keys by name.")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys",
                               null=True, blank=True)
     prefix = models.CharField(max_length=PREFIX_LEN, editable=False, db_index=True)

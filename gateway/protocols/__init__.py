@@ -1,34 +1,45 @@
-"""Wire protocol codecs. One module per protocol; each knows nothing of HTTP or the ORM.
+"""Wire protocol codecs. One subpackage per protocol; each knows nothing of HTTP or the ORM.
 
-Every module exposes the same functions (there is no Codec base class; this list is the contract):
-
-- ``decode_request(body: dict) -> Request``          client protocols only; raises ProtocolError
-- ``encode_request(req: Request, ctx: EncodeContext) -> dict``   upstream wire body
-- ``decode_response(body: dict) -> Response``        raises UpstreamProtocolError
-- ``encode_response(resp: Response, ctx: EncodeContext) -> dict``   client protocols only
-- ``StreamDecoder()``: ``feed(event_name, data) -> list[Event]``, ``close() -> list[Event]``
-- ``StreamEncoder(ctx)``: ``encode(event) -> bytes``, ``keepalive() -> bytes``,
-  ``error(status, code, message) -> bytes`` (pre-stream error frames)
-- ``error_body(status, code, message, *, param=None, error_type=None) -> dict``   client protocols only
-- ``upstream_path(model, stream) -> str`` and ``upstream_headers(api_key) -> dict``
+Every protocol package (``chat``, ``responses``, ``messages``, ``gemini``) has the same files:
+``request`` (request bodies both ways), ``response`` (whole responses both ways),
+``stream_decode`` (upstream SSE -> URP events), ``stream_encode`` (URP events -> client SSE;
+client protocols only), ``common`` (the internal keys and field helpers the others share), and
+an ``__init__`` that is its public face. A few packages add a module for a concern of their own:
+``chat/decode`` and ``chat/encode`` (the field-level mapping request and response share),
+``messages/thinking`` (thinking/effort rules), ``responses/stream_state`` (the stream encoder's
+per-item records). The contract that face satisfies is
+written as ``typing.Protocol`` classes in ``contracts`` (``Codec``, ``UpstreamCodec``,
+``StreamDecoder``, ``StreamEncoder``). Shared plumbing: ``base`` (EncodeContext, ids, extras),
+``sse``, ``json_depth``; the error types live in ``gateway.errors``.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from types import ModuleType
+from typing import cast
+
+from .contracts import Codec, StreamDecoder, StreamEncoder, UpstreamCodec
 
 CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages")
 UPSTREAM_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
 
 _MODULES = {
-    "chat_completion": "gateway.protocols.chat_completions",
+    "chat_completion": "gateway.protocols.chat",
     "responses": "gateway.protocols.responses",
     "messages": "gateway.protocols.messages",
     "gemini": "gateway.protocols.gemini",
 }
 
 
-def codec(protocol: str) -> ModuleType:
-    """The codec module for a protocol name."""
-    return import_module(_MODULES[protocol])
+def codec(protocol: str) -> Codec:
+    """The codec module for a protocol name.
+
+    Typed as the full client ``Codec``; an upstream-only protocol (``gemini``) implements only
+    its ``UpstreamCodec`` part, and callers ask for the client half only for CLIENT_PROTOCOLS.
+    """
+    return cast(Codec, import_module(_MODULES[protocol]))
+
+
+__all__ = [
+    "CLIENT_PROTOCOLS", "UPSTREAM_PROTOCOLS", "Codec", "StreamDecoder", "StreamEncoder", "UpstreamCodec", "codec",
+]

@@ -23,4 +23,5 @@ recorders. Modules, in the order a request walks them:
 - ``exchange``: per-request state, headers, JSON and SSE writing, keep-alives
 - ``count_tokens``: ``POST /v1/messages/count_tokens``
 - ``globs``: model glob matching
+- ``prepare``: per-attempt, cross-protocol clean-up of the decoded request before encoding
 """

@@ -11,7 +11,7 @@ import orjson
 
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.prepare import prepare_after_chains, prepare_before_chains
+from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 
 from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select

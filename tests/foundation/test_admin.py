@@ -171,7 +171,7 @@ def test_api_key_secret_shown_once(admin_client):
     response = admin_client.post(reverse("admin:keys_apikey_add"), data)
     assert response.status_code == 200
     html = response.content.decode()
-    match = re.search(r'<code class="api-key-secret">([^<]+)</code>', html)
+    match = re.search(r'<code class="api-key-secret"[^>]*>([^<]+)</code>', html)
     assert match, html[:3000]
     secret = match.group(1)
     key = ApiKey.objects.get(name="team")
@@ -203,7 +203,7 @@ def test_rotate_secret_action(admin_client):
     response = admin_client.post(reverse("admin:keys_apikey_changelist"),
                                  {"action": "rotate_secret", "_selected_action": [str(key.pk)]})
     assert response.status_code == 200
-    new = re.search(r'<code class="api-key-secret">([^<]+)</code>', response.content.decode()).group(1)
+    new = re.search(r'<code class="api-key-secret"[^>]*>([^<]+)</code>', response.content.decode()).group(1)
     key.refresh_from_db()
     assert new != old and key.key_hash == crypto.hash_api_key(new)
 
@@ -215,3 +215,47 @@ def test_global_chain_admin_saves_global_scope(admin_client):
     assert response.status_code == 302, response.content.decode()[:3000]
     rule = TransformRule.objects.get()
     assert (rule.scope, rule.provider_id, rule.api_key_id) == ("global", None, None)
+
+
+def test_admin_is_branded_ordered_and_links_the_viewer(admin_client):
+    html = admin_client.get("/admin/").content.decode()
+    assert "Monogate administration" in html
+    assert 'href="/captures/"' in html
+    order = [html.index(f'class="app-{label} ') for label in ("providers", "keys", "transforms", "captures", "auth")]
+    assert order == sorted(order), "apps in the order operators use them"
+
+
+def test_new_key_secret_page_has_a_copy_button(admin_client):
+    data = {"name": "copy-me", "enabled": "on", "expires_at_0": "", "expires_at_1": "", "allowed_models": '["*"]',
+            "model_redirects": "null", "capture_mode": "off", "owner": "", **_management("transform_rules")}
+    response = admin_client.post(reverse("admin:keys_apikey_add"), data)
+    html = response.content.decode()
+    assert 'class="button copy-secret"' in html and "navigator.clipboard" in html
+
+
+def test_landing_page_links_everything(client):
+    html = client.get("/").content.decode()
+    for href in ('href="/admin/"', 'href="/captures/"', 'href="/api/"'):
+        assert href in html
+    assert "http://testserver/v1" in html
+
+
+@pytest.mark.django_db
+def test_rest_api_root_lists_every_endpoint_and_asks_for_credentials(client, admin_client):
+    anonymous = client.get("/api/")
+    assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"] == "Token"
+    listed = admin_client.get("/api/").json()
+    for path in ("providers", "api-keys", "transforms/rules", "transforms/registry", "settings", "captures"):
+        assert listed[path].endswith(f"/api/{path}/")
+    assert admin_client.get("/api/transforms/registry").status_code == 200  # the documented form
+
+
+def test_api_key_names_are_unique_so_a_reposted_form_creates_no_second_key(admin_client):
+    data = {"name": "twice", "enabled": "on", "expires_at_0": "", "expires_at_1": "", "allowed_models": '["*"]',
+            "model_redirects": "null", "capture_mode": "off", "owner": "", **_management("transform_rules")}
+    admin_client.post(reverse("admin:keys_apikey_add"), data)
+    again = admin_client.post(reverse("admin:keys_apikey_add"), data)
+    assert "already exists" in again.content.decode()
+    assert ApiKey.objects.filter(name="twice").count() == 1
+    rest = admin_client.post("/api/api-keys/", {"name": "twice"}, content_type="application/json")
+    assert rest.status_code == 400 and "name" in rest.json()

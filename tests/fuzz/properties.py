@@ -24,8 +24,8 @@ from gateway.errors import ProtocolError, UpstreamProtocolError
 from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.json_depth import too_deep
-from gateway.protocols.prepare import prepare_for_upstream
 from gateway.protocols.sse import SSEParser
+from gateway.proxy.prepare import prepare_for_upstream
 from gateway.urp import Request, Response, clone
 from gateway.urp import events as ev
 from gateway.urp.nodes import INTERNAL_PREFIX

@@ -19,8 +19,8 @@ from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.frame_split import FrameSplitter
 from gateway.protocols.json_depth import too_deep
-from gateway.protocols.prepare import prepare_after_chains, prepare_before_chains
 from gateway.protocols.sse import SSEParser
+from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import clone
 from gateway.urp.synth import response_to_events
 from transforms.base import TransformContext

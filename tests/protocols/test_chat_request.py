@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from gateway.errors import ProtocolError
-from gateway.protocols import chat_completions as cc
+from gateway.protocols import chat as cc
 from gateway.protocols.base import EncodeContext
 from gateway.urp import (
     AudioNode,
@@ -317,7 +317,7 @@ def test_tool_choice_with_non_string_fields_encodes_for_every_upstream(choice):
     import orjson
 
     from gateway.protocols import codec
-    from gateway.protocols.prepare import prepare_for_upstream
+    from gateway.proxy.prepare import prepare_for_upstream
 
     for upstream in ("chat_completion", "responses", "messages", "gemini"):
         req = cc.decode_request({"model": "m", "messages": [{"role": "user", "content": "hi"}],

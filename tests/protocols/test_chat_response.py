@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from gateway.errors import UpstreamProtocolError
-from gateway.protocols import chat_completions as cc
+from gateway.protocols import chat as cc
 from gateway.protocols.base import EncodeContext
 from gateway.urp import ReasoningNode, RefusalNode, Response, TextNode, ToolCallNode, Usage
 

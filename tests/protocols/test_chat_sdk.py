@@ -8,7 +8,7 @@ import openai
 import orjson
 import pytest
 
-from gateway.protocols import chat_completions as cc
+from gateway.protocols import chat as cc
 from gateway.protocols.base import EncodeContext
 from gateway.urp import ReasoningNode, Response, TextNode, ToolCallNode, Usage
 from gateway.urp import events as ev

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.protocols import chat_completions as cc
+from gateway.protocols import chat as cc
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.sse import SSEParser
 from gateway.urp import ReasoningNode, TextNode, ToolCallNode, Usage

@@ -121,7 +121,7 @@ def test_split_string_is_exact_on_multibyte_characters():
 
 
 def test_real_chat_encoder_output_is_split():
-    chat = pytest.importorskip("gateway.protocols.chat_completions")
+    chat = pytest.importorskip("gateway.protocols.chat")
     from gateway.protocols.base import EncodeContext
     from gateway.urp import TextNode
     from gateway.urp import events as ev

@@ -387,7 +387,7 @@ def test_tool_arguments_nested_too_deep_are_kept_as_raw_text():
     JSON nested deeper than orjson writes crashed the upstream body's serialisation."""
     import orjson
 
-    from gateway.protocols import chat_completions as cc
+    from gateway.protocols import chat as cc
 
     args = '{"a": ' + "[" * 300 + "]" * 300 + "}"
     req = cc.decode_request({"model": "m", "messages": [

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import anthropic
-import httpx
 import orjson
 import pytest
 
@@ -15,6 +14,9 @@ from gateway.protocols import messages
 from gateway.protocols.base import EncodeContext
 from gateway.urp import ReasoningNode, Response, TextNode, ToolCallNode, Usage
 from tests.protocols.test_messages_stream import cross_family_events, encode_all, same_family_stream
+from tests.sdk_http import httpx_for
+
+httpx = httpx_for(anthropic)  # httpx2 under anthropic 2.x
 
 
 def client_for(handler: Callable[[httpx.Request], httpx.Response]) -> anthropic.Anthropic:

@@ -3,7 +3,7 @@ Responses-only state, orphan tool exchanges."""
 
 from __future__ import annotations
 
-from gateway.protocols.prepare import prepare_for_upstream, remove_orphan_tool_exchanges
+from gateway.proxy.prepare import prepare_for_upstream
 from gateway.urp import (
     EnvelopeExtraNode,
     ProviderItemNode,
@@ -14,6 +14,7 @@ from gateway.urp import (
     ToolDef,
     ToolResultNode,
 )
+from gateway.urp.conversation import remove_orphan_tool_exchanges
 
 
 def prep(req, upstream, source, *, strip=True, whitelist=None):

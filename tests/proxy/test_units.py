@@ -200,7 +200,7 @@ def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt
     import orjson
 
     from gateway.errors import AttemptFailed
-    from gateway.protocols import chat_completions
+    from gateway.protocols import chat as chat_completions
     from gateway.proxy.recorder import NULL_RECORDER
     from gateway.proxy.whole import decode_whole
 

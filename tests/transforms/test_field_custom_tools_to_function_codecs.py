@@ -11,13 +11,11 @@ import openai
 import orjson
 import pytest
 
+from gateway.protocols import chat, responses
 from gateway.protocols.base import EncodeContext
 from transforms.base import TransformContext
 from transforms.builtin.field_custom_tools_to_function import FieldCustomToolsToFunction
 from transforms.engine import CompiledRule, StreamChain, run_request, run_response, select
-
-responses = pytest.importorskip("gateway.protocols.responses")
-chat = pytest.importorskip("gateway.protocols.chat_completions")
 
 MODEL = "target-model"
 PATCH = '*** Begin Patch ***\n*** Add File: "café".txt\nsay "hi"\n*** End Patch ***'

@@ -3,8 +3,8 @@ client-side truncation); Anthropic rejects a tool_use without a matching tool_re
 
 from __future__ import annotations
 
-from gateway.protocols.prepare import remove_orphan_tool_exchanges
 from gateway.urp import Request
+from gateway.urp.conversation import remove_orphan_tool_exchanges
 from transforms.base import ALL_SCOPES, Transform, TransformContext
 
 

@@ -1,16 +1,14 @@
-"""Anthropic Messages codec (client protocol and upstream protocol).
+"""Anthropic Messages request bodies: client wire -> Request, and Request -> upstream wire.
 
-Request: ``system`` + ``messages[]`` content blocks <-> flat URP nodes; tools, tool choice,
-thinking/output_config, sampling and metadata controls. Response and usage normalisation
-(Anthropic's ``input_tokens`` excludes cache reads/writes; ours includes them). The streaming
-halves live in ``messages_stream`` and are re-exported here.
+``system`` + ``messages[]`` content blocks <-> flat URP nodes; tools, tool choice,
+thinking/output_config (rules in ``thinking``), sampling and metadata controls.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import ProtocolError, UpstreamProtocolError
+from gateway.errors import ProtocolError
 from gateway.urp import (
     EnvelopeExtraNode,
     FileNode,
@@ -19,47 +17,32 @@ from gateway.urp import (
     ProviderItemNode,
     ReasoningConfig,
     Request,
-    Response,
     ResponseFormat,
     TextNode,
-    ToolCallNode,
     ToolDef,
     ToolResultNode,
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from . import messages_thinking as thinking_rules
-from .base import EncodeContext, new_id, put_extra
-from .messages_common import (
+from ..base import EncodeContext, put_extra
+from . import thinking as thinking_rules
+from .common import (
     DERIVED_EFFORT,
     PROTOCOL,
     RAW_OUTPUT_CONFIG,
     RAW_THINKING,
     RAW_TOOL_CHOICE,
     SHAPE,
-    STOP_REASON,
-    STOP_SEQUENCE,
     TOOL_TYPE,
     decode_block,
-    decode_usage,
     encode_content_block,
     encode_tool_result,
-    encode_usage,
-    error_type_for,
-    finish_from_wire,
     scrub,
-    stop_to_wire,
     unknown,
 )
-from .messages_stream import StreamDecoder, StreamEncoder
-
-__all__ = [
-    "PROTOCOL", "StreamDecoder", "StreamEncoder", "decode_request", "decode_response", "encode_request",
-    "encode_response", "error_body", "upstream_headers", "upstream_path",
-]
 
 DEFAULT_MAX_TOKENS = 64000
-ANTHROPIC_VERSION = "2023-06-01"
+
 
 _TOP_KNOWN = frozenset({
     "model", "messages", "system", "max_tokens", "stream", "temperature", "top_p", "stop_sequences",
@@ -67,7 +50,6 @@ _TOP_KNOWN = frozenset({
 })
 _MESSAGE_KNOWN = frozenset({"role", "content"})
 _FUNCTION_TOOL_KNOWN = frozenset({"type", "name", "description", "input_schema", "strict"})
-_RESPONSE_KNOWN = frozenset({"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"})
 
 
 def _number(body: dict[str, Any], key: str) -> float | None:
@@ -167,18 +149,8 @@ def _choice_from_wire(choice: dict[str, Any], path: str = "tool_choice") -> str 
     raise ProtocolError("tool_choice.type must be auto, any, tool or none", param=f"{path}.type")
 
 
-def decode_request(body: dict) -> Request:
-    """A Messages request body -> Request. Raises ProtocolError naming the bad field."""
-    if not isinstance(body, dict):
-        raise ProtocolError("request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ProtocolError("model must be a non-empty string", param="model")
-    nodes: list[Node] = []
-    _decode_system(body.get("system"), nodes)
-    _decode_messages(body.get("messages"), nodes)
-    req = Request(model=model, input=nodes)
-
+def _decode_sampling(body: dict[str, Any], req: Request) -> None:
+    """stream, max_tokens, temperature, top_p, stop_sequences."""
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise ProtocolError("stream must be a boolean", param="stream")
@@ -197,7 +169,9 @@ def decode_request(body: dict) -> Request:
             raise ProtocolError("stop_sequences must be a list of strings", param="stop_sequences")
         req.stop = list(stops)
 
-    extra = unknown(body, _TOP_KNOWN)
+
+def _decode_metadata(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """``metadata.user_id`` becomes the end-user id; the rest of metadata rides in extra."""
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict):
@@ -211,6 +185,9 @@ def decode_request(body: dict) -> Request:
         if rest or user_id is None:
             extra["metadata"] = rest
 
+
+def _decode_tools(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """tools, tool_choice (its raw form kept for a same-family replay), parallel_tool_calls."""
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -231,6 +208,9 @@ def decode_request(body: dict) -> Request:
             raise ProtocolError("parallel_tool_calls must be a boolean", param="parallel_tool_calls")
         req.parallel_tool_calls = ptc
 
+
+def _decode_thinking(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """thinking and output_config: the structured-output format and the derived effort."""
     thinking = body.get("thinking")
     if thinking is not None and not isinstance(thinking, dict):
         raise ProtocolError("thinking must be an object", param="thinking")
@@ -252,6 +232,26 @@ def decode_request(body: dict) -> Request:
         if thinking is not None:
             rextra[RAW_THINKING] = scrub(thinking)
         req.reasoning = ReasoningConfig(effort=effort, extra=rextra)
+
+
+def decode_request(body: dict) -> Request:
+    """A Messages request body -> Request. Raises ProtocolError naming the bad field.
+
+    The steps run in a fixed order, so the first bad field reported is always the same one."""
+    if not isinstance(body, dict):
+        raise ProtocolError("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ProtocolError("model must be a non-empty string", param="model")
+    nodes: list[Node] = []
+    _decode_system(body.get("system"), nodes)
+    _decode_messages(body.get("messages"), nodes)
+    req = Request(model=model, input=nodes)
+    _decode_sampling(body, req)
+    extra = unknown(body, _TOP_KNOWN)
+    _decode_metadata(body, req, extra)
+    _decode_tools(body, req, extra)
+    _decode_thinking(body, req, extra)
     req.extra = extra
     return req
 
@@ -392,11 +392,8 @@ def _encode_reasoning(req: Request, model: str, max_tokens: int, body: dict[str,
         body["output_config"] = oc
 
 
-def encode_request(req: Request, ctx: EncodeContext) -> dict:
-    """Request -> Messages upstream body. Raises ProtocolError (400) when the thinking controls
-    break Anthropic's documented rules."""
-    same = ctx.source_protocol == PROTOCOL
-    tool_extras = same or not ctx.strip_nested
+def _encode_conversation(req: Request, same: bool) -> tuple[list[dict[str, Any]], Any, list[dict[str, Any]]]:
+    """The nodes -> (system blocks, the system's original shape, grouped ``messages``)."""
     system: list[dict[str, Any]] = []
     system_shape: Any = None
     group = _Grouper()
@@ -425,22 +422,11 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         if block is not None:
             group.add(role, block, node)
     group.flush()
+    return system, system_shape, group.messages
 
-    max_tokens = req.max_output_tokens if req.max_output_tokens is not None else DEFAULT_MAX_TOKENS
-    body: dict[str, Any] = {"model": ctx.model, "max_tokens": max_tokens}
-    if system:
-        if system_shape == "string" and len(system) == 1 and len(system[0]) == 2:
-            body["system"] = system[0]["text"]
-        else:
-            body["system"] = system
-    body["messages"] = group.messages
-    tools = _encode_tools(req.tools, extras=tool_extras) if req.tools else []
-    if tools:
-        body["tools"] = tools
-    choice = _encode_tool_choice(req)
-    if choice is not None and tools:
-        body["tool_choice"] = choice
-    _encode_reasoning(req, ctx.model, max_tokens, body)
+
+def _encode_metadata(req: Request, same: bool, body: dict[str, Any]) -> None:
+    """``metadata``: the end-user id plus, on a same-family hop, the client's other metadata."""
     metadata: dict[str, Any] = {}
     raw_meta = req.extra.get("metadata")
     if same and isinstance(raw_meta, dict):
@@ -449,6 +435,31 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
         metadata["user_id"] = req.user
     if metadata or (same and isinstance(raw_meta, dict)):
         body["metadata"] = metadata
+
+
+def encode_request(req: Request, ctx: EncodeContext) -> dict:
+    """Request -> Messages upstream body. Raises ProtocolError (400) when the thinking controls
+    break Anthropic's documented rules."""
+    same = ctx.source_protocol == PROTOCOL
+    tool_extras = same or not ctx.strip_nested
+    system, system_shape, messages = _encode_conversation(req, same)
+
+    max_tokens = req.max_output_tokens if req.max_output_tokens is not None else DEFAULT_MAX_TOKENS
+    body: dict[str, Any] = {"model": ctx.model, "max_tokens": max_tokens}
+    if system:
+        if system_shape == "string" and len(system) == 1 and len(system[0]) == 2:
+            body["system"] = system[0]["text"]
+        else:
+            body["system"] = system
+    body["messages"] = messages
+    tools = _encode_tools(req.tools, extras=tool_extras) if req.tools else []
+    if tools:
+        body["tools"] = tools
+    choice = _encode_tool_choice(req)
+    if choice is not None and tools:
+        body["tool_choice"] = choice
+    _encode_reasoning(req, ctx.model, max_tokens, body)
+    _encode_metadata(req, same, body)
     if req.stop is not None:
         body["stop_sequences"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
     if req.temperature is not None:
@@ -462,92 +473,3 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
             body[key] = value
     thinking_rules.validate(body)
     return body
-
-
-# -- response ----------------------------------------------------------------------------------
-
-def decode_response(body: dict) -> Response:
-    """A Messages response body -> Response. Embedded errors and garbage raise
-    UpstreamProtocolError."""
-    if not isinstance(body, dict):
-        raise UpstreamProtocolError("upstream response is not a JSON object")
-    if body.get("type") == "error" or (isinstance(body.get("error"), dict) and "content" not in body):
-        err = body.get("error") if isinstance(body.get("error"), dict) else {}
-        etype = err.get("type") if isinstance(err.get("type"), str) else None
-        raise UpstreamProtocolError(str(err.get("message") or "upstream returned an error"),
-                                    code=etype or "upstream_error", error_type=etype)
-    content = body.get("content")
-    if not isinstance(content, list):
-        raise UpstreamProtocolError("upstream response has no content list")
-    try:
-        output = [decode_block(b, "assistant", f"content[{i}]") for i, b in enumerate(content)]
-    except ProtocolError as exc:
-        raise UpstreamProtocolError(f"bad upstream content block: {exc.message} ({exc.param})") from exc
-    extra = unknown(body, _RESPONSE_KNOWN)
-    stop = body.get("stop_reason")
-    if isinstance(stop, str) and stop:
-        extra[STOP_REASON] = stop
-        extra[STOP_SEQUENCE] = body.get("stop_sequence")
-    finish = finish_from_wire(stop)
-    if finish is None:
-        finish = "tool_calls" if any(isinstance(n, ToolCallNode) for n in output) else "stop"
-    rid = body.get("id")
-    return Response(id=rid if isinstance(rid, str) and rid else new_id("msg_"), model=str(body.get("model") or ""),
-                    output=output, finish_reason=finish, usage=decode_usage(body.get("usage")), extra=extra)
-
-
-def encode_response(resp: Response, ctx: EncodeContext) -> dict:
-    """Response -> Messages client body with the client's logical model."""
-    same = ctx.source_protocol == PROTOCOL
-    extras = same or not ctx.strip_nested
-    blocks: list[dict[str, Any]] = []
-    has_tool = False
-    for node in resp.output:
-        if isinstance(node, ToolResultNode | EnvelopeExtraNode):
-            continue
-        block = encode_content_block(node, extras=extras, same_family=same, signature_for_client=True)
-        if block is None:
-            continue
-        if block.get("type") == "tool_use":
-            has_tool = True
-        blocks.append(block)
-    stop_reason, stop_sequence = stop_to_wire(resp.finish_reason, resp.extra, has_tool_use=has_tool)
-    body: dict[str, Any] = {
-        "id": resp.id or new_id("msg_"),
-        "type": "message",
-        "role": "assistant",
-        "model": ctx.model,
-        "content": blocks,
-        "stop_reason": stop_reason,
-        "stop_sequence": stop_sequence,
-        "usage": encode_usage(resp.usage, same_family=same),
-    }
-    if same:
-        put_extra(body, resp.extra)
-    return body
-
-
-# -- errors and transport ----------------------------------------------------------------------
-
-def error_body(status: int, code: str, message: str, *, param: str | None = None,
-               error_type: str | None = None) -> dict:
-    """Anthropic error envelope ``{"type": "error", "error": {"type", "message"}}``."""
-    err: dict[str, Any] = {"type": error_type_for(status, code, error_type), "message": message}
-    if param:
-        err["param"] = param
-    return {"type": "error", "error": err}
-
-
-def upstream_path(model: str, stream: bool) -> str:
-    return "/v1/messages"
-
-
-def upstream_headers(api_key: str) -> dict[str, str]:
-    """Anthropic auth: ``x-api-key`` (native) and Bearer (relays that expect it), plus the
-    mandatory version header."""
-    return {
-        "x-api-key": api_key,
-        "authorization": f"Bearer {api_key}",
-        "anthropic-version": ANTHROPIC_VERSION,
-        "content-type": "application/json",
-    }

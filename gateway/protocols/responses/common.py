@@ -1,5 +1,5 @@
-"""OpenAI Responses items <-> URP nodes, shared by the request codec (``input``/``instructions``)
-and the response codec (``output``).
+"""The Responses shared field module: items <-> URP nodes, shared by the request codec
+(``input``/``instructions``), the response codec (``output``) and the streams.
 
 Why one module: Responses request input items and response output items have the same shape
 (message, function_call, custom_tool_call, reasoning, ...), so a single decoder and a single
@@ -35,7 +35,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from .base import json_text, new_id, put_extra, split_data_url, without_internal
+from ..base import json_text, new_id, put_extra, split_data_url, without_internal
 
 PROTOCOL = "responses"
 
@@ -442,24 +442,26 @@ class _Message:
         self.nodes = 0
 
 
-def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozenset[str] | None = None
-                 ) -> list[dict[str, Any]]:
-    """Group flat nodes into Responses items.
+class _ItemWriter:
+    """The grouping state of ``encode_items``: the items written so far, the envelope extras
+    waiting for the next item, and the message item being filled."""
 
-    Contiguous message-compatible nodes of one role, phase and item id form one ``message``
-    item; a node that started an item on the wire (``M_ITEM``), a control node, or any
-    reasoning/tool/provider item closes it. ``output`` fills the fields a response object needs
-    (ids, status, annotations); ``phases`` (when given) is the set of phases forwarded.
-    """
-    items: list[dict[str, Any]] = []
-    env: dict[str, Any] = {}
-    cur: _Message | None = None
+    __slots__ = ("same", "output", "phases", "items", "env", "cur")
 
-    def flush() -> None:
-        nonlocal cur, env
-        if cur is None:
+    def __init__(self, same: bool, output: bool, phases: frozenset[str] | None) -> None:
+        self.same = same
+        self.output = output
+        self.phases = phases
+        self.items: list[dict[str, Any]] = []
+        self.env: dict[str, Any] = {}
+        self.cur: _Message | None = None
+
+    def flush(self) -> None:
+        """Close the open message item (if it has anything to say) and append it."""
+        same, output = self.same, self.output
+        if self.cur is None:
             return
-        m, cur = cur, None
+        m, self.cur = self.cur, None
         if not m.parts and m.flags is None:
             return
         item: dict[str, Any] = {}
@@ -483,68 +485,89 @@ def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozens
             item["content"] = parts
         if m.phase is not None:
             item["phase"] = m.phase
-        if env:
-            put_extra(item, env)
-            env = {}
-        items.append(item)
+        if self.env:
+            put_extra(item, self.env)
+            self.env = {}
+        self.items.append(item)
 
+    def part(self, node: Any, t: type) -> None:
+        """A message-compatible node: joins the open message item or starts a new one."""
+        same, output, phases = self.same, self.output, self.phases
+        if t is ProviderItemNode and node.origin_protocol != PROTOCOL:
+            return
+        role = node.role if t is not RefusalNode else "assistant"
+        if role == "tool":
+            role = "user"
+        if role == "assistant" and (t is ImageNode or t is FileNode):
+            # Assistant messages carry only output_text/refusal; a generated image in a
+            # response becomes the native image_generation_call item.
+            if output and t is ImageNode and node.source.kind == "base64":
+                self.flush()
+                self.items.append(node.extra.get(M_BODY) if same and M_BODY in node.extra else
+                                  {"type": "image_generation_call", "id": node.id or new_id("ig_"),
+                                   "status": "completed", "result": node.source.data})
+            return
+        phase = node.phase if t is TextNode else None
+        if phases is not None and phase not in phases:
+            phase = None
+        starts = M_ITEM in node.extra and same
+        cur = self.cur
+        if (cur is None or starts or role != cur.role or (phase is not None and phase != cur.phase)
+                or (node.id is not None and cur.id is not None and node.id != cur.id)):
+            self.flush()
+            cur = self.cur = _Message(role, phase, node.id if same or output else None,
+                                      node.extra.get(M_ITEM) if same else None)
+        elif phase is not None and cur.phase is None:
+            cur.phase = phase
+        if cur.id is None and node.id is not None and (same or output):
+            cur.id = node.id
+        part = encode_part(node, same, output)
+        if part is not None:
+            cur.parts.append(part)
+        cur.nodes += 1
+
+    def item(self, node: Any, t: type) -> None:
+        """A node that is an item of its own: tool call, tool result, reasoning, provider item."""
+        same, output = self.same, self.output
+        if t is ToolCallNode:
+            self.items.append(encode_tool_call(node, same, output))
+        elif t is ToolResultNode:
+            item = encode_tool_result(node, same)
+            if self.env:
+                put_extra(item, self.env)
+                self.env = {}
+            self.items.append(item)
+        elif t is ReasoningNode:
+            reasoning = encode_reasoning(node, same, output)
+            if reasoning is not None:
+                self.items.append(reasoning)
+        elif t is ProviderItemNode:
+            if node.origin_protocol == PROTOCOL:
+                self.items.append(without_internal(node.body))
+        elif t is AudioNode:
+            return  # Responses has no audio input part
+
+
+def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozenset[str] | None = None
+                 ) -> list[dict[str, Any]]:
+    """Group flat nodes into Responses items.
+
+    Contiguous message-compatible nodes of one role, phase and item id form one ``message``
+    item; a node that started an item on the wire (``M_ITEM``), a control node, or any
+    reasoning/tool/provider item closes it. ``output`` fills the fields a response object needs
+    (ids, status, annotations); ``phases`` (when given) is the set of phases forwarded.
+    """
+    writer = _ItemWriter(same, output, phases)
     for node in nodes:
         t = type(node)
         if t is EnvelopeExtraNode:
-            flush()
+            writer.flush()
             if same:
-                env.update(wire_extra(node.extra))
-            continue
-        if _is_part_node(node):
-            if t is ProviderItemNode and node.origin_protocol != PROTOCOL:
-                continue
-            role = node.role if t is not RefusalNode else "assistant"
-            if role == "tool":
-                role = "user"
-            if role == "assistant" and (t is ImageNode or t is FileNode):
-                # Assistant messages carry only output_text/refusal; a generated image in a
-                # response becomes the native image_generation_call item.
-                if output and t is ImageNode and node.source.kind == "base64":
-                    flush()
-                    items.append(node.extra.get(M_BODY) if same and M_BODY in node.extra else
-                                 {"type": "image_generation_call", "id": node.id or new_id("ig_"),
-                                  "status": "completed", "result": node.source.data})
-                continue
-            phase = node.phase if t is TextNode else None
-            if phases is not None and phase not in phases:
-                phase = None
-            starts = M_ITEM in node.extra and same
-            if (cur is None or starts or role != cur.role or (phase is not None and phase != cur.phase)
-                    or (node.id is not None and cur.id is not None and node.id != cur.id)):
-                flush()
-                cur = _Message(role, phase, node.id if same or output else None,
-                               node.extra.get(M_ITEM) if same else None)
-            elif phase is not None and cur.phase is None:
-                cur.phase = phase
-            if cur.id is None and node.id is not None and (same or output):
-                cur.id = node.id
-            part = encode_part(node, same, output)
-            if part is not None:
-                cur.parts.append(part)
-            cur.nodes += 1
-            continue
-        flush()
-        if t is ToolCallNode:
-            items.append(encode_tool_call(node, same, output))
-        elif t is ToolResultNode:
-            item = encode_tool_result(node, same)
-            if env:
-                put_extra(item, env)
-                env = {}
-            items.append(item)
-        elif t is ReasoningNode:
-            item = encode_reasoning(node, same, output)
-            if item is not None:
-                items.append(item)
-        elif t is ProviderItemNode:
-            if node.origin_protocol == PROTOCOL:
-                items.append(without_internal(node.body))
-        elif t is AudioNode:
-            continue  # Responses has no audio input part
-    flush()
-    return items
+                writer.env.update(wire_extra(node.extra))
+        elif _is_part_node(node):
+            writer.part(node, t)
+        else:
+            writer.flush()
+            writer.item(node, t)
+    writer.flush()
+    return writer.items

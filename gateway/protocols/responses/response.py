@@ -27,8 +27,8 @@ from gateway.urp.nodes import (
 )
 from gateway.urp.request import Response, Usage
 
-from .base import EncodeContext, new_id, token_count, without_internal
-from .responses_items import M_BODY, PROTOCOL, decode_items, encode_items
+from ..base import EncodeContext, new_id, token_count, without_internal
+from .common import M_BODY, PROTOCOL, decode_items, encode_items
 
 X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object minus output/usage
 X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstream status

@@ -1,8 +1,9 @@
 """The OpenAI Chat Completions codec (client and upstream protocol ``chat_completion``).
 
-The work lives in ``chat_decode`` (wire -> URP), ``chat_encode`` (URP -> wire) and
-``chat_stream`` (SSE both ways); this module is the contract surface the proxy and the other
-codecs import (see ``gateway/protocols/__init__.py``).
+The work lives in ``request`` and ``response`` (whole bodies), ``decode`` / ``encode`` (the
+field-level mapping they share: parts, messages, tools), ``stream_decode`` / ``stream_encode``
+(SSE) and ``common`` (internal keys, finish reasons, usage); this package's ``__init__`` is the
+contract surface the proxy and the other codecs import (see ``gateway.protocols.contracts``).
 
 Where the reference implementation has a quirk a user would not want, this codec does what a
 user expects instead:
@@ -23,10 +24,11 @@ user expects instead:
 
 from __future__ import annotations
 
-from .chat_common import PROTOCOL
-from .chat_decode import decode_request, decode_response
-from .chat_encode import encode_request, encode_response
-from .chat_stream import StreamDecoder, StreamEncoder, default_error_type
+from .common import PROTOCOL, default_error_type
+from .request import decode_request, encode_request
+from .response import decode_response, encode_response
+from .stream_decode import StreamDecoder
+from .stream_encode import StreamEncoder
 
 
 def error_body(status: int, code: str, message: str, *, param: str | None = None,

@@ -19,8 +19,8 @@ from gateway.errors import ProtocolError
 from gateway.urp.nodes import INTERNAL_PREFIX, Node, TextNode, wire_extra
 from gateway.urp.request import REASONING_EFFORTS, ReasoningConfig, Request, ResponseFormat, ToolDef
 
-from .base import EncodeContext, without_internal
-from .responses_items import (
+from ..base import EncodeContext, without_internal
+from .common import (
     M_INSTR,
     PROTOCOL,
     decode_items,
@@ -165,31 +165,9 @@ def _check(body: dict[str, Any], key: str, types: tuple[type, ...], what: str) -
     return v
 
 
-def decode_request(body: dict) -> Request:
-    """Decode a client's ``POST /v1/responses`` body."""
-    if not isinstance(body, dict):
-        raise ProtocolError("request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ProtocolError("'model' is required and must be a string", param="model")
-    if body.get("background") is True:
-        raise ProtocolError("background responses are not supported by this gateway", param="background",
-                            code="background_not_supported")
-    req = Request(model=model)
-    extra = req.extra
-    for k, v in body.items():
-        if k.startswith(INTERNAL_PREFIX):
-            continue
-        if k not in _TYPED or (v is None and k != "model"):
-            extra[k] = v
-
-    req.stream = _check(body, "stream", (bool,), "a boolean")
-    req.temperature = _check(body, "temperature", (int, float), "a number")
-    req.top_p = _check(body, "top_p", (int, float), "a number")
-    req.max_output_tokens = _check(body, "max_output_tokens", (int,), "an integer")
-    req.parallel_tool_calls = _check(body, "parallel_tool_calls", (bool,), "a boolean")
-    req.user = _check(body, "user", (str,), "a string")
-
+def _decode_conversation(body: dict[str, Any], extra: dict[str, Any]) -> list[Node]:
+    """``instructions`` (developer nodes marked as instructions) then ``input``; their original
+    shapes ride in extra so a same-protocol hop writes them back as sent."""
     nodes: list[Node] = []
     instructions = body.get("instructions")
     if isinstance(instructions, str):
@@ -217,18 +195,11 @@ def decode_request(body: dict) -> Request:
             extra[X_NO_INPUT] = True
     else:
         raise ProtocolError("'input' must be a string or an array", param="input")
-    req.input = nodes
+    return nodes
 
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise ProtocolError("'tools' must be an array", param="tools")
-        req.tools = [_decode_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
-    if body.get("tool_choice") is not None:
-        req.tool_choice = decode_tool_choice(body["tool_choice"], "tool_choice")
-    if body.get("reasoning") is not None:
-        req.reasoning = _decode_reasoning(body["reasoning"])
 
+def _decode_text(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> None:
+    """``text``: its ``format`` (structured output) and ``verbosity``; other keys ride in extra."""
     text = body.get("text")
     if text is not None:
         if not isinstance(text, dict):
@@ -246,6 +217,46 @@ def decode_request(body: dict) -> Request:
             raise ProtocolError("'text.verbosity' must be a string", param="text.verbosity")
         elif "verbosity" in text:
             extra["text"]["verbosity"] = None
+
+
+def decode_request(body: dict) -> Request:
+    """Decode a client's ``POST /v1/responses`` body."""
+    if not isinstance(body, dict):
+        raise ProtocolError("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ProtocolError("'model' is required and must be a string", param="model")
+    if body.get("background") is True:
+        raise ProtocolError("background responses are not supported by this gateway", param="background",
+                            code="background_not_supported")
+    req = Request(model=model)
+    extra = req.extra
+    for k, v in body.items():
+        if k.startswith(INTERNAL_PREFIX):
+            continue
+        if k not in _TYPED or (v is None and k != "model"):
+            extra[k] = v
+
+    req.stream = _check(body, "stream", (bool,), "a boolean")
+    req.temperature = _check(body, "temperature", (int, float), "a number")
+    req.top_p = _check(body, "top_p", (int, float), "a number")
+    req.max_output_tokens = _check(body, "max_output_tokens", (int,), "an integer")
+    req.parallel_tool_calls = _check(body, "parallel_tool_calls", (bool,), "a boolean")
+    req.user = _check(body, "user", (str,), "a string")
+
+    req.input = _decode_conversation(body, extra)
+
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise ProtocolError("'tools' must be an array", param="tools")
+        req.tools = [_decode_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
+    if body.get("tool_choice") is not None:
+        req.tool_choice = decode_tool_choice(body["tool_choice"], "tool_choice")
+    if body.get("reasoning") is not None:
+        req.reasoning = _decode_reasoning(body["reasoning"])
+
+    _decode_text(body, req, extra)
     if req.response_format is None and isinstance(body.get("response_format"), dict):
         req.response_format = _decode_format(body["response_format"], "response_format")
     return req
@@ -342,14 +353,9 @@ def _instructions(instr: list[Node], req: Request, same: bool) -> Any:
     return encode_items(instr, same=same, output=False)
 
 
-def encode_request(req: Request, ctx: EncodeContext) -> dict:
-    """The upstream ``POST /v1/responses`` body."""
-    same = ctx.source_protocol == PROTOCOL
-    body: dict[str, Any] = {"model": ctx.model}
-    for k, v in req.extra.items():
-        if not k.startswith(INTERNAL_PREFIX):
-            body[k] = v
-
+def _encode_conversation(req: Request, same: bool, body: dict[str, Any]) -> None:
+    """``instructions`` and ``input``. Cross-protocol, a leading run of plain system/developer
+    text becomes ``instructions``; same-protocol, the client's original shapes come back."""
     instr = [n for n in req.input if M_INSTR in n.extra]
     rest = [n for n in req.input if M_INSTR not in n.extra] if instr else req.input
     if instr:
@@ -368,18 +374,35 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
     elif rest or not (same and req.extra.get(X_NO_INPUT)):
         body["input"] = encode_items(rest, same=same, output=False, phases=None if same else _UPSTREAM_PHASES)
 
+
+def _encode_reasoning(req: Request, same: bool, body: dict[str, Any]) -> None:
+    """``reasoning``: effort (``max`` is ``xhigh`` on OpenAI) plus, same-protocol, the raw object."""
+    if req.reasoning is None:
+        return
+    r: dict[str, Any] = {}
+    if same:
+        r.update(wire_extra(req.reasoning.extra))
+    if req.reasoning.effort is not None:
+        r["effort"] = req.reasoning.effort if same or req.reasoning.effort != "max" else "xhigh"
+    if r or same:
+        body["reasoning"] = r
+
+
+def encode_request(req: Request, ctx: EncodeContext) -> dict:
+    """The upstream ``POST /v1/responses`` body."""
+    same = ctx.source_protocol == PROTOCOL
+    body: dict[str, Any] = {"model": ctx.model}
+    for k, v in req.extra.items():
+        if not k.startswith(INTERNAL_PREFIX):
+            body[k] = v
+
+    _encode_conversation(req, same, body)
+
     if req.tools is not None:
         body["tools"] = [t for t in (encode_tool(t, same) for t in req.tools) if t is not None]
     if req.tool_choice is not None:
         body["tool_choice"] = encode_tool_choice(req.tool_choice)
-    if req.reasoning is not None:
-        r: dict[str, Any] = {}
-        if same:
-            r.update(wire_extra(req.reasoning.extra))
-        if req.reasoning.effort is not None:
-            r["effort"] = req.reasoning.effort if same or req.reasoning.effort != "max" else "xhigh"
-        if r or same:
-            body["reasoning"] = r
+    _encode_reasoning(req, same, body)
     if ctx.options.get("responses_include_encrypted"):
         include = list(body.get("include") or [])
         if "reasoning.encrypted_content" not in include:

@@ -1,4 +1,4 @@
-"""URP -> Chat Completions wire: upstream request bodies and client (non-stream) responses.
+"""URP -> Chat Completions wire, field by field: parts, reasoning entries, messages, tools.
 
 Encoders group the flat node list into messages. On a same-Chat hop the ``_gw_chat_*`` markers
 left by the decoder restore exact message boundaries, content shapes and raw reasoning entries,
@@ -7,7 +7,6 @@ so decode -> encode gives back an equal body.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from gateway.urp import (
@@ -19,8 +18,6 @@ from gateway.urp import (
     ProviderItemNode,
     ReasoningNode,
     RefusalNode,
-    Request,
-    Response,
     TextNode,
     ToolCallNode,
     ToolDef,
@@ -28,29 +25,22 @@ from gateway.urp import (
     wire_extra,
 )
 
-from .base import EncodeContext, new_id, put_extra, without_internal
-from .chat_common import (
-    CHOICE_EXTRA,
+from ..base import put_extra, without_internal
+from .common import (
     FILE_ID_ORIGIN,
     INNER_EXTRA,
     LEGACY_FUNCTION,
     LEGACY_PREFIX,
-    MAX_TOKENS_FIELD,
     MESSAGE_AUDIO,
     MSG_SHAPE,
-    NATIVE_FINISH,
     PROTOCOL,
-    REASONING_CONFIG,
     REASONING_DETAIL,
-    REASONING_EFFORT_RAW,
     REASONING_SURFACE,
     RESULT_SHAPE,
-    THINKING_CONFIG,
     data_url,
     encode_usage,
-    finish_to_wire,
 )
-from .chat_decode import normalise_effort, reasoning_from_detail
+from .decode import reasoning_from_detail
 
 PART_TYPE = "_gw_chat_part_type"
 _AUDIO_FORMATS = {"wav": "wav", "x-wav": "wav", "wave": "wav", "mp3": "mp3", "mpeg": "mp3"}
@@ -261,6 +251,26 @@ def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict
     return msg
 
 
+def _add_to_message(cur: _Message, node: Node, part: dict[str, Any] | None, same: bool, keep_extra: bool) -> None:
+    """Put one node into the message being built: a content part, reasoning, refusal, a tool
+    call (or a legacy function call on a same-Chat hop) or message audio."""
+    if part is not None:
+        cur.parts.append(part)
+        if same and isinstance(node, TextNode) and node.phase is not None:
+            cur.phase = node.phase  # phase is never synthesised cross-family
+    elif isinstance(node, ReasoningNode):
+        cur.add_reasoning(node)
+    elif isinstance(node, RefusalNode):
+        cur.refusal = (cur.refusal or "") + node.content
+    elif isinstance(node, ToolCallNode):
+        if same and node.extra.get(LEGACY_FUNCTION):
+            cur.function_call = {"name": node.name, "arguments": node.arguments}
+        else:
+            cur.calls.append(encode_tool_call(node, same, keep_extra))
+    elif isinstance(node, ProviderItemNode):
+        cur.audio = without_internal(node.body)
+
+
 def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) -> list[dict[str, Any]]:
     """Group flat nodes into Chat messages: consecutive same-role nodes merge, tool calls attach
     to the assistant message, every tool result is its own ``tool`` message, envelope extras
@@ -304,21 +314,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
                 out.append(cur.build(response=response))
             cur = _Message(role, shape, env)
             env = {}
-        if part is not None:
-            cur.parts.append(part)
-            if same and isinstance(node, TextNode) and node.phase is not None:
-                cur.phase = node.phase  # phase is never synthesised cross-family
-        elif isinstance(node, ReasoningNode):
-            cur.add_reasoning(node)
-        elif isinstance(node, RefusalNode):
-            cur.refusal = (cur.refusal or "") + node.content
-        elif isinstance(node, ToolCallNode):
-            if same and node.extra.get(LEGACY_FUNCTION):
-                cur.function_call = {"name": node.name, "arguments": node.arguments}
-            else:
-                cur.calls.append(encode_tool_call(node, same, keep_extra))
-        elif isinstance(node, ProviderItemNode):
-            cur.audio = without_internal(node.body)
+        _add_to_message(cur, node, part, same, keep_extra)
     if cur is not None:
         out.append(cur.build(response=response))
     return out
@@ -369,150 +365,4 @@ def encode_response_format(rf) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": js}
 
 
-# -- request ------------------------------------------------------------------------------
-
-_effort_of = normalise_effort
-
-
-def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool) -> None:
-    """reasoning_effort / OpenRouter ``reasoning`` / DeepSeek ``thinking`` (reference RC4, DC5c).
-
-    Effort ``none`` is omitted cross-protocol (many Chat upstreams reject it); a same-Chat hop
-    replays the client's exact string."""
-    r = req.reasoning
-    if r is None:
-        return
-    effort = r.effort
-    raw_effort = r.extra.get(REASONING_EFFORT_RAW) if same else None
-    cfg = r.extra.get(REASONING_CONFIG)
-    deepseek = "deepseek" in model.lower()
-    if isinstance(cfg, dict):
-        obj = without_internal(cfg)
-        if effort is not None and _effort_of(obj.get("effort")) != effort and not (
-                effort == "none" and obj.get("enabled") is False):
-            obj["effort"] = effort
-            obj.pop("max_tokens", None)
-        body["reasoning"] = obj
-        if raw_effort is not None and _effort_of(raw_effort) == effort:
-            body["reasoning_effort"] = raw_effort
-    elif raw_effort is not None and _effort_of(raw_effort) == effort:
-        body["reasoning_effort"] = raw_effort
-    elif effort is not None and effort != "none":
-        body["reasoning_effort"] = "xhigh" if effort == "max" and not deepseek else effort
-    thinking = r.extra.get(THINKING_CONFIG)
-    if isinstance(thinking, dict):
-        body["thinking"] = without_internal(thinking)
-    elif deepseek and effort is not None:
-        if effort == "none":
-            body["thinking"] = {"type": "disabled"}
-            body.pop("reasoning_effort", None)
-        else:
-            body["thinking"] = {"type": "enabled"}
-            body["reasoning_effort"] = "max" if effort in ("xhigh", "max") else "high"
-
-
-def encode_request(req: Request, ctx: EncodeContext) -> dict:
-    """Request -> upstream Chat Completions body. ``stream=true`` forces
-    ``stream_options.include_usage=true`` (usage must always be billable); ``stream_options`` is
-    dropped on non-stream requests because OpenAI rejects it there."""
-    same = ctx.source_protocol in (None, PROTOCOL)
-    model = ctx.model
-    body: dict[str, Any] = {"model": model, "messages": encode_messages(req.input, same)}
-    if req.stream is not None:
-        body["stream"] = req.stream
-    if req.temperature is not None:
-        body["temperature"] = req.temperature
-    if req.top_p is not None:
-        body["top_p"] = req.top_p
-    if req.max_output_tokens is not None:
-        use_max_tokens = (same and req.extra.get(MAX_TOKENS_FIELD) == "max_tokens") or "deepseek" in model.lower()
-        body["max_tokens" if use_max_tokens else "max_completion_tokens"] = req.max_output_tokens
-    _encode_reasoning(req, body, model, same)
-    if req.tools is not None:
-        legacy = [t for t in req.tools if same and t.extra.get(LEGACY_FUNCTION)]
-        tools = [e for e in (encode_tool(t) for t in req.tools if not (same and t.extra.get(LEGACY_FUNCTION)))
-                 if e is not None]
-        if tools or (same and not req.tools):
-            body["tools"] = tools
-        if legacy:
-            body["functions"] = [e["function"] for e in (encode_tool(t) for t in legacy) if e is not None]
-    if req.tool_choice is not None:
-        choice = req.tool_choice if isinstance(req.tool_choice, str) else without_internal(req.tool_choice)
-        if same and req.extra.get(LEGACY_FUNCTION) and "functions" in body:
-            if isinstance(choice, dict):
-                choice = {"name": (choice.get("function") or {}).get("name")}
-            body["function_call"] = choice
-        elif "tools" in body:
-            body["tool_choice"] = choice
-    if req.parallel_tool_calls is not None:
-        body["parallel_tool_calls"] = req.parallel_tool_calls
-    if req.stop is not None:
-        body["stop"] = req.stop
-    if req.verbosity is not None:
-        body["verbosity"] = req.verbosity
-    if req.response_format is not None:
-        body["response_format"] = encode_response_format(req.response_format)
-    if req.user is not None:
-        body["user"] = req.user
-    put_extra(body, req.extra)
-    if req.stream:
-        so = body.get("stream_options")
-        so = dict(so) if isinstance(so, dict) else {}
-        so["include_usage"] = True
-        body["stream_options"] = so
-    else:
-        body.pop("stream_options", None)
-    return body
-
-
-# -- response -----------------------------------------------------------------------------
-
-def chat_id(resp_id: str | None) -> str:
-    if resp_id and resp_id.startswith("chatcmpl"):
-        return resp_id
-    return new_id("chatcmpl-", 16)
-
-
-def encode_response(resp: Response, ctx: EncodeContext) -> dict:
-    """Response -> client ``chat.completion`` object with the client's logical model.
-    Upstream-only extras (choice fields, system_fingerprint...) are replayed on a same-Chat hop."""
-    same = ctx.source_protocol in (None, PROTOCOL)
-    nodes = [n for n in resp.output if not isinstance(n, ToolResultNode)]
-    messages = encode_messages(nodes, same, response=True)
-    message: dict[str, Any] = {"role": "assistant", "content": None}
-    # a response has one assistant message: merge whatever the grouping produced
-    for m in messages:
-        if m.get("role") != "assistant":
-            continue
-        if message.get("content") is None or m.get("content") is None:
-            message.update({k: v for k, v in m.items() if k != "content" or v is not None})
-        else:
-            for k, v in m.items():
-                if k == "content" and isinstance(v, str) and isinstance(message["content"], str):
-                    message["content"] = message["content"] + "\n\n" + v
-                elif k in ("tool_calls", "reasoning_details") and k in message:
-                    message[k] = message[k] + v
-                else:
-                    message.setdefault(k, v)
-    calls = message.get("tool_calls") or []
-    legacy = "function_call" in message
-    finish = finish_to_wire(resp.finish_reason, resp.extra.get(NATIVE_FINISH),
-                            has_tool_calls=bool(calls) or legacy, legacy=legacy and not calls)
-    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
-    if same and isinstance(resp.extra.get(CHOICE_EXTRA), dict):
-        put_extra(choice, resp.extra[CHOICE_EXTRA])
-    body: dict[str, Any] = {
-        "id": resp.id if same and resp.id else chat_id(resp.id),
-        "object": "chat.completion",
-        "created": resp.created if resp.created is not None else int(time.time()),
-        "model": ctx.model,
-        "choices": [choice],
-    }
-    if resp.usage is not None:
-        body["usage"] = encode_usage(resp.usage, same_protocol=same)
-    if same:
-        put_extra(body, resp.extra)
-    return body
-
-
-__all__ = ["encode_request", "encode_response", "encode_messages", "encode_tool", "encode_usage", "wire_extra"]
+__all__ = ["encode_messages", "encode_tool", "encode_usage", "wire_extra"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.urp import Usage
 
-from .base import put_extra, token_count
+from ..base import new_id, put_extra, token_count
 
 PROTOCOL = "chat_completion"
 
@@ -135,3 +135,24 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
 
 def data_url(media_type: str | None, data: str) -> str:
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"
+
+
+def default_error_type(status: int) -> str:
+    """OpenAI-style error ``type`` for an HTTP status."""
+    if status == 401:
+        return "authentication_error"
+    if status == 403:
+        return "permission_error"
+    if status == 404:
+        return "not_found_error"
+    if status == 429:
+        return "rate_limit_error"
+    if status >= 500:
+        return "api_error"
+    return "invalid_request_error"
+
+
+def chat_id(resp_id: str | None) -> str:
+    if resp_id and resp_id.startswith("chatcmpl"):
+        return resp_id
+    return new_id("chatcmpl-", 16)

@@ -24,7 +24,7 @@ from gateway.urp import (
 )
 from gateway.urp.nodes import INTERNAL_PREFIX
 
-from .base import arguments_object, json_text, put_extra, split_data_url, token_count, without_internal
+from ..base import arguments_object, json_text, put_extra, split_data_url, token_count, without_internal
 
 PROTOCOL = "messages"
 

@@ -16,6 +16,7 @@ Deliberate choices:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from copy import copy
 from typing import Any
 
@@ -35,10 +36,10 @@ from gateway.urp.nodes import (
     ToolCallNode,
 )
 
-from .base import new_id, without_internal
-from .json_depth import too_deep
-from .responses_items import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
-from .responses_response import (
+from ..base import new_id, without_internal
+from ..json_depth import too_deep
+from .common import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
+from .response import (
     X_OBJECT,
     X_STATUS,
     decode_output,
@@ -311,6 +312,8 @@ class StreamDecoder:
         out.append(ev.StreamError(message=message, code=code, error_type=error_type, extra=extra or {}))
 
     def _handle(self, out: list[ev.Event], etype: Any, p: dict[str, Any]) -> None:
+        """One upstream event: lifecycle and errors first, then the per-type handler from
+        ``_HANDLERS``; an unknown type is forwarded as a ProviderControl event."""
         if etype in ("response.created", "response.in_progress", "response.queued"):
             self._ensure_start(out, p.get("response"))
             return
@@ -324,101 +327,123 @@ class StreamDecoder:
         if etype in _TERMINALS:
             self._terminal(out, etype, p.get("response") if isinstance(p.get("response"), dict) else {})
             return
-        if etype == "response.output_item.added":
-            item = p.get("item")
-            oi = p.get("output_index")
-            if not isinstance(item, dict) or not isinstance(oi, int):
-                return
-            slot = self._slots[oi] = _Slot(_kind(item.get("type")), item)
-            if isinstance(item.get("id"), str):
-                self._ids[item["id"]] = slot
-            if slot.kind == "image":
-                self._streamed.add("image")
-            elif slot.kind != "message":
-                slot.node = self._start_node(out, self._header(item))
-                self._streamed.add(slot.kind)
-                if slot.kind == "reasoning":
-                    slot.encrypted = item.get("encrypted_content")
-                elif slot.kind == "call":
-                    self._delta(out, slot.node, ev.ARGUMENTS,
-                                item.get("input" if item.get("type") == "custom_tool_call" else "arguments"))
-            return
-        if etype == "response.output_item.done":
-            item = p.get("item")
-            if not isinstance(item, dict):
-                return
-            slot = self._slot(p, None)
-            if slot is None:
-                oi = p.get("output_index")
-                slot = _Slot(_kind(item.get("type")), item)
-                if isinstance(oi, int):
-                    self._slots[oi] = slot
-                if isinstance(item.get("id"), str):
-                    self._ids[item["id"]] = slot
-            if not slot.done:
-                self._finish_item(out, slot, item)
-            return
-        if etype == "response.content_part.added":
-            slot = self._slot(p, "message")
-            part = p.get("part")
-            if slot is not None and slot.kind == "message":
-                idx = self._part_index(out, slot, p.get("content_index"), part)
-                if isinstance(part, dict):
-                    self._delta(out, idx, ev.REFUSAL if part.get("type") == "refusal" else ev.TEXT,
-                                part.get("refusal") if part.get("type") == "refusal" else part.get("text"))
-            return
-        if etype in ("response.output_text.delta", "response.refusal.delta"):
-            slot = self._slot(p, "message")
-            if slot is not None and slot.kind == "message":
-                refusal = etype == "response.refusal.delta"
-                idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
-                self._delta(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("delta"))
-            return
-        if etype in ("response.output_text.done", "response.refusal.done"):
-            slot = self._slot(p)
-            if slot is not None and slot.kind == "message":
-                refusal = etype == "response.refusal.done"
-                idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
-                self._snapshot(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("refusal" if refusal else "text"))
-            return
-        if etype == "response.content_part.done":
-            return  # the part closes with its item (output_item.done carries the authoritative text)
-        if etype in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            slot = self._slot(p, "reasoning")
-            if slot is not None and slot.kind == "reasoning":
-                if slot.node is None:
-                    slot.node = self._start_node(out, self._header(slot.item))
-                    self._streamed.add("reasoning")
-                if "summary" in etype:
-                    si = p.get("summary_index") if isinstance(p.get("summary_index"), int) else 0
-                    if slot.sidx is not None and si != slot.sidx and p.get("delta"):
-                        # A new summary part: the URP summary joins parts with a blank line.
-                        self._emit(out, ev.NodeDelta(index=slot.node, kind=ev.REASONING_SUMMARY,
-                                                     delta=SUMMARY_SEP, extra={E_SUMMARY_SEP: True}))
-                    if p.get("delta"):
-                        slot.sidx = si
-                    self._delta(out, slot.node, ev.REASONING_SUMMARY, p.get("delta"))
-                else:
-                    self._delta(out, slot.node, ev.REASONING_CONTENT, p.get("delta"))
-            return
-        if etype in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
-            slot = self._slot(p, "custom_tool_call" if "custom" in etype else "function_call")
-            if slot is not None and slot.kind == "call":
-                if slot.node is None:
-                    slot.node = self._start_node(out, self._header(slot.item))
-                    self._streamed.add("call")
-                self._delta(out, slot.node, ev.ARGUMENTS, p.get("delta"))
-            return
-        if etype in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
-            slot = self._slot(p)
-            if slot is not None and slot.kind == "call":
-                self._snapshot(out, slot.node, ev.ARGUMENTS, p.get("input" if "custom" in etype else "arguments"))
+        handler = self._HANDLERS.get(etype)
+        if handler is not None:
+            handler(self, out, etype, p)
             return
         if isinstance(etype, str) and (etype.startswith("response.reasoning_summary_")
                                        or etype.startswith("response.reasoning_text.")):
             return  # part boundaries and snapshots: the done item is authoritative
         if isinstance(etype, str):
             out.append(ev.ProviderControl(protocol=PROTOCOL, event_name=etype, data=without_internal(p)))
+
+    def _on_item_added(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        item = p.get("item")
+        oi = p.get("output_index")
+        if not isinstance(item, dict) or not isinstance(oi, int):
+            return
+        slot = self._slots[oi] = _Slot(_kind(item.get("type")), item)
+        if isinstance(item.get("id"), str):
+            self._ids[item["id"]] = slot
+        if slot.kind == "image":
+            self._streamed.add("image")
+        elif slot.kind != "message":
+            slot.node = self._start_node(out, self._header(item))
+            self._streamed.add(slot.kind)
+            if slot.kind == "reasoning":
+                slot.encrypted = item.get("encrypted_content")
+            elif slot.kind == "call":
+                self._delta(out, slot.node, ev.ARGUMENTS,
+                            item.get("input" if item.get("type") == "custom_tool_call" else "arguments"))
+
+    def _on_item_done(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        item = p.get("item")
+        if not isinstance(item, dict):
+            return
+        slot = self._slot(p, None)
+        if slot is None:
+            oi = p.get("output_index")
+            slot = _Slot(_kind(item.get("type")), item)
+            if isinstance(oi, int):
+                self._slots[oi] = slot
+            if isinstance(item.get("id"), str):
+                self._ids[item["id"]] = slot
+        if not slot.done:
+            self._finish_item(out, slot, item)
+
+    def _on_part_added(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        slot = self._slot(p, "message")
+        part = p.get("part")
+        if slot is not None and slot.kind == "message":
+            idx = self._part_index(out, slot, p.get("content_index"), part)
+            if isinstance(part, dict):
+                self._delta(out, idx, ev.REFUSAL if part.get("type") == "refusal" else ev.TEXT,
+                            part.get("refusal") if part.get("type") == "refusal" else part.get("text"))
+
+    def _on_text_delta(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        slot = self._slot(p, "message")
+        if slot is not None and slot.kind == "message":
+            refusal = etype == "response.refusal.delta"
+            idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
+            self._delta(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("delta"))
+
+    def _on_text_done(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        slot = self._slot(p)
+        if slot is not None and slot.kind == "message":
+            refusal = etype == "response.refusal.done"
+            idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
+            self._snapshot(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("refusal" if refusal else "text"))
+
+    def _on_part_done(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        return  # the part closes with its item (output_item.done carries the authoritative text)
+
+    def _on_reasoning_delta(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        slot = self._slot(p, "reasoning")
+        if slot is not None and slot.kind == "reasoning":
+            if slot.node is None:
+                slot.node = self._start_node(out, self._header(slot.item))
+                self._streamed.add("reasoning")
+            if "summary" in etype:
+                si = p.get("summary_index") if isinstance(p.get("summary_index"), int) else 0
+                if slot.sidx is not None and si != slot.sidx and p.get("delta"):
+                    # A new summary part: the URP summary joins parts with a blank line.
+                    self._emit(out, ev.NodeDelta(index=slot.node, kind=ev.REASONING_SUMMARY,
+                                                 delta=SUMMARY_SEP, extra={E_SUMMARY_SEP: True}))
+                if p.get("delta"):
+                    slot.sidx = si
+                self._delta(out, slot.node, ev.REASONING_SUMMARY, p.get("delta"))
+            else:
+                self._delta(out, slot.node, ev.REASONING_CONTENT, p.get("delta"))
+
+    def _on_arguments_delta(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        slot = self._slot(p, "custom_tool_call" if "custom" in etype else "function_call")
+        if slot is not None and slot.kind == "call":
+            if slot.node is None:
+                slot.node = self._start_node(out, self._header(slot.item))
+                self._streamed.add("call")
+            self._delta(out, slot.node, ev.ARGUMENTS, p.get("delta"))
+
+    def _on_arguments_done(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
+        slot = self._slot(p)
+        if slot is not None and slot.kind == "call":
+            self._snapshot(out, slot.node, ev.ARGUMENTS, p.get("input" if "custom" in etype else "arguments"))
+
+    _HANDLERS: dict[str, Callable[[StreamDecoder, list[ev.Event], str, dict[str, Any]], None]] = {
+        "response.output_item.added": _on_item_added,
+        "response.output_item.done": _on_item_done,
+        "response.content_part.added": _on_part_added,
+        "response.output_text.delta": _on_text_delta,
+        "response.refusal.delta": _on_text_delta,
+        "response.output_text.done": _on_text_done,
+        "response.refusal.done": _on_text_done,
+        "response.content_part.done": _on_part_done,
+        "response.reasoning_summary_text.delta": _on_reasoning_delta,
+        "response.reasoning_text.delta": _on_reasoning_delta,
+        "response.function_call_arguments.delta": _on_arguments_delta,
+        "response.custom_tool_call_input.delta": _on_arguments_delta,
+        "response.function_call_arguments.done": _on_arguments_done,
+        "response.custom_tool_call_input.done": _on_arguments_done,
+    }
 
     def _terminal(self, out: list[ev.Event], etype: str, resp: dict[str, Any]) -> None:
         status = resp.get("status") or etype.rpartition(".")[2]
