@@ -46,7 +46,8 @@ run: migrate
 	@echo ""
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
-		--loop uvloop --http httptools --no-access-log --lifespan on
+		--loop uvloop --http gateway.serving:GuardedHttpToolsProtocol --timeout-keep-alive 5 \
+		--no-access-log --lifespan on
 
 test: setup
 	$(BIN)/ruff check .

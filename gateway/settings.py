@@ -169,9 +169,24 @@ CELERY_BEAT_SCHEDULE = {
 GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     # name: (type, default, what it does)
     "MAX_BODY_BYTES": (int, 50 * 1024 * 1024, "Largest client request body accepted on /v1/*, in bytes."),
+    "LARGE_BODY_BYTES": (int, 1024 * 1024, "A declared request body above this size counts as large."),
+    "LARGE_BODY_CONCURRENCY": (int, 4, "Large request bodies read and served at once per worker; others "
+                               "wait (0: no bound)."),
+    "LARGE_BODY_WAIT_SECONDS": (float, 30.0, "How long a large request waits for its turn before a 503."),
     "CONFIG_POLL_SECONDS": (float, 0.5, "How often each worker polls the config version (off the request path)."),
     "KEEPALIVE_SECONDS": (float, 15.0, "Keep-alive comment interval on idle client streams."),
     "UPSTREAM_IDLE_TIMEOUT": (float, 120.0, "Ceiling on the per-read upstream idle timeout, in seconds."),
+    # Upstream stream limits (issue 13), seconds; 0 disables the knob's own value.
+    "STREAM_FIRST_BYTE_TIMEOUT": (float, 0.0, "Longest wait for a stream's first content event (0: the "
+                                  "provider's request timeout)."),
+    "STREAM_IDLE_TIMEOUT": (float, 0.0, "Longest gap between upstream stream events; keep-alives do not "
+                            "count (0: the global upstream idle timeout)."),
+    # Client connections (gateway.serving, the uvicorn protocol make run and the e2e tests use).
+    "CLIENT_HEADER_TIMEOUT": (float, 10.0, "Seconds a client has to send a request head (0: no limit)."),
+    "CLIENT_BODY_TIMEOUT": (float, 60.0, "Seconds a client has to send a request body after its head (0: no limit)."),
+    "CLIENT_MAX_CONNECTIONS": (int, 1000, "Open client connections per worker; more are closed at once and "
+                               "logged (0: no cap)."),
+    "STREAM_MAX_SECONDS": (float, 1800.0, "Longest an upstream stream may last (0: no cap)."),
     # Passive circuit breaker per channel (proxy): failures within the window open it for the cooldown.
     "BREAKER_FAILURES": (int, 3, "Failures within the window that open a channel's breaker."),
     "BREAKER_WINDOW_SECONDS": (float, 30.0, "The breaker's failure-counting window."),

@@ -31,7 +31,12 @@ def proxy_config() -> ProxyConfig:
         breaker_window_seconds=float(gw.BREAKER_WINDOW_SECONDS),
         breaker_cooldown_seconds=float(gw.BREAKER_COOLDOWN_SECONDS),
         breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
-        redis_url=settings.REDIS_URL or "")
+        redis_url=settings.REDIS_URL or "",
+        stream_first_byte_timeout=float(gw.STREAM_FIRST_BYTE_TIMEOUT),
+        stream_idle_timeout=float(gw.STREAM_IDLE_TIMEOUT),
+        stream_max_seconds=float(gw.STREAM_MAX_SECONDS),
+        large_body_bytes=int(gw.LARGE_BODY_BYTES), large_body_concurrency=int(gw.LARGE_BODY_CONCURRENCY),
+        large_body_wait_seconds=float(gw.LARGE_BODY_WAIT_SECONDS))
 
 
 def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap], now: float) -> KeySnap | None:

@@ -158,8 +158,9 @@ class GatewayServer:
         self.client = httpx.Client(base_url=self.url, timeout=10)
 
     def start(self, timeout: float = 60) -> GatewayServer:
+        # The production protocol: httptools with header/body timeouts and a connection cap.
         cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
-               "httptools", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
+               "gateway.serving:GuardedHttpToolsProtocol", "--timeout-keep-alive", "5", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
                "--timeout-graceful-shutdown", "3"]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,

@@ -22,3 +22,9 @@ class ProxyConfig:
     breaker_cooldown_seconds: float = 60.0
     breaker_rate_limit_cooldown_seconds: float = 15.0
     redis_url: str = ""  # shares breaker state between workers when set
+    stream_first_byte_timeout: float = 0.0  # 0: the provider's request timeout
+    stream_idle_timeout: float = 0.0  # 0: the global setting's upstream idle timeout
+    stream_max_seconds: float = 1800.0  # 0: no cap
+    large_body_bytes: int = 1024 * 1024  # a declared body above this is "large"
+    large_body_concurrency: int = 4  # large bodies read and served at once per worker (0: no bound)
+    large_body_wait_seconds: float = 30.0  # then 503

@@ -8,7 +8,9 @@ the encoder's pre-stream error frames."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import time
 from typing import Any
 
@@ -41,9 +43,11 @@ async def stream_one(call: Call, att: Attempt) -> None:
         return
     ex = call.ex
     t = time.perf_counter()
+    limits = StreamLimits(call, att)
     try:
-        resp = await call.rt.client.post(att.url, att.raw, att.headers, total=None, connect=att.connect_timeout,
-                                         sock_read=att.idle_timeout)
+        async with asyncio.timeout_at(limits.before_content()):  # the first byte is due in time too
+            resp = await call.rt.client.post(att.url, att.raw, att.headers, total=None,
+                                             connect=att.connect_timeout, sock_read=att.idle_timeout)
     except TRANSPORT_ERRORS as exc:
         raise transport_failure(exc, att.secrets) from None
     finally:
@@ -64,12 +68,55 @@ async def stream_one(call: Call, att: Attempt) -> None:
                 call.rt.breaker.record_success(att.channel.id)
             await emit_whole(call, att, whole)
             return
-        eof = await StreamPump(call, att, resp).run()
+        eof = await StreamPump(call, att, resp, limits).run()
     finally:
         if eof:
             resp.release()
         else:
             resp.close()  # mid-body: drop the connection rather than return it to the pool
+
+
+class StreamLimits:
+    """A stream's deadlines on the loop clock (issue 13): the first content event within the
+    first-byte timeout, no gap between upstream events longer than the idle timeout (keep-alive
+    comments and pings do not reset it, so an upstream that drips bytes cannot hold a stream
+    forever), and the whole stream within the total cap."""
+
+    __slots__ = ("loop", "first_deadline", "total_deadline", "idle", "last_event", "first", "total")
+
+    def __init__(self, call: Call, att: Attempt) -> None:
+        rt = call.rt
+        self.loop = asyncio.get_running_loop()
+        now = self.loop.time()
+        self.first = rt.stream_first_byte_timeout or att.total_timeout or 0.0
+        self.total = rt.stream_max_seconds or 0.0
+        self.idle = rt.stream_idle_timeout or att.idle_timeout or 0.0
+        self.first_deadline = now + self.first if self.first > 0 else math.inf
+        self.total_deadline = now + self.total if self.total > 0 else math.inf
+        self.last_event = now
+
+    def before_content(self) -> float | None:
+        deadline = min(self.first_deadline, self.total_deadline)
+        return None if deadline == math.inf else deadline
+
+    def next_deadline(self, committed: bool) -> float | None:
+        deadline = self.total_deadline
+        if not committed:
+            deadline = min(deadline, self.first_deadline)
+        if self.idle > 0:
+            deadline = min(deadline, self.last_event + self.idle)
+        return None if deadline == math.inf else deadline
+
+    def expired(self, committed: bool) -> ev.StreamError:
+        """The error for a read that timed out: which limit ran out."""
+        now = self.loop.time()
+        if now >= self.total_deadline:
+            return ev.StreamError(message=f"upstream stream exceeded {self.total:g} s", code="upstream_stream_timeout",
+                                  status=504)
+        if not committed and now >= self.first_deadline:
+            return ev.StreamError(message=f"upstream sent no content within {self.first:g} s",
+                                  code="upstream_first_byte_timeout", status=504)
+        return ev.StreamError(message="upstream stream idle timeout", code="upstream_idle_timeout", status=504)
 
 
 async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool, secrets: tuple[str, ...] = ()) -> bytes:
@@ -94,9 +141,9 @@ class StreamPump:
     until content arrives, so a failure before then can still fail over."""
 
     __slots__ = ("call", "ex", "att", "rec", "breaker", "decoder", "parser", "chain", "enc", "held", "committed",
-                 "chunks", "eof", "failed")
+                 "chunks", "eof", "failed", "limits")
 
-    def __init__(self, call: Call, att: Attempt, resp: Any) -> None:
+    def __init__(self, call: Call, att: Attempt, resp: Any, limits: StreamLimits | None = None) -> None:
         self.call = call
         self.ex = call.ex
         self.att = att
@@ -112,6 +159,7 @@ class StreamPump:
         self.chunks = resp.content.iter_any().__aiter__()
         self.eof = False
         self.failed = False  # the upstream's bytes could not be parsed (an over-long SSE line)
+        self.limits = limits if limits is not None else StreamLimits(call, att)
 
     async def run(self) -> bool:
         ex = self.ex
@@ -132,13 +180,16 @@ class StreamPump:
         """The next upstream chunk (None at the end), or the error event for a broken upstream."""
         t = time.perf_counter()
         try:
-            return await self.chunks.__anext__(), None
+            deadline = self.limits.next_deadline(self.committed)
+            if deadline is None:
+                return await self.chunks.__anext__(), None
+            async with asyncio.timeout_at(deadline):
+                return await self.chunks.__anext__(), None
         except StopAsyncIteration:
             self.eof = True
             return None, None
         except TimeoutError:
-            return None, ev.StreamError(message="upstream stream idle timeout", code="upstream_idle_timeout",
-                                        status=504)
+            return None, self.limits.expired(self.committed)
         except TRANSPORT_ERRORS as exc:
             log.info("upstream stream broke: channel=%s %s", self.att.channel.name, mask(repr(exc), self.att.secrets))
             return None, ev.StreamError(message="upstream connection failed during the stream",
@@ -176,6 +227,8 @@ class StreamPump:
             return events
         if chunk is None and not decoder.finished:
             events.extend(decoder.close())
+        if events and not all(isinstance(e, ev.ProviderControl) for e in events):
+            self.limits.last_event = self.limits.loop.time()  # keep-alives (pings) do not count
         return events
 
     def _process(self, events: list[ev.Event]) -> tuple[list[bytes], bool]:
