@@ -181,6 +181,10 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
                                   "provider's request timeout)."),
     "STREAM_IDLE_TIMEOUT": (float, 0.0, "Longest gap between upstream stream events; keep-alives do not "
                             "count (0: the global upstream idle timeout)."),
+    "INSTANCE_ID": (str, "", "Loop guard id sent upstream in x-monogate-hop; default derived from SECRET_KEY "
+                    "(shared by every worker and instance of a deployment)."),
+    "UPSTREAM_SSRF_GUARD": (int, 0, "1: channel URLs may not reach loopback, private or link-local addresses "
+                            "(checked on every resolved address)."),
     # Client connections (gateway.serving, the uvicorn protocol make run and the e2e tests use).
     "CLIENT_HEADER_TIMEOUT": (float, 10.0, "Seconds a client has to send a request head (0: no limit)."),
     "CLIENT_BODY_TIMEOUT": (float, 60.0, "Seconds a client has to send a request body after its head (0: no limit)."),

@@ -8,6 +8,7 @@ imports none of these; a new recorder (request logs, metrics) is one more entry 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -36,7 +37,17 @@ def proxy_config() -> ProxyConfig:
         stream_idle_timeout=float(gw.STREAM_IDLE_TIMEOUT),
         stream_max_seconds=float(gw.STREAM_MAX_SECONDS),
         large_body_bytes=int(gw.LARGE_BODY_BYTES), large_body_concurrency=int(gw.LARGE_BODY_CONCURRENCY),
-        large_body_wait_seconds=float(gw.LARGE_BODY_WAIT_SECONDS))
+        large_body_wait_seconds=float(gw.LARGE_BODY_WAIT_SECONDS),
+        instance_id=instance_id(), ssrf_guard=bool(int(gw.UPSTREAM_SSRF_GUARD)))
+
+
+def instance_id() -> str:
+    """The loop guard's id: ``GATEWAY_INSTANCE_ID``, or derived from ``SECRET_KEY`` so every
+    worker and instance of one deployment shares it (a hash: the key itself never leaves)."""
+    configured = str(gateway_settings.INSTANCE_ID or "").strip()
+    if configured:
+        return configured[:64]
+    return "mg-" + hashlib.sha256(b"monogate-hop:" + settings.SECRET_KEY.encode()).hexdigest()[:16]
 
 
 def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap], now: float) -> KeySnap | None:

@@ -21,6 +21,7 @@ from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .loopguard import HOP_HEADER, outgoing_hop
 from .recorder import RecorderSet
 from .routing import model_allowed
 from .serve import serve
@@ -55,7 +56,7 @@ class ProxyApp:
         self.breaker = BreakerBoard(
             threshold=config.breaker_failures, window=config.breaker_window_seconds,
             cooldown=config.breaker_cooldown_seconds, rate_limit_cooldown=config.breaker_rate_limit_cooldown_seconds)
-        self.client = UpstreamClient()
+        self.client = UpstreamClient(ssrf_guard=config.ssrf_guard)
         self.mirror: RedisMirror | None = None
         self.max_body = config.max_body_bytes
         self.large_body_bytes = config.large_body_bytes
@@ -147,6 +148,8 @@ class ProxyApp:
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
         try:
+            if protocol is not None and self.config.instance_id:
+                ex.hop = outgoing_hop(headers.get(HOP_HEADER), self.config.instance_id)
             snapshot = self.holder.current or await self._wait_snapshot()
             if snapshot is None:
                 raise ClientError(503, "gateway_starting", "the gateway configuration is not loaded yet",

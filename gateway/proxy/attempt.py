@@ -15,6 +15,7 @@ from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 
 from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
+from .loopguard import HOP_HEADER
 from .secrets import secrets_of
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
@@ -44,7 +45,7 @@ class Attempt:
 
 def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
                   channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
-                  client_stream: bool, anthropic_beta: str | None = None) -> Attempt:
+                  client_stream: bool, anthropic_beta: str | None = None, hop: str | None = None) -> Attempt:
     """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
     request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
     from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
@@ -79,6 +80,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
         headers[name.lower()] = value
     if anthropic_beta and upstream_protocol == "messages":
         headers["anthropic-beta"] = anthropic_beta
+    if hop:
+        headers[HOP_HEADER] = hop  # last: a channel's extra headers cannot remove the loop guard
     settings = snapshot.settings
     return Attempt(
         provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,

@@ -75,7 +75,8 @@ async def serve_count_tokens(rt: Runtime, ex: Exchange, snapshot: Snapshot, key:
         route, (channel, upstream_model) = first
         att = build_attempt(call.fresh_request(), snapshot=snapshot, key=key, provider=route.provider,
                             channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                            client_protocol=ex.protocol, client_stream=False, anthropic_beta=ex.anthropic_beta)
+                            client_protocol=ex.protocol, client_stream=False, anthropic_beta=ex.anthropic_beta,
+                            hop=ex.hop)
         counted = None
         if channel.protocol == "messages":
             counted = await _upstream_count(rt, ex, att)

@@ -18,7 +18,8 @@ JSON_CT = b"application/json"
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 _WANTED = {b"authorization": "authorization", b"x-api-key": "x-api-key", b"x-request-id": "x-request-id",
-           b"content-length": "content-length", b"anthropic-beta": "anthropic-beta"}
+           b"content-length": "content-length", b"anthropic-beta": "anthropic-beta",
+           b"x-monogate-hop": "x-monogate-hop"}  # the loop guard (loopguard.HOP_HEADER)
 
 
 class ClientGone(Exception):
@@ -104,7 +105,7 @@ class Exchange:
     upstreams, so ``overhead_ms`` is the gateway's own time."""
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
-                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta")
+                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "hop")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -115,6 +116,7 @@ class Exchange:
         # A Messages client's beta opt-ins (Claude Code sends several): forwarded to Messages
         # upstreams only, the one client header that is.
         self.anthropic_beta: str | None = None
+        self.hop: str | None = None  # the loop-guard header value to send upstream (``gateway.proxy.loopguard``)
         self.headers_sent = False
         self.data_sent = False  # protocol data (not a keep-alive) reached the client
         self.finished = False

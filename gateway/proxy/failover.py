@@ -64,7 +64,7 @@ async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel:
     att = build_attempt(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
                         channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
                         client_protocol=call.ex.protocol, client_stream=call.client_stream,
-                        anthropic_beta=call.ex.anthropic_beta)
+                        anthropic_beta=call.ex.anthropic_beta, hop=call.ex.hop)
     rec = call.rec
     rec.on_attempt_start(att)
     t = time.perf_counter()

@@ -11,6 +11,8 @@ import asyncio
 
 import aiohttp
 
+from .netguard import BlockedAddress, GuardedResolver, url_blocked
+
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
@@ -28,15 +30,17 @@ def join_url(base_url: str, path: str) -> str:
 class UpstreamClient:
     """Lazily created shared session. ``close()`` in lifespan shutdown."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ssrf_guard: bool = False) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self.ssrf_guard = ssrf_guard  # refuse private/loopback upstream addresses (``netguard``)
 
     @property
     def session(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60,
-                                             ttl_dns_cache=300, enable_cleanup_closed=False)
+                                             ttl_dns_cache=300, enable_cleanup_closed=False,
+                                             resolver=GuardedResolver() if self.ssrf_guard else None)
             session = self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",),
                 timeout=aiohttp.ClientTimeout(total=None))
@@ -53,6 +57,8 @@ class UpstreamClient:
     def post(self, url: str, body: bytes, headers: dict[str, str], *, total: float | None,
              connect: float | None, sock_read: float | None):
         """An ``async with`` context manager yielding the aiohttp response."""
+        if self.ssrf_guard and url_blocked(url):
+            raise BlockedAddress("upstream address refused by the SSRF guard")
         return self.session.post(
             url, data=body, headers=headers, allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read))
