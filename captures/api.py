@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 from rest_framework import generics, serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from captures import filters
@@ -25,7 +26,10 @@ class CaptureListView(generics.ListAPIView):
 
     def get_queryset(self):
         qs = Capture.objects.visible_to(self.request.user).listing().order_by("-created_at", "-id")
-        return filters.apply(qs, self.request.query_params)[0]
+        try:
+            return filters.apply(qs, self.request.query_params)[0]
+        except filters.InvalidFilter as exc:
+            raise ValidationError({exc.name: [str(exc)]}) from None
 
 
 class CaptureDetailView(generics.GenericAPIView):
