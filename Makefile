@@ -45,7 +45,7 @@ run: migrate
 	@echo "  Mock upstream: http://$(HOST):$(MOCK_PORT)"
 	@echo ""
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
+	GATEWAY_SECURE_COOKIES=$${GATEWAY_SECURE_COOKIES:-0} $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
 		--loop uvloop --http gateway.serving:GuardedHttpToolsProtocol --timeout-keep-alive 5 \
 		--no-access-log --lifespan on
 

@@ -19,7 +19,19 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("GATEWAY_DATA_DIR", BASE_DIR / "data"))
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` (if missing) readable by its owner only, and tighten an existing one: the
+    SQLite database holds encrypted channel keys, key hashes and captures (issue 13). SQLite
+    creates its -wal/-shm files with the database file's mode."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
 
 
 def _bool(name: str, default: bool) -> bool:
@@ -42,8 +54,9 @@ def _secret_key() -> str:
     if not DEBUG and _bool("GATEWAY_REQUIRE_SECRET_KEY", False):
         raise RuntimeError("SECRET_KEY must be set when DEBUG is off in production")
     key = secrets.token_urlsafe(50)
-    key_file.write_text(key)
-    key_file.chmod(0o600)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # private from the start
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key)
     return key
 
 
@@ -72,6 +85,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "gateway.security.SecurityHeadersMiddleware",
+    "gateway.security.LoginRateLimitMiddleware",
     # Static files for admin and viewer under the production ASGI server (the /v1 hot path never
     # reaches Django, so this costs it nothing).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -101,6 +116,24 @@ TEMPLATES = [
 WSGI_APPLICATION = "gateway.wsgi.application"
 ASGI_APPLICATION = "gateway.asgi.application"
 
+# Production hardening (issue 13; gateway.security). With DEBUG off: cookies only over HTTPS
+# (GATEWAY_SECURE_COOKIES=0 for a plain-HTTP set-up such as `make run`), HSTS on HTTPS answers,
+# a content security policy on every Django page, and login rate limiting.
+SECURE_COOKIES = _bool("GATEWAY_SECURE_COOKIES", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_COOKIES
+SESSION_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = 0 if DEBUG else int(os.environ.get("GATEWAY_HSTS_SECONDS", "31536000"))
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if os.environ.get("GATEWAY_TRUST_X_FORWARDED_PROTO") == "1":  # behind a TLS-terminating proxy
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CONTENT_SECURITY_POLICY = os.environ.get("GATEWAY_CONTENT_SECURITY_POLICY") or (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'")
+LOGIN_RATE_LIMIT = 0 if DEBUG else int(os.environ.get("GATEWAY_LOGIN_RATE_LIMIT", "10"))
+LOGIN_RATE_WINDOW = int(os.environ.get("GATEWAY_LOGIN_RATE_WINDOW", "300"))
+
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'gateway.sqlite3'}"),
@@ -108,6 +141,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    if DATABASES["default"].get("NAME") and DATABASES["default"]["NAME"] != ":memory:":
+        _private_file(Path(DATABASES["default"]["NAME"]))
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE",

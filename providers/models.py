@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -57,10 +57,27 @@ FORBIDDEN_HEADERS = frozenset({
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 
 
+_SECRET_PARAM = re.compile(r"(?i)^(?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|signature|"
+                           r"auth|authorization|code)$")
+
+
 def validate_base_url(value: str) -> None:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    """An absolute http(s) URL with a host and no credentials: a user name, password or
+    secret-looking query parameter would be stored and shown in clear (issue 13); the channel's
+    key belongs in its encrypted API key field (extra headers carry anything else)."""
+    try:
+        parts = urlsplit(value)
+        hostname = parts.hostname
+    except ValueError:
+        raise ValidationError("Base URL is not a valid URL.") from None
+    if parts.scheme not in ("http", "https") or not hostname:
         raise ValidationError("Base URL must be an absolute http(s) URL with a host.")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValidationError("Base URL must not contain credentials (user:password@); put the key in the "
+                              "channel's API key field.")
+    if any(_SECRET_PARAM.match(name) for name, _v in parse_qsl(parts.query, keep_blank_values=True)):
+        raise ValidationError("Base URL must not carry a key or token in its query string; put the key in the "
+                              "channel's API key field.")
 
 
 def validate_extra_headers(value) -> None:

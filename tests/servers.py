@@ -151,6 +151,7 @@ class GatewayServer:
             "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
+            "GATEWAY_SECURE_COOKIES": "0",  # the browser tests log in over plain http://127.0.0.1
         })
         base.update(env or {})
         self.env = {k: v for k, v in base.items() if v is not None}
