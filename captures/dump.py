@@ -40,6 +40,7 @@ class DumpMeta:
     """What the Capture row stores next to the blob (the list never opens blobs)."""
 
     request_id: str
+    client_request_id: str
     created_at: float
     api_key_id: int | None
     api_key_name: str
@@ -127,6 +128,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     head: list[tuple[str, bytes]] = [
         ("version", b"%d" % SCHEMA_VERSION),
         ("request_id", orjson.dumps(_ident(record.request_id))),
+        ("client_request_id", orjson.dumps(_ident(record.client_request_id) or None)),
         ("created_at", orjson.dumps(created)),
         ("api_key_id", orjson.dumps(record.api_key_id)),
         ("api_key_name", orjson.dumps(_ident(record.api_key_name))),
@@ -178,7 +180,8 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
                           "cut_frames": budget.cut_frames, "retained_bytes": retained})
     data = mask_known(_obj(body_parts + [("capture_truncation", trunc)]), record.secrets)
     meta = DumpMeta(
-        request_id=_ident(record.request_id), created_at=record.created_at, api_key_id=record.api_key_id,
+        request_id=_ident(record.request_id), client_request_id=_ident(record.client_request_id),
+        created_at=record.created_at, api_key_id=record.api_key_id,
         api_key_name=_ident(record.api_key_name), client_protocol=record.client_protocol,
         stream=bool(record.stream), logical_model=_ident(record.logical_model),
         status=record.client_status or 0, is_error=is_error(record),

@@ -61,6 +61,10 @@ def apply(qs, params) -> tuple:
     if key_id is not None:
         qs = qs.filter(api_key_id=key_id)
         cleaned["key"] = key
+    rid = (params.get("request_id") or "").strip()[:256]
+    if rid:  # the gateway's id or the client's own x-request-id
+        qs = qs.filter(Q(request_id=rid) | Q(client_request_id=rid))
+        cleaned["request_id"] = rid
     model = (params.get("model") or "").strip()
     if model:
         qs = qs.filter(logical_model__icontains=model)

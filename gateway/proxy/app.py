@@ -11,6 +11,7 @@ import asyncio
 import gc
 import logging
 import time
+import uuid
 from collections.abc import Callable
 
 import orjson
@@ -20,7 +21,7 @@ from .call import Runtime
 from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
-from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .exchange import ClientGone, Exchange, client_request_id_from, read_body, read_headers, wait_disconnect
 from .loopguard import HOP_HEADER, outgoing_hop
 from .recorder import RecorderSet
 from .routing import model_allowed
@@ -144,7 +145,8 @@ class ProxyApp:
         path = scope["path"]
         headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
-        ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
+        ex = Exchange(send, protocol or "chat_completion", uuid.uuid4().hex, t0)  # our own identity
+        ex.client_request_id = client_request_id_from(headers)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
         try:

@@ -37,13 +37,17 @@ def read_headers(scope) -> dict[str, str]:
     return out
 
 
-def request_id_from(headers: dict[str, str]) -> str:
-    """The client's ``x-request-id`` when it is a sane token (printable ASCII: it is echoed back
-    in headers and error bodies, and other bytes would come back garbled), else a fresh one."""
+def client_request_id_from(headers: dict[str, str]) -> str | None:
+    """The client's ``x-request-id`` when it is a sane token, else None (kept as data only)."""
     rid = headers.get("x-request-id", "").strip()
     if 0 < len(rid) <= 128 and rid.isascii() and rid.isprintable() and " " not in rid:
         return rid
-    return uuid.uuid4().hex
+    return None
+
+
+def request_id_from(headers: dict[str, str]) -> str:
+    """The client's sane ``x-request-id``, else a fresh id (for callers that want one value)."""
+    return client_request_id_from(headers) or uuid.uuid4().hex
 
 
 async def read_body(receive, limit: int, headers: dict[str, str]) -> bytes:
@@ -105,7 +109,8 @@ class Exchange:
     upstreams, so ``overhead_ms`` is the gateway's own time."""
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
-                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "hop")
+                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "hop",
+                 "client_request_id")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -116,6 +121,10 @@ class Exchange:
         # A Messages client's beta opt-ins (Claude Code sends several): forwarded to Messages
         # upstreams only, the one client header that is.
         self.anthropic_beta: str | None = None
+        # The client's own x-request-id, kept as data (echoed back, stored with a capture); the
+        # request's identity is ``request_id``, always the gateway's own (issue 13: a client-chosen
+        # id could collide with another key's capture or craft the viewer's links).
+        self.client_request_id: str | None = None
         self.hop: str | None = None  # the loop-guard header value to send upstream (``gateway.proxy.loopguard``)
         self.headers_sent = False
         self.data_sent = False  # protocol data (not a keep-alive) reached the client
@@ -130,9 +139,12 @@ class Exchange:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)
 
     def response_headers(self, content_type: bytes | None, sse: bool = False) -> list[tuple[bytes, bytes]]:
-        rid = self.request_id.encode()
+        own = self.request_id.encode()
+        rid = self.client_request_id.encode() if self.client_request_id else own
         headers = list(SSE_HEADERS) if sse else [(b"content-type", content_type or JSON_CT)]
         headers.append((b"x-request-id", rid))
+        if rid is not own:
+            headers.append((b"x-gateway-request-id", own))
         if self.protocol == "messages":
             headers.append((b"request-id", rid))
         headers.append((b"x-gateway-overhead-ms", b"%.3f" % self.overhead_ms()))
