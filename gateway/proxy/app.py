@@ -61,6 +61,7 @@ class ProxyApp:
         self.mirror: RedisMirror | None = None
         self.max_body = config.max_body_bytes
         self.large_body_bytes = config.large_body_bytes
+        self.watch_delay = 1.0  # seconds before a non-stream request starts watching for a disconnect
         self.large_bodies = (asyncio.Semaphore(config.large_body_concurrency)
                              if config.large_body_concurrency > 0 else None)
         # Sync callables the project hangs on the worker's lifespan (the capture writer's spool
@@ -192,7 +193,7 @@ class ProxyApp:
                 # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
                 await self._serve_watched(ex, snapshot, key, raw_body, receive)
             else:
-                await serve(self.runtime, ex, snapshot, key, raw_body)
+                await self._serve_whole(ex, snapshot, key, raw_body, receive)
         finally:
             if gate is not None:
                 gate.release()
@@ -218,6 +219,38 @@ class ProxyApp:
             raise ClientError(503, "server_busy", "too many large requests in progress; retry shortly",
                               error_type="server_error") from None
 
+    async def _serve_whole(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
+        """A non-stream request, served in this task. Most answer within a second, so they pay
+        only a timer: a disconnect watcher starts after ``watch_delay`` seconds and, when the
+        client has gone, cancels this task (and with it the upstream call), recorded as
+        ``client_gone``."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        watcher: list[asyncio.Task] = []
+
+        def start_watch() -> None:
+            watcher.append(loop.create_task(self._watch(task, receive, ex)))
+
+        timer = loop.call_later(self.watch_delay, start_watch)
+        try:
+            await serve(self.runtime, ex, snapshot, key, raw_body)
+        except asyncio.CancelledError:
+            if not ex.client_gone or task is None:
+                raise
+            task.uncancel()
+            log.info("client disconnected; upstream request %s cancelled", ex.request_id)
+        finally:
+            timer.cancel()
+            if watcher:
+                watcher[0].cancel()
+
+    @staticmethod
+    async def _watch(task: asyncio.Task | None, receive, ex: Exchange) -> None:
+        await wait_disconnect(receive)
+        if task is not None and not ex.finished:
+            ex.client_gone = True
+            task.cancel()
+
     async def _serve_watched(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
         loop = asyncio.get_running_loop()
         work = loop.create_task(serve(self.runtime, ex, snapshot, key, raw_body))
@@ -226,6 +259,7 @@ class ProxyApp:
             await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not work.done() and not ex.finished:
+                ex.client_gone = True
                 work.cancel()  # the client left: closes the upstream response and its connection
                 log.info("client disconnected; upstream request %s cancelled", ex.request_id)
             watch.cancel()
