@@ -13,7 +13,7 @@ from aiohttp import web
 from gateway.proxy.recorder import Recorder, RecorderSet
 from gateway.wiring import build_proxy_app
 
-from .helpers import SECRET, chat_completion, channel, provider, snapshot
+from .helpers import SECRET, channel, chat_completion, provider, snapshot
 
 pytestmark = pytest.mark.asyncio
 

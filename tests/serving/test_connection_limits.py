@@ -52,7 +52,7 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
             data = sock.recv(4096)
             if not data:
                 return True
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return False
     except ConnectionResetError:
         return True
