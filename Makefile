@@ -17,8 +17,10 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 
 # A failed install removes the venv, so the next make starts clean instead of on a half-built one.
-$(STAMP): $(BIN)/python pyproject.toml
-	{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]'; } || { rm -rf $(VENV); exit 1; }
+# The example transform plug-in is installed too: its tests and the plug-in e2e test need it.
+$(STAMP): $(BIN)/python pyproject.toml examples/monogate-redact/pyproject.toml
+	{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]' \
+		&& $(BIN)/pip install -q -e examples/monogate-redact; } || { rm -rf $(VENV); exit 1; }
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -29,11 +31,11 @@ migrate: setup
 
 # make demo (re)applies config/demo.yaml; make run loads it only into an empty database.
 demo: migrate
-	$(BIN)/python manage.py loadconfig config/demo.yaml
+	MOCK_PORT=$(MOCK_PORT) $(BIN)/python manage.py loadconfig config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 
 run: migrate
-	$(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
+	MOCK_PORT=$(MOCK_PORT) $(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 	@$(BIN)/python manage.py mockupstream --host $(HOST) --port $(MOCK_PORT) & echo $$! > data/mock.pid
 	@echo ""
@@ -59,8 +61,12 @@ test-postgres: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m unit -n 2 $(PYTEST_ARGS)
 
+# ruff (lint and format), mypy held to its baseline (tools/mypy_ratchet.py), the published config schema current.
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tools/mypy_ratchet.py
+	$(BIN)/python manage.py configschema --check
 
 bench: setup
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

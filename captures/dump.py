@@ -135,6 +135,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
         ("client_protocol", orjson.dumps(record.client_protocol)),
         ("stream", orjson.dumps(bool(record.stream))),
         ("logical_model", orjson.dumps(_ident(record.logical_model))),
+        ("requested_model", orjson.dumps(_ident(record.requested_model))),
         ("status", orjson.dumps(record.client_status)),
         ("error", orjson.dumps(cut_utf8(record.error, 4096) if record.error else None)),
         ("duration_ms", orjson.dumps(record.duration_ms)),

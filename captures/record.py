@@ -43,6 +43,7 @@ class CaptureRecord:
     stream: bool
     logical_model: str
     client_request: Any = None  # body as received (dict, or raw text if it was not JSON)
+    requested_model: str = ""  # the model the client named, before key redirects and effort suffixes
     attempts: list[AttemptRecord] = field(default_factory=list)
     client_status: int | None = None
     client_response: Any = None  # body sent to the client (non-stream)

@@ -55,6 +55,7 @@ class CaptureRecorder(Recorder):
     def on_request_decoded(self, call: Any) -> None:
         self.record.stream = call.client_stream
         self.record.logical_model = call.logical_model
+        self.record.requested_model = call.req.model if isinstance(call.req.model, str) else ""
 
     # -- attempts -----------------------------------------------------------------------------
     def on_attempt_start(self, att: Any) -> None:

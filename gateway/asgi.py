@@ -9,6 +9,10 @@ import django  # noqa: E402
 
 django.setup()
 
+from transforms.checks import log_problems  # noqa: E402
+
+log_problems()  # broken transforms and plug-ins are logged at start-up; the server still starts
+
 from django.core.asgi import get_asgi_application  # noqa: E402
 
 from gateway.wiring import build_proxy_app  # noqa: E402

@@ -14,6 +14,7 @@ from django.db import models as dj_models
 from gateway.models import GlobalSettings
 from gateway.services import SETTINGS_FIELDS
 from keys.models import ApiKey
+from keys.services import API_KEY_FIELDS
 from providers.models import Provider, TriState
 from providers.services import PROVIDER_FIELDS
 from transforms.models import Scope, TransformRule
@@ -85,8 +86,10 @@ def _api_key_out(k: ApiKey, rules: list[TransformRule], include_secrets: bool) -
     kitem["capture_mode"] = k.capture_mode
     if k.allowed_models is not None:
         kitem["allowed_models"] = k.allowed_models
-    if k.model_redirects:
-        kitem["model_redirects"] = k.model_redirects
+    # every other field the write path accepts, when set: a new field is dumped without an edit here
+    handled = {"name", "enabled", "expires_at", "capture_mode", "allowed_models", "owner"}
+    kitem.update({n: v for n, v in _nondefault(k, [f for f in API_KEY_FIELDS if f not in handled]).items()
+                  if v not in (None, "", [], {})})
     if k.owner is not None:
         kitem["owner"] = k.owner.get_username()
     kitem["transforms"] = _rules_out(rules)

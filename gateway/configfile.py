@@ -53,6 +53,7 @@ from django.db import transaction
 from django.db.models import Model, QuerySet
 
 from gateway.configdump import dump  # re-exported: the file format's other half
+from gateway.configenv import substitute
 from gateway.configschema import API_KEY, PROVIDER, check_structure
 from gateway.models import GlobalSettings
 from gateway.services import write_settings
@@ -81,8 +82,12 @@ class LoadReport:
     updated: dict[str, list[str]] = field(default_factory=dict)
     deleted: dict[str, list[str]] = field(default_factory=dict)
     generated_secrets: dict[str, str] = field(default_factory=dict)
+    keyless_channels: list[str] = field(default_factory=list)  # created without an upstream key
 
     def note(self, kind: str, what: str, name: str) -> None:
+        if what == "keyless":
+            self.keyless_channels.append(name)
+            return
         getattr(self, what).setdefault(kind, []).append(name)
 
     def summary(self) -> str:
@@ -156,6 +161,9 @@ def read_file(path: str | Path) -> Any:
         raise ConfigError([f"(file): cannot read {path}: {exc.strerror or exc}"]) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError([f"(file): {path} is not valid UTF-8 (byte {exc.start}): save it as UTF-8"]) from None
+    text, errors = substitute(text)
+    if errors:
+        raise ConfigError(errors)
     return parse_text(text, json_format=path.suffix.lower() == ".json")
 
 

@@ -88,7 +88,8 @@ class ClientError(Exception):
     """Stop and answer the client with this status/code/message in its protocol's shape."""
 
     def __init__(self, status: int, code: str, message: str, *, param: str | None = None,
-                 error_type: str | None = None, upstream: dict[str, Any] | None = None) -> None:
+                 error_type: str | None = None, upstream: dict[str, Any] | None = None,
+                 headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -96,3 +97,4 @@ class ClientError(Exception):
         self.param = param
         self.error_type = error_type
         self.upstream = upstream  # upstream_status / upstream_code / upstream_type diagnostics
+        self.headers = headers  # extra response headers, e.g. Retry-After on a 429

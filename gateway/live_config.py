@@ -13,6 +13,8 @@ from typing import Any
 from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
+from gateway.proxy.effort_suffix import compile_suffixes
+from gateway.proxy.limits import parse_limits
 from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
 from transforms.base import Transform, TransformContext
 
@@ -54,17 +56,17 @@ class BrokenTransform(Transform):
 def compile_rule(rule) -> CompiledRule | None:
     """A stored TransformRule as the engine runs it; None for a disabled rule or one that is not
     allowed in its scope (dropped at load time, like the reference)."""
-    from transforms.registry import canonical_id, registry
+    from transforms.registry import registry
 
     if not rule.enabled:
         return None
-    type_id = canonical_id(rule.transform)
-    cls = registry().get(type_id)
+    type_id = registry.canonical_id(rule.transform)
+    cls = registry.get(type_id)
     # null: every model; a list: one glob must match, so an empty list matches nothing (the
     # admin form turns an empty input into null).
     models = tuple(rule.models) if rule.models is not None else None
     if cls is None:
-        transform: Transform = BrokenTransform(type_id, "unknown transform")
+        transform: Transform = BrokenTransform(type_id, "transform not found (not built in and not installed as a plug-in)")
     elif rule.scope not in cls.scopes:
         log.warning("dropping rule %s: %s is not allowed in the %s scope", rule.pk, type_id, rule.scope)
         return None
@@ -112,7 +114,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     settings_snap = SettingsSnap(
         capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
         request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)))
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
+        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes))
 
     providers = []
     for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
@@ -141,7 +144,8 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())))
+            chain=tuple(chains.get(("api_key", k.id), ())), limits=parse_limits(k.limits, k.ip_allow),
+            reasoning_envelopes=k.reasoning_envelopes)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
                     providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),

@@ -17,6 +17,11 @@ class GlobalSettings(models.Model):
     request_timeout_seconds = models.FloatField(default=300.0)
     connect_timeout_seconds = models.FloatField(default=10.0)
     upstream_idle_timeout_seconds = models.FloatField(default=120.0)
+    reasoning_effort_suffixes = models.JSONField(
+        default=dict, blank=True,
+        help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, '
+                  '-low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. '
+                  'A suffixed name resolves to its base model when the base is served and the suffixed one is not.')
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -30,6 +35,11 @@ class GlobalSettings(models.Model):
         errors = {name: "Must be greater than 0." for name in (
             "request_timeout_seconds", "connect_timeout_seconds", "upstream_idle_timeout_seconds")
             if getattr(self, name) is not None and getattr(self, name) <= 0}
+        from gateway.proxy.effort_suffix import validate_suffix_map
+
+        suffix_errors = validate_suffix_map(self.reasoning_effort_suffixes)
+        if suffix_errors:
+            errors["reasoning_effort_suffixes"] = " ".join(suffix_errors)
         if errors:
             raise ValidationError(errors)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -102,7 +103,8 @@ ROOT_URLCONF = "gateway.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # the source tree's templates/, or where the wheel installs them
+        "DIRS": [BASE_DIR / "templates", Path(sys.prefix) / "share" / "monogate" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -231,6 +233,9 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "BREAKER_WINDOW_SECONDS": (float, 30.0, "The breaker's failure-counting window."),
     "BREAKER_COOLDOWN_SECONDS": (float, 60.0, "How long an opened breaker keeps its channel out."),
     "BREAKER_RATE_LIMIT_COOLDOWN_SECONDS": (float, 15.0, "Cooldown after an upstream 429."),
+    "TRUSTED_PROXY_CIDRS": (str, "127.0.0.0/8,::1/128",
+                            "Comma-separated proxies whose X-Forwarded-For names the client (for API keys' "
+                            "IP allow-lists); empty trusts nobody."),
     # Capture writer (captures.sink) and capture bounds (captures.bounds).
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
     "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),

@@ -9,6 +9,7 @@ imports none of these; a new recorder (request logs, metrics) is one more entry 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -33,6 +34,8 @@ def proxy_config() -> ProxyConfig:
         breaker_cooldown_seconds=float(gw.BREAKER_COOLDOWN_SECONDS),
         breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
         redis_url=settings.REDIS_URL or "",
+        trusted_proxies=tuple(ipaddress.ip_network(c.strip(), strict=False)
+                              for c in str(gw.TRUSTED_PROXY_CIDRS).split(",") if c.strip()),
         stream_first_byte_timeout=float(gw.STREAM_FIRST_BYTE_TIMEOUT),
         stream_idle_timeout=float(gw.STREAM_IDLE_TIMEOUT),
         stream_max_seconds=float(gw.STREAM_MAX_SECONDS),

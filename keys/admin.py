@@ -7,19 +7,41 @@ keyed hash and a short prefix are stored. "Rotate secret" issues a new one the s
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.db import transaction
 from django.template.response import TemplateResponse
 
-from keys.models import ApiKey
+from gateway.admin_widgets import GlobListField, LimitsField, RedirectRulesField
+from keys.models import LIMIT_NAMES, ApiKey
 from keys.services import issue_secret
 from transforms.admin import ApiKeyRuleInline
 
 _SECRET_ATTR = "_gw_new_api_key_secret"
 
 
+class ApiKeyForm(forms.ModelForm):
+    allowed_models = GlobListField(
+        help_text="Globs of logical models this key may use (* any run, ? one character), comma- or "
+                  "line-separated. Empty allows all.")
+    model_redirects = RedirectRulesField(
+        label="Model redirects",
+        help_text="Ordered; the first pattern that matches the whole requested model rewrites it.")
+    limits = LimitsField(LIMIT_NAMES, label="Limits",
+                         help_text="Requests per minute, tokens per minute, concurrent requests; blank: no limit. "
+                                   "Shared by every worker through Redis; refused with 429 and Retry-After.")
+    ip_allow = GlobListField(label="IP allow-list",
+                             help_text="IP addresses or CIDR blocks (10.0.0.0/8), comma- or line-separated; "
+                                       "empty allows every address.")
+
+    class Meta:
+        model = ApiKey
+        fields = "__all__"
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
+    form = ApiKeyForm
     list_display = ("name", "prefix_display", "enabled", "expires_at", "capture_mode", "owner", "created_at",
                     "last_used_at")
     list_filter = ("enabled", "capture_mode", ("expires_at", admin.EmptyFieldListFilter))
@@ -30,7 +52,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     actions = ["rotate_secret"]
     fieldsets = (
         (None, {"fields": ("name", "owner", "enabled", "expires_at", "prefix_display")}),
-        ("Policy", {"fields": ("allowed_models", "model_redirects", "capture_mode")}),
+        ("Policy", {"fields": ("allowed_models", "model_redirects", "capture_mode", "reasoning_envelopes")}),
+        ("Limits", {"fields": ("limits", "ip_allow")}),
         ("Activity", {"fields": ("created_at", "last_used_at", "captures_link")}),
     )
 

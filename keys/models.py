@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import secrets
 
@@ -35,6 +36,36 @@ def validate_globs(value) -> None:
         raise ValidationError("Must be a list of non-empty glob strings.")
 
 
+LIMIT_NAMES = ("rpm", "tpm", "concurrency")
+
+
+def validate_limits(value) -> None:
+    """``{"rpm": 60, "tpm": 100000, "concurrency": 8}``: each optional, a positive integer."""
+    if value in (None, ""):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError("Must be an object such as {\"rpm\": 60, \"tpm\": 100000, \"concurrency\": 8}.")
+    unknown = sorted(set(value) - set(LIMIT_NAMES))
+    if unknown:
+        raise ValidationError(f"Unknown limit(s) {', '.join(unknown)}; known: {', '.join(LIMIT_NAMES)}.")
+    for name, n in value.items():
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 10**12):
+            raise ValidationError(f"{name} must be a positive integer.")
+
+
+def validate_ip_allow(value) -> None:
+    """IP addresses or CIDR blocks (``10.0.0.0/8``, ``2001:db8::/32``), at most 256."""
+    if value in (None, ""):
+        return
+    if not isinstance(value, list) or len(value) > 256:
+        raise ValidationError("Must be a list of at most 256 IP addresses or CIDR blocks.")
+    for entry in value:
+        try:
+            ipaddress.ip_network(str(entry), strict=False)
+        except ValueError as exc:
+            raise ValidationError(f"{entry!r} is not an IP address or CIDR block.") from exc
+
+
 def validate_redirects(value) -> None:
     if value in (None, ""):
         return
@@ -66,6 +97,17 @@ class ApiKey(models.Model):
         null=True, blank=True, validators=[validate_redirects],
         help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.')
     capture_mode = models.CharField(max_length=10, choices=CaptureMode.choices, default=CaptureMode.OFF)
+    limits = models.JSONField(
+        null=True, blank=True, validators=[validate_limits],
+        help_text='Requests per minute, tokens per minute and concurrent requests: {"rpm": 60, "tpm": 100000, '
+                  '"concurrency": 8}; each optional. Answered with 429 and Retry-After.')
+    ip_allow = models.JSONField(
+        null=True, blank=True, validators=[validate_ip_allow],
+        help_text="IP addresses or CIDR blocks this key may be used from; empty allows every address.")
+    reasoning_envelopes = models.BooleanField(
+        default=False, help_text="Wrap encrypted reasoning sent to this key's clients with the provider and model it "
+                                 "came from (mz2. envelopes), so a conversation that switches providers never sends "
+                                 "one provider's ciphertext to another.")
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -80,6 +122,14 @@ class ApiKey(models.Model):
         self.name = (self.name or "").strip()
         if not self.name:
             raise ValidationError({"name": "Name must not be empty."})
+        if isinstance(self.ip_allow, list):  # canonical and deduplicated: 10.1.2.3/8 -> 10.0.0.0/8
+            try:
+                nets = {str(ipaddress.ip_network(str(e).strip(), strict=False)) for e in self.ip_allow}
+            except ValueError:
+                return  # the field validator reports it
+            self.ip_allow = sorted(nets) or None
+        if isinstance(self.limits, dict):
+            self.limits = {k: v for k, v in self.limits.items() if v is not None} or None
 
     def set_secret(self, secret: str | None = None) -> str:
         """Store a new secret (generated unless given) and return it: it is shown only once."""

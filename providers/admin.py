@@ -16,11 +16,13 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html
 
+from gateway.admin_widgets import GlobListField, HeaderMapField
 from providers.models import Channel, ChannelModel, Provider
 from providers.services import CHANNEL_FIELDS, PROVIDER_FIELDS, set_channel_secret
 from transforms.admin import ProviderRuleInline
 
-KEY_HELP = "Write-only. Required for a new channel; leave empty to keep the stored key."
+KEY_HELP = ("Write-only; leave empty to keep the stored key. A channel without a key sends no credentials "
+            "(local upstreams need none).")
 
 
 def with_remaining(fieldsets, fields: tuple[str, ...]):
@@ -30,7 +32,20 @@ def with_remaining(fieldsets, fields: tuple[str, ...]):
     return [*fieldsets, ("Other", {"fields": rest})] if rest else fieldsets
 
 
+class ProviderForm(forms.ModelForm):
+    extra_fields_whitelist = GlobListField(
+        label="Extra fields whitelist",
+        help_text='Top-level unknown request fields let through in addition to the built-in list, comma- or '
+                  'line-separated; "*" lets all through. Empty: only the built-in list.')
+
+    class Meta:
+        model = Provider
+        fields = "__all__"
+
+
 class ChannelForm(forms.ModelForm):
+    extra_headers = HeaderMapField(label="Extra headers",
+                                   help_text="Sent to the upstream with every request of this channel.")
     api_key = forms.CharField(
         label="Upstream API key", required=False, strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
@@ -42,8 +57,7 @@ class ChannelForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if set_channel_secret(self.instance, cleaned.get("api_key")):
-            self.add_error("api_key", "An upstream API key is required for a new channel.")
+        set_channel_secret(self.instance, cleaned.get("api_key"))
         return cleaned
 
 
@@ -82,6 +96,7 @@ class ProviderAdmin(admin.ModelAdmin):
     search_fields = ("name", "channels__name", "channels__models__model", "channels__base_url")
     ordering = ("priority", "name")
     inlines = [ChannelInline, ProviderRuleInline]
+    form = ProviderForm
     fieldsets = (
         (None, {"fields": ("name", "enabled", "priority")}),
         ("Retries and timeouts", {"fields": ("max_retries", "channel_max_retries", "channel_retry_interval_ms",

@@ -3,7 +3,7 @@
 A provider is written as one document: ``channels`` (each with ``models``) is the full list;
 entries are matched by ``id`` when given, else by name (``model`` for models); stored entries the
 list no longer names are deleted. Leaving ``channels`` out of a PATCH leaves them alone.
-A channel's ``api_key`` is write-only: required for a new channel, an empty or missing value
+A channel's ``api_key`` is write-only and optional (local upstreams need none); an empty or missing value
 keeps the stored key, and reads only say ``has_api_key``. Every object goes through
 ``full_clean()``; a problem anywhere fails the whole write with nested field errors.
 

@@ -17,16 +17,12 @@ from providers.models import Channel, ChannelModel, Provider, TriState
 PROVIDER_FIELDS = editable_fields(Provider)
 CHANNEL_FIELDS = editable_fields(Channel, exclude=("provider",))
 CHANNEL_MODEL_FIELDS = editable_fields(ChannelModel, exclude=("channel",))
-API_KEY_REQUIRED = "required for a new channel"
-
-
-def set_channel_secret(channel: Channel, secret: str | None) -> str | None:
-    """Store a new upstream key when one is given; an empty one keeps the stored key. Returns the
-    error message when the channel would have no key at all."""
+def set_channel_secret(channel: Channel, secret: str | None) -> None:
+    """Store a new upstream key when one is given; an empty one keeps the stored key. A channel
+    may have no key at all: local upstreams (vLLM, Ollama) need none, and a dump without secrets
+    must load into an empty database (its channels then wait for a key, noted by loadconfig)."""
     if secret:
         channel.set_api_key(secret)
-        return None
-    return None if channel.has_api_key else API_KEY_REQUIRED
 
 
 def write_provider(provider: Provider, data: dict[str, Any], *, channels: list[dict[str, Any]] | None = None,
@@ -66,10 +62,9 @@ def write_channels(provider: Provider, items: list[dict[str, Any]], *, reset_mis
             name = str(item.get("name", "")).strip()
             channel = by_name.get(name) or Channel(provider=provider, name=name)
         assign(channel, item, CHANNEL_FIELDS, reset_missing=reset_missing)
-        missing_key = set_channel_secret(channel, secret)
-        if missing_key:
-            errors[i] = {"api_key": [missing_key]}
-            continue
+        set_channel_secret(channel, secret)
+        if not channel.has_api_key and note is not None and channel.pk is None:
+            note("channels", "keyless", f"{provider.name}/{channel.name}")
         errs = save_checked(channel, note=note, kind="channels", label=f"{provider.name}/{channel.name}")
         if errs:
             errors[i] = errs

@@ -15,7 +15,10 @@ _TESTS_DIR = Path(__file__).parent
 
 
 def _kind(item) -> str:
-    parts = Path(str(item.fspath)).relative_to(_TESTS_DIR).parts
+    path = Path(str(item.fspath))
+    if not path.is_relative_to(_TESTS_DIR):  # e.g. examples/monogate-redact/tests: in-process tests
+        return "unit"
+    parts = path.relative_to(_TESTS_DIR).parts
     if parts[:2] == ("e2e", "agents"):
         return "agents"
     if parts[0] == "browser":
@@ -30,8 +33,10 @@ def _kind(item) -> str:
 
 def pytest_collection_modifyitems(config, items):
     on_postgres = os.environ.get("DATABASE_URL", "").startswith("postgres")
+    kinds = {"unit", "e2e", "fuzz", "browser", "agents"}
     for item in items:
-        item.add_marker(getattr(pytest.mark, _kind(item)))
+        if not kinds & {mark.name for mark in item.iter_markers()}:  # an explicit kind wins
+            item.add_marker(getattr(pytest.mark, _kind(item)))
         if on_postgres:
             item.add_marker(pytest.mark.postgres)
 

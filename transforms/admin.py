@@ -16,8 +16,15 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from transforms.forms import SchemaConfigWidget, registry_element_id, rule_form_for, transforms_for_scope
-from transforms.models import TransformRule
+from transforms.forms import (
+    NOT_INSTALLED,
+    SchemaConfigWidget,
+    registry_element_id,
+    rule_form_for,
+    transforms_for_scope,
+)
+from transforms.models import GlobalTransformRule, TransformRule
+from transforms.registry import registry
 
 _RULE_FIELDS = ("transform", ("phase", "enabled"), "models", "config", "position")
 
@@ -73,19 +80,6 @@ class ApiKeyRuleInline(_RuleInline):
     verbose_name_plural = "API key transform chain (runs last)"
 
 
-class GlobalTransformRule(TransformRule):
-    class Meta:
-        proxy = True
-        verbose_name = "global transform rule"
-        verbose_name_plural = "Global transform chain"
-
-    def clean(self) -> None:
-        # Rows of this proxy are global rules: fix the scope before validate_rule sees it
-        # (the admin form runs full_clean() before save_model could set it).
-        self.scope = "global"
-        super().clean()
-
-
 @admin.register(GlobalTransformRule)
 class GlobalTransformRuleAdmin(admin.ModelAdmin):
     """The global chain: runs after every provider chain and before every API-key chain.
@@ -117,7 +111,11 @@ class GlobalTransformRuleAdmin(admin.ModelAdmin):
     @admin.display(description="Transform", ordering="transform")
     def transform_label(self, obj: TransformRule) -> str:
         entry = transforms_for_scope("global").get(obj.transform)
-        return f"{entry['name']['en']} ({obj.transform})" if entry else obj.transform
+        if entry:
+            return f"{entry['name']['en']} ({obj.transform})"
+        if obj.transform not in registry:
+            return f"{obj.transform} ({NOT_INSTALLED})"
+        return f"{obj.transform} (not available in this scope)"
 
     @admin.display(description="Models")
     def models_label(self, obj: TransformRule) -> str:

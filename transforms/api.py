@@ -6,13 +6,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from transforms.models import SCOPE_CHOICES, TransformRule
-from transforms.registry import registry_entries
+from transforms.registry import registry
 from transforms.serializers import TransformRuleSerializer
 
 
 class RegistryView(APIView):
     def get(self, request):
-        return Response(registry_entries())
+        return Response(registry.entries())
 
 
 class TransformRuleViewSet(viewsets.ModelViewSet):

@@ -31,7 +31,8 @@ class TransformExample:
     representation, applies the transform with ``config``, encodes the result in the same
     protocol and compares: every top-level key of ``expected`` must equal the encoded value
     (keys not named in ``expected`` are not compared, so an example states only what the rule
-    touches). ``context`` overrides ``TransformContext`` fields (``upstream_protocol``,
+    touches). ``absent`` names top-level keys that must not be in the result (a field the rule
+    removes). ``context`` overrides ``TransformContext`` fields (``upstream_protocol``,
     ``logical_model``...).
     """
 
@@ -43,6 +44,7 @@ class TransformExample:
     protocol: str = "chat_completion"
     context: dict[str, Any] = field(default_factory=dict)
     note: dict[str, str] | None = None  # {"en": ..., "zh": ...} shown under the example
+    absent: tuple[str, ...] = ()  # top-level keys the result must not have
 
 
 class Transform:
@@ -110,3 +112,13 @@ class Transform:
         insert). Must keep every node's start/deltas/done lifecycle valid and keep
         ``NodeDone.node`` and ``ResponseDone.output`` consistent with what was streamed."""
         return [event]
+
+    # -- client stream bytes --------------------------------------------------------------
+    def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any:
+        """Return an encoder for the client's stream (``ctx.client_protocol``) that wraps
+        ``encoder``: same interface (``encode(event)``, ``keepalive()``, ``error(...)``,
+        ``close()``, each returning bytes). For transforms that act on the bytes the client
+        receives rather than on events. Called before a client stream starts, once per transform
+        type (the first matching response rule in execution order wins); this default returns
+        ``encoder`` itself. See ``transforms.engine.wrap_stream_encoder``."""
+        return encoder

@@ -11,7 +11,8 @@ from gateway.proxy.chain import (
     run_request,
     run_response,
     select,
+    wrap_stream_encoder,
 )
 
 __all__ = ["CompiledRule", "ExecutedRule", "RuleTransform", "StreamChain", "TransformContext",
-           "needs_whole_response", "run_request", "run_response", "select"]
+           "needs_whole_response", "run_request", "run_response", "select", "wrap_stream_encoder"]

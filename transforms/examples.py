@@ -33,6 +33,7 @@ def run_example(cls: type[Transform], example: TransformExample) -> dict[str, An
     if example.phase == "request":
         req = module.decode_request(example.input)
         transform.apply_request(req, ctx)
+        enc.model = req.model or model  # as the pipeline does: a request rule may rename the upstream model
         return module.encode_request(req, enc)
     if example.phase == "response":
         resp = module.decode_response(example.input)
@@ -42,12 +43,15 @@ def run_example(cls: type[Transform], example: TransformExample) -> dict[str, An
 
 
 def mismatches(example: TransformExample, actual: dict[str, Any]) -> list[str]:
-    """The top-level keys of ``expected`` whose value differs from ``actual`` (empty: passes)."""
-    return [
+    """The top-level keys of ``expected`` whose value differs from ``actual``, and the keys of
+    ``absent`` that are present (empty: passes)."""
+    found = [
         f"{key}: expected {example.expected[key]!r}, got {actual.get(key, '<missing>')!r}"
         for key in example.expected
         if actual.get(key, _MISSING) != example.expected[key]
     ]
+    found += [f"{key}: expected absent, got {actual[key]!r}" for key in example.absent if key in actual]
+    return found
 
 
 def check_example(cls: type[Transform], example: TransformExample) -> list[str]:

@@ -25,9 +25,8 @@ import orjson
 from django import forms
 from django.core.exceptions import ValidationError
 
-from transforms import registry as registry_module
 from transforms.models import MODELS_HELP, TransformRule
-from transforms.registry import canonical_id
+from transforms.registry import example_payload, registry
 
 CATEGORY_LABELS = {
     "cache": "Cache (prompt caching)",
@@ -39,13 +38,14 @@ CATEGORY_LABELS = {
     "stream": "Stream",
 }
 _GLOB_SPLIT = re.compile(r"[,\n\r]+")
+NOT_INSTALLED = "not installed: requests that reach this rule fail with 500 transform_init_failed"
 
 
 def transforms_for_scope(scope: str) -> dict[str, Any]:
     """What the page needs to build config forms: per type id its name, description, category,
-    phases and schema, for the transforms allowed in ``scope`` (sorted by category, then id)."""
+    phases, schema and worked examples (shown under the description), for the transforms allowed in ``scope`` (sorted by category, then id)."""
     entries = {}
-    for type_id, cls in sorted(registry_module.registry().items(), key=lambda kv: (kv[1].category, kv[0])):
+    for type_id, cls in sorted(registry.items(), key=lambda kv: (kv[1].category, kv[0])):
         if scope in cls.scopes:
             entries[type_id] = {
                 "name": dict(cls.name),
@@ -53,6 +53,7 @@ def transforms_for_scope(scope: str) -> dict[str, Any]:
                 "category": cls.category,
                 "phases": list(cls.phases),
                 "schema": cls.config_schema,
+                "examples": [example_payload(e) for e in cls.examples],
             }
     return entries
 
@@ -68,7 +69,10 @@ def transform_choices(scope: str, current: str | None = None) -> list:
     choices: list = [("", "---------")]
     choices += [(CATEGORY_LABELS.get(cat, cat.title()), opts) for cat, opts in groups.items()]
     if current and not any(current == value for _, opts in choices[1:] for value, _ in opts):
-        choices.append(("Not available here", [(current, f"{current} (not available in this scope)")]))
+        if current in registry:
+            choices.append(("Not available here", [(current, f"{current} (not available in this scope)")]))
+        else:
+            choices.append(("Broken rule", [(current, f"{current} ({NOT_INSTALLED})")]))
     return choices
 
 
@@ -95,6 +99,8 @@ class TransformSelect(forms.Select):
         if description:
             option["attrs"]["data-description"] = description
             option["attrs"]["title"] = description
+        elif value and str(value) not in registry:
+            option["attrs"]["data-broken"] = NOT_INSTALLED
         return option
 
 
@@ -197,12 +203,12 @@ class TransformRuleForm(forms.ModelForm):
         self.instance.scope = self.scope
         current = self.instance.transform or None
         if current:
-            self.initial.setdefault("transform", canonical_id(current))
+            self.initial.setdefault("transform", registry.canonical_id(current))
         entries = transforms_for_scope(self.scope)
         select = TransformSelect(attrs={"class": "transform-picker"})
         select.descriptions = {tid: e["description"]["en"] for tid, e in entries.items()}
         self.fields["transform"] = TransformChoiceField(
-            label="Transform", choices=transform_choices(self.scope, canonical_id(current) if current else None),
+            label="Transform", choices=transform_choices(self.scope, registry.canonical_id(current) if current else None),
             widget=select)
         widget = SchemaConfigWidget()
         widget.scope = self.scope
@@ -213,7 +219,7 @@ class TransformRuleForm(forms.ModelForm):
         self.fields["position"].help_text = "Rules run in ascending position order."
 
     def clean_transform(self) -> str:
-        return canonical_id(self.cleaned_data["transform"])
+        return registry.canonical_id(self.cleaned_data["transform"])
 
     def clean_config(self) -> dict:
         value = self.cleaned_data.get("config")

@@ -57,7 +57,10 @@ class TransformRule(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.transform} ({self.phase})"
+        from transforms.registry import registry
+
+        label = f"{self.transform} ({self.phase})"
+        return label if self.transform in registry else f"{label} — broken: transform not installed"
 
     def clean(self) -> None:
         from transforms.validation import validate_rule
@@ -66,3 +69,18 @@ class TransformRule(models.Model):
             transform=self.transform, scope=self.scope, phase=self.phase, models=self.models, config=self.config)
         if errors:
             raise ValidationError(errors)
+
+
+class GlobalTransformRule(TransformRule):
+    """The global chain as its own admin page (a proxy: same table, rows with ``scope="global"``)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "global transform rule"
+        verbose_name_plural = "Global transform chain"
+
+    def clean(self) -> None:
+        # Rows of this proxy are global rules: fix the scope before validate_rule sees it
+        # (the admin form runs full_clean() before save_model could set it).
+        self.scope = "global"
+        super().clean()

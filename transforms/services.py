@@ -12,7 +12,7 @@ from gateway.writes import ErrorTree, assign, editable_fields, save_checked
 from keys.models import ApiKey
 from providers.models import Provider
 from transforms.models import Scope, TransformRule
-from transforms.registry import canonical_id
+from transforms.registry import registry
 
 # What a chain entry may say (the owner and position come from where the entry sits).
 RULE_FIELDS = editable_fields(TransformRule, exclude=("scope", "provider", "api_key", "position"))
@@ -20,7 +20,7 @@ OWNER_BY_SCOPE: dict[str, str | None] = {Scope.PROVIDER: "provider", Scope.API_K
 
 
 def canonical_transform(value: str) -> str:
-    return canonical_id(value.strip())
+    return registry.canonical_id(value.strip())
 
 
 def owner_errors(scope: str | None, provider: Provider | None, api_key: ApiKey | None) -> dict[str, list[str]]:

@@ -16,9 +16,10 @@ def validate_rule(*, transform: str, scope: str, phase: str, models: Any, config
         errors.setdefault("config", []).append("Config must be a JSON object.")
     from transforms.registry import registry
 
-    entry = registry().get(transform)
+    entry = registry.get(transform)
     if entry is None:
-        errors.setdefault("transform", []).append(f"Unknown transform: {transform!r}.")
+        errors.setdefault("transform", []).append(
+            f"Unknown transform: {transform!r} (not built in and not installed as a plug-in).")
         return errors
     if phase not in entry.phases:
         errors.setdefault("phase", []).append(f"{transform} does not support the {phase} phase.")

@@ -22,6 +22,7 @@ from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, client_request_id_from, read_body, read_headers, wait_disconnect
+from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
 from .loopguard import HOP_HEADER, outgoing_hop
 from .recorder import RecorderSet
 from .routing import model_allowed
@@ -81,6 +82,12 @@ class ProxyApp:
             await loop.run_in_executor(None, hook)
         await self.client.start()
         self.holder.start()
+        if self.config.redis_url and isinstance(self.runtime.limiter, LocalLimiter):
+            import redis.asyncio as aioredis
+
+            # short timeouts: a Redis outage falls back to per-worker counting, never stalls a request
+            self.runtime.limiter = RedisLimiter(aioredis.from_url(
+                self.config.redis_url, socket_timeout=0.25, socket_connect_timeout=0.25))
         if self.config.redis_url and self.mirror is None:
             try:
                 self.mirror = RedisMirror(self.breaker, self.config.redis_url)
@@ -170,6 +177,10 @@ class ProxyApp:
             if key is None:
                 raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
             self.holder.touch(key.id)
+            if key.limits is not None and key.limits.ip_allow and not ip_allowed(
+                    key.limits, client_ip(scope, headers, self.config.trusted_proxies)):
+                raise ClientError(403, "ip_not_allowed", "this API key may not be used from this address",
+                                  error_type="permission_error")
             gate = self._large_body_gate(headers)
             if gate is not None:
                 await self._enter(gate)

@@ -14,11 +14,15 @@ from gateway.protocols.base import EncodeContext
 from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 
+from . import envelopes
 from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
 from .loopguard import HOP_HEADER
 from .secrets import secrets_of
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
+
+# What a codec's upstream_headers() uses to carry the channel key; left out for keyless channels.
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key"})
 
 
 @dataclass(slots=True)
@@ -55,6 +59,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     strip = provider.strip_nested if provider.strip_nested is not None else snapshot.settings.strip_cross_protocol_nested
     prepare_before_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol,
                           strip_nested=strip, extra_whitelist=provider.extra_fields_whitelist)
+    if key.reasoning_envelopes:  # before the request rules: they see this upstream's own payloads
+        envelopes.unwrap_request(areq, upstream_protocol, upstream_model)
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
@@ -62,6 +68,8 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     executed = run_request(select(chains, "request", logical_model), areq, tctx)
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
+    if key.reasoning_envelopes:  # wrapping runs before every response rule
+        response_rules = [envelopes.rule(upstream_protocol, upstream_model), *response_rules]
     upstream_stream = bool(areq.stream)
     if upstream_stream and client_stream and response_rules and needs_whole_response(response_rules, tctx):
         upstream_stream = False
@@ -76,8 +84,12 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
                else "application/json"}
     for name, value in channel.extra_headers:
         headers[name.lower()] = value
-    for name, value in ucodec.upstream_headers(channel.api_key).items():
-        headers[name.lower()] = value
+    if channel.api_key:  # a keyless channel (a local upstream) sends no credentials at all
+        for name, value in ucodec.upstream_headers(channel.api_key).items():
+            headers[name.lower()] = value
+    else:
+        headers.update((name.lower(), value) for name, value in ucodec.upstream_headers("").items()
+                       if name.lower() not in CREDENTIAL_HEADERS)
     if anthropic_beta and upstream_protocol == "messages":
         headers["anthropic-beta"] = anthropic_beta
     if hop:

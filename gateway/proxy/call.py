@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -14,6 +14,7 @@ from gateway.urp import Request
 
 from .breaker import BreakerBoard
 from .exchange import Exchange
+from .limits import Limiter, LocalLimiter
 from .recorder import NULL_RECORDER, Recorder, RecorderSet
 from .snapshot import KeySnap, Snapshot
 from .upstream import UpstreamClient
@@ -38,6 +39,7 @@ class Runtime:
     stream_first_byte_timeout: float = 0.0
     stream_idle_timeout: float = 0.0
     stream_max_seconds: float = 0.0
+    limiter: Limiter = field(default_factory=LocalLimiter)
 
 
 @dataclass(slots=True)

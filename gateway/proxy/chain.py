@@ -27,6 +27,7 @@ class RuleTransform(Protocol):
     def needs_whole_response(self, ctx: TransformContext) -> bool: ...
     def new_stream_state(self, ctx: TransformContext) -> Any: ...
     def apply_event(self, event: Event, state: Any, ctx: TransformContext) -> list[Event]: ...
+    def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -106,6 +107,25 @@ def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContex
 
 def needs_whole_response(rules: list[CompiledRule], ctx: TransformContext) -> bool:
     return any(rule.transform.needs_whole_response(ctx) for rule in rules)
+
+
+def wrap_stream_encoder(rules: list[CompiledRule], encoder: Any, ctx: TransformContext) -> Any:
+    """The client's stream encoder, wrapped by the response rules whose transform wraps it
+    (``Transform.wrap_stream_encoder``; the default returns the encoder itself). One wrapper per
+    transform type, from the first such rule in execution order (provider, global, API key; first
+    match wins, as the reference does for ``max_frame_length``). ``rules`` are the attempt's
+    selected response rules. This is how a transform reaches the bytes on the wire without the
+    codecs or the proxy naming it."""
+    wrapped: set[str] | None = None
+    for rule in rules:
+        if wrapped is not None and rule.type_id in wrapped:
+            continue
+        new = _guard(rule, rule.transform.wrap_stream_encoder, encoder, ctx)
+        if new is not encoder:
+            wrapped = wrapped if wrapped is not None else set()
+            wrapped.add(rule.type_id)
+            encoder = new
+    return encoder
 
 
 class StreamChain:

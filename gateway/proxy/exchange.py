@@ -151,11 +151,14 @@ class Exchange:
         headers.append((b"x-gateway-overhead-ms", b"%.3f" % self.overhead_ms()))
         return headers
 
-    async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT) -> None:
+    async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT,
+                         extra_headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         self.status = status
         self.headers_sent = True
         self.recorder.on_client_response(status, body)
-        await self.send({"type": "http.response.start", "status": status, "headers": self.response_headers(content_type)})
+        headers = self.response_headers(content_type)
+        headers.extend(extra_headers)
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
         self.finished = True
 
@@ -164,7 +167,7 @@ class Exchange:
 
     async def send_error(self, err: ClientError) -> None:
         body = error_bytes(self.protocol, err, self.request_id)
-        await self.send_bytes(err.status, body)
+        await self.send_bytes(err.status, body, extra_headers=err.headers)
 
     # -- SSE ------------------------------------------------------------------------------------
     def start_stream(self) -> None:

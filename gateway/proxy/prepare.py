@@ -5,7 +5,7 @@ The proxy runs ``prepare_before_chains`` on each attempt's own copy before the r
 protocol cannot express. Everything here works in place on the copy and allocates little.
 
 ``remove_orphan_tool_exchanges`` lives with the typed representation
-(``gateway.urp.conversation``) so the ``prompt_strip_orphaned_tool_calls`` transform can reuse it.
+(``gateway.urp.conversation``) so a transform (the orphaned-tool-call one) can reuse it.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def prepare_before_chains(req: Request, *, upstream_protocol: str, source_protoc
                           extra_whitelist: list[str] | None) -> None:
     """The clean-up of what the client sent, before the request chains run (steps 1, 2, 4, 5
     of ``prepare_for_upstream``). Filtering the client's top-level fields here, not after the
-    chains, means a field an operator's rule sets (``field_set``) reaches the upstream even
+    chains, means a raw field an operator's rule sets reaches the upstream even
     when it is not on the built-in whitelist."""
     same_family = upstream_protocol == source_protocol and upstream_protocol != "gemini"
     strip = strip_nested and not same_family
@@ -225,7 +225,7 @@ def prepare_before_chains(req: Request, *, upstream_protocol: str, source_protoc
 
 def prepare_after_chains(req: Request, *, upstream_protocol: str, source_protocol: str) -> None:
     """Tool filtering and orphan removal, after the request chains (steps 3 and 6): a rule such
-    as ``field_custom_tools_to_function`` must see the custom and namespaced tools before the
+    that turns custom tools into functions must see the custom and namespaced tools before the
     upstream family's filter would drop them."""
     same_family = upstream_protocol == source_protocol and upstream_protocol != "gemini"
     filter_tools(req, upstream_protocol, same_family)

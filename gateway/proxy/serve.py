@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import orjson
 
@@ -19,11 +20,13 @@ from gateway.protocols import codec
 from gateway.protocols.json_depth import MAX_DEPTH, too_deep
 from gateway.urp import events as ev
 
+from . import effort_suffix
 from .call import Call, Runtime
 from .errors import to_client_error
 from .exchange import Exchange, keepalive_loop
 from .failover import route
-from .recorder import NULL_RECORDER, Recorder
+from .limits import UsageTap
+from .recorder import NULL_RECORDER, FanOutRecorder, Recorder
 from .routing import model_allowed, resolve_logical_model
 from .snapshot import KeySnap, Snapshot
 from .stream import stream_one
@@ -34,7 +37,34 @@ log = logging.getLogger("gateway.proxy")
 
 async def serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
     """Answer one generation request. Every failure reaches the client in its protocol's shape."""
+    if key.limits is not None and key.limits.counted:
+        await _serve_limited(rt, ex, snapshot, key, raw_body)
+        return
     rec = rt.recorders.start(ex, snapshot, key, raw_body)
+    await _serve(rt, ex, snapshot, key, raw_body, rec)
+
+
+async def _serve_limited(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
+    """A key with counted limits: admitted (or refused with 429) before anything is decoded or
+    sent upstream; its concurrency slot freed and its tokens settled when the answer is over."""
+    limits = key.limits
+    assert limits is not None
+    refused = await rt.limiter.admit(key.id, limits, time.time())
+    if refused is not None:
+        rec = rt.recorders.start(ex, snapshot, key, raw_body)
+        await ex.send_error(refused)
+        rec.on_finish(ex, f"{refused.code}: {refused.message}")
+        return
+    tap = UsageTap()
+    try:
+        await _serve(rt, ex, snapshot, key, raw_body,
+                     FanOutRecorder((rt.recorders.start(ex, snapshot, key, raw_body), tap)))
+    finally:
+        await rt.limiter.release(key.id, limits)
+        await rt.limiter.settle(key.id, limits, tap.tokens, time.time())
+
+
+async def _serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, rec: Recorder) -> None:
     ex.recorder = rec
     error_text = None
     try:
@@ -79,6 +109,7 @@ def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
     if not isinstance(req.model, str) or not req.model:
         raise ClientError(400, "invalid_request", "model is required", param="model")
     logical = resolve_logical_model(key, req.model)
+    logical = effort_suffix.apply(req, logical, snapshot.routes, snapshot.settings.effort_suffixes)
     if not model_allowed(key, logical):
         raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                           error_type="permission_error")

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .chain import CompiledRule
+from .effort_suffix import BUILTIN as BUILTIN_SUFFIXES
+from .effort_suffix import Suffixes
+from .limits import KeyLimits
 
 log = logging.getLogger("gateway.proxy.snapshot")
 
@@ -64,6 +67,8 @@ class KeySnap:
     redirects: tuple[tuple[re.Pattern, str], ...]
     capture_mode: str
     chain: tuple[CompiledRule, ...]
+    limits: KeyLimits | None = None  # None: nothing to count or check (the common case)
+    reasoning_envelopes: bool = False  # wrap encrypted reasoning in mz2. envelopes (gateway.proxy.envelopes)
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,6 +78,7 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
 
 
 @dataclass(slots=True, frozen=True)

@@ -15,13 +15,12 @@ import time
 from typing import Any
 
 from gateway.errors import TransformFailed, TransformRejected
-from gateway.protocols.frame_split import with_frame_limit
 from gateway.protocols.sse import SSELineTooLong, SSEParser
 from gateway.urp import events as ev
 
 from .attempt import Attempt
 from .call import MAX_ERROR_BODY, MAX_UPSTREAM_BODY, Call
-from .chain import StreamChain
+from .chain import StreamChain, wrap_stream_encoder
 from .errors import (
     from_stream_error,
     mask,
@@ -152,8 +151,8 @@ class StreamPump:
         self.decoder = att.codec.StreamDecoder()
         self.parser = SSEParser()
         self.chain = StreamChain(att.response_rules, att.tctx)
-        # F1 (stream_split_sse_frames): split oversized client frames when a rule applies.
-        self.enc = with_frame_limit(call.new_encoder(att.channel.protocol), call.ex.protocol, att.response_rules)
+        # Response rules may wrap the client's encoder (the stream-encoder hook).
+        self.enc = wrap_stream_encoder(att.response_rules, call.new_encoder(att.channel.protocol), att.tctx)
         self.held: list[bytes] = []
         self.committed = False
         self.chunks = resp.content.iter_any().__aiter__()

@@ -22,7 +22,6 @@ import orjson
 from gateway.errors import AttemptFailed, UpstreamProtocolError
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.frame_split import with_frame_limit
 from gateway.protocols.json_depth import MAX_DEPTH, too_deep
 from gateway.protocols.sse import SSELineTooLong, SSEParser
 from gateway.urp import Response
@@ -31,7 +30,7 @@ from gateway.urp.synth import response_to_events
 
 from .attempt import Attempt
 from .call import MAX_ERROR_BODY, MAX_UPSTREAM_BODY, Call
-from .chain import run_response
+from .chain import run_response, wrap_stream_encoder
 from .errors import from_stream_error, is_retryable_status, mask, status_failure, transport_failure
 from .recorder import Recorder
 from .upstream import TRANSPORT_ERRORS
@@ -157,8 +156,8 @@ async def emit_whole(call: Call, att: Attempt, resp: Response) -> None:
     """A whole response -> response rules -> synthesised events -> the client's stream."""
     executed = run_response(att.response_rules, resp, att.tctx)
     events = response_to_events(resp)
-    # F1 (stream_split_sse_frames): split oversized client frames when a rule applies.
-    enc = with_frame_limit(call.new_encoder(att.channel.protocol), call.ex.protocol, att.response_rules)
+    # Response rules may wrap the client's encoder (the stream-encoder hook).
+    enc = wrap_stream_encoder(att.response_rules, call.new_encoder(att.channel.protocol), att.tctx)
     out = b"".join(enc.encode(event) for event in events) + enc.close()
     call.rec.on_response(resp, executed)
     call.ex.encoder = enc

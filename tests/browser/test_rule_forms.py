@@ -112,7 +112,12 @@ def test_provider_page_embeds_scope_schemas_once_and_renders_unknown_ids(admin_c
                                  config={"enabled": True})
     html = admin_client.get(reverse("admin:providers_provider_change", args=[provider.pk])).content.decode()
     assert html.count('<script id="transform-registry-provider"') == 1
-    assert "js:custom (not available in this scope)" in html
+    assert "js:custom (not installed: requests that reach this rule fail with 500 transform_init_failed)" in html
+    TransformRule.objects.create(scope="provider", provider=provider, position=2, transform="role_merge_consecutive",
+                                 config={})
+    html = admin_client.get(reverse("admin:providers_provider_change", args=[provider.pk])).content.decode()
+    assert "js:custom (not installed" in html  # an installed id is never labelled broken
+    assert "role_merge_consecutive (not" not in html
     assert "transforms/rule_form.js" in html
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-import transforms.registry
 from transforms.base import ALL_SCOPES, NOT_FOR_KEYS, Transform
+from transforms.registry import TransformRegistry, registry
 
 
 class PrefixTransform(Transform):
     type_id = "test_prefix"
+    aliases = ("old_prefix",)
     category = "prompt"
     name = {"en": "Test prefix", "zh": "测试前缀"}
     description = {"en": "Test only.", "zh": "仅测试。"}
@@ -36,13 +37,14 @@ class RoutingTransform(Transform):
     scopes = NOT_FOR_KEYS
 
 
-TEST_REGISTRY = {cls.type_id: cls for cls in (PrefixTransform, RoutingTransform)}
-
-
 @pytest.fixture(autouse=True)
-def test_registry(monkeypatch):
-    monkeypatch.setattr(transforms.registry, "registry", lambda: dict(TEST_REGISTRY))
-    return TEST_REGISTRY
+def test_registry():
+    """Only the two test transforms, installed as the default registry for the test."""
+    reg = TransformRegistry()
+    reg.register(PrefixTransform)
+    reg.register(RoutingTransform)
+    with registry.swapped(reg):
+        yield reg
 
 
 @pytest.fixture

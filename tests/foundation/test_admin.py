@@ -118,16 +118,16 @@ def test_new_key_on_edit_replaces_stored_key(admin_client, channel):
     assert "sk-rotated-upstream" not in html
 
 
-def test_channel_create_requires_key(admin_client, db):
+def test_channel_key_is_optional_and_write_only(admin_client, db):
     provider = Provider.objects.create(name="p2")
     data = {"provider": str(provider.pk), "name": "c", "protocol": "messages", "base_url": "http://127.0.0.1:9",
             "api_key": "", "weight": "1", "enabled": "on", "extra_headers": "null", **_management("models")}
     response = admin_client.post(reverse("admin:providers_channel_add"), data)
-    assert response.status_code == 200
-    assert "An upstream API key is required" in response.content.decode()
-    assert not Channel.objects.filter(name="c").exists()
+    assert response.status_code == 302  # a local upstream needs no key
+    assert not Channel.objects.get(name="c").has_api_key
     data["api_key"] = "sk-new-upstream"
-    response = admin_client.post(reverse("admin:providers_channel_add"), data)
+    response = admin_client.post(reverse("admin:providers_channel_change", args=[Channel.objects.get(name="c").pk]),
+                                 data)
     assert response.status_code == 302
     assert Channel.objects.get(name="c").get_api_key() == "sk-new-upstream"
 
@@ -259,3 +259,31 @@ def test_api_key_names_are_unique_so_a_reposted_form_creates_no_second_key(admin
     assert ApiKey.objects.filter(name="twice").count() == 1
     rest = admin_client.post("/api/api-keys/", {"name": "twice"}, content_type="application/json")
     assert rest.status_code == 400 and "name" in rest.json()
+
+
+def test_json_fields_are_edited_as_rows_and_globs_and_empty_is_not_null(admin_client):
+    data = {"name": "rows", "enabled": "on", "expires_at_0": "", "expires_at_1": "",
+            "allowed_models": "gpt-*, claude-?", "capture_mode": "off", "owner": "",
+            "model_redirects__key": ["gpt-4o-mini", "", ""], "model_redirects__value": ["gpt-4o", "", ""],
+            **_management("transform_rules")}
+    admin_client.post(reverse("admin:keys_apikey_add"), data)
+    key = ApiKey.objects.get(name="rows")
+    assert key.allowed_models == ["gpt-*", "claude-?"]
+    assert key.model_redirects == [{"pattern": "gpt-4o-mini", "replace": "gpt-4o"}]
+    page = admin_client.get(reverse("admin:keys_apikey_change", args=[key.pk])).content.decode()
+    assert 'name="model_redirects__key" value="gpt-4o-mini"' in page
+    assert re.search(r'id="id_allowed_models">\s*gpt-\*, claude-\?</textarea>', page)
+    empty_page = admin_client.get(reverse("admin:keys_apikey_add")).content.decode()
+    assert re.search(r'id="id_allowed_models">\s*</textarea>', empty_page), "empty, not null"
+    half = {**data, "name": "half", "model_redirects__key": ["x", "", ""], "model_redirects__value": ["", "", ""]}
+    assert "needs both" in admin_client.post(reverse("admin:keys_apikey_add"), half).content.decode()
+    empty = {**data, "name": "empty", "allowed_models": "", "model_redirects__key": ["", "", ""],
+             "model_redirects__value": ["", "", ""]}
+    admin_client.post(reverse("admin:keys_apikey_add"), empty)
+    stored = ApiKey.objects.get(name="empty")
+    assert stored.allowed_models is None and stored.model_redirects is None
+
+
+def test_channel_extra_headers_as_rows(admin_client, channel):
+    page = admin_client.get(reverse("admin:providers_channel_change", args=[channel.pk])).content.decode()
+    assert 'name="extra_headers__key"' in page

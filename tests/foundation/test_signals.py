@@ -43,7 +43,7 @@ def test_each_config_model_bumps(bumps, run_on_commit):
 
 
 def test_global_chain_proxy_model_bumps(bumps, run_on_commit):
-    from transforms.admin import GlobalTransformRule
+    from transforms.models import GlobalTransformRule
 
     with run_on_commit(execute=True):
         GlobalTransformRule.objects.create(scope="global", transform="test_prefix", config={"content": "x"})

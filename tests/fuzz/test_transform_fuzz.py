@@ -17,19 +17,20 @@ import pytest
 from gateway.errors import ProtocolError, TransformRejected, UpstreamProtocolError
 from gateway.protocols import CLIENT_PROTOCOLS, UPSTREAM_PROTOCOLS, codec
 from gateway.protocols.base import EncodeContext
-from gateway.protocols.frame_split import FrameSplitter
 from gateway.protocols.json_depth import too_deep
 from gateway.protocols.sse import SSEParser
 from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import clone
 from gateway.urp.synth import response_to_events
 from transforms.base import TransformContext
+from transforms.lib.sse_frame_split import FrameSplitter
 from transforms.registry import registry
 
 from . import properties as P
 from .corpus import REQUEST_SEEDS, WEIRD_STRINGS, WIRES, mutate, response_seeds, stream_seeds
 
-# A valid configuration for each transform whose schema requires one; the rest use defaults.
+# A valid configuration for each transform whose schema requires one; the rest use their first
+# worked example's config, or defaults.
 CONFIGS = {
     "prompt_inject_system": {"content": "injected", "position": "prepend"},
     "field_set": {"path": "metadata.trace.id", "value": {"a": 1}},
@@ -39,14 +40,19 @@ CONFIGS = {
                                         "max_output_tokens", "response_format", "user"]},
     "stream_force": {"enabled": True},
     "stream_split_sse_frames": {"max_frame_length": 40},
+    "reasoning_effort_to_budget": {"low": 1024, "med": 4096, "high": 16384},
+    "reasoning_effort_to_model_suffix": {"rules": [{"pattern": "*", "suffix": "-{effort}"}]},
+    "reasoning_from_think_xml": {"tag": "think"},
+    "reasoning_to_think_xml": {"tag": "think"},
 }
 BODIES = 80
 
 
 def _instances(phase: str) -> list[tuple[str, object]]:
     out = []
-    for type_id, cls in sorted(registry().items()):
-        config = CONFIGS.get(type_id, {})
+    for type_id, cls in sorted(registry.items()):
+        # Otherwise the first worked example's config (plug-ins and new transforms need no entry here).
+        config = CONFIGS.get(type_id, cls.examples[0].config if cls.examples else {})
         assert cls.validate_config(config) == [], (type_id, "fix CONFIGS for this transform")
         transform = cls(config)
         if phase in transform.phases:

@@ -68,12 +68,11 @@ class Rejecting(Transform):
 
 @pytest.fixture
 def test_transforms():
-    reg = registry()
-    reg["test_marker"] = Marker
-    reg["test_rejecting"] = Rejecting
-    yield
-    reg.pop("test_marker", None)
-    reg.pop("test_rejecting", None)
+    reg = registry.copy()
+    reg.register(Marker)
+    reg.register(Rejecting)
+    with registry.swapped(reg):
+        yield
 
 
 def rule(scope, tag, phase="request", models=None, **cfg):

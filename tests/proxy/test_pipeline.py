@@ -55,6 +55,15 @@ async def test_non_stream_round_trip_with_headers(app, upstream):
     assert sent["Authorization"] == "Bearer upstream-key-123"  # the channel key, never the client's
 
 
+async def test_keyless_channel_sends_no_credentials(app, upstream):
+    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"},
+                                                api_key="")])]))
+    reply = await call(app, "POST", CHAT, chat_body(text="hello"))
+    assert reply.status == 200, reply.body
+    sent = {name.lower() for name in upstream.headers[0]}
+    assert not sent & {"authorization", "x-api-key", "x-goog-api-key"}
+
+
 async def test_stream_round_trip(app, upstream):
     install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"m": "m"})])]))
     reply = await call(app, "POST", CHAT, chat_body(text="yo", stream=True))

@@ -12,12 +12,12 @@ from gateway.urp import Request, Response, TextNode, ToolCallNode, ToolDef, Tool
 from gateway.urp import events as ev
 from gateway.urp.events import NodeDelta, NodeDone, NodeStart, ResponseDone, ResponseStart, StreamError
 from transforms.base import TransformContext
-from transforms.builtin.field_custom_tools_patch import normalize_patch
 from transforms.builtin.field_custom_tools_to_function import (
     APPLY_PATCH_USAGE,
     FieldCustomToolsToFunction,
 )
 from transforms.engine import CompiledRule, StreamChain, run_request, run_response, select
+from transforms.lib.field_custom_tools_patch import normalize_patch
 
 MODEL = "target-model"
 
@@ -382,7 +382,7 @@ def test_config_validation_and_defaults():
     from transforms.registry import registry
     from transforms.validation import validate_rule
 
-    cls = registry()["field_custom_tools_to_function"]
+    cls = registry["field_custom_tools_to_function"]
     assert cls.phases == ("request", "response") and cls.scopes == ("provider", "global", "api_key")
     assert cls.config_schema["properties"]["names"]["default"] == ["apply_patch"]
     assert FieldCustomToolsToFunction({}).config == {"names": ["apply_patch"]}

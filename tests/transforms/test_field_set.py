@@ -94,7 +94,7 @@ def test_response_and_stream_extras():
 
 
 def test_validation():
-    assert registry()["field_set"].scopes == ("provider", "global")
+    assert registry["field_set"].scopes == ("provider", "global")
 
     def errors(config):
         return validate_rule(transform="field_set", scope="provider", phase="request", models=None, config=config)

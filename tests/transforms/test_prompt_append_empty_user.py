@@ -11,7 +11,7 @@ TYPE_ID = "prompt_append_empty_user"
 
 
 def run(config, nodes, *, models=None, model="gpt-4o"):
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     assert cls.validate_config(config) == []
     rule = CompiledRule(1, "provider", "request", models, cls(config))
     req = Request(model=model, input=nodes)
@@ -67,7 +67,7 @@ def test_tool_call_reasoning_refusal_count_as_assistant():
 
 
 def test_applying_twice_appends_once():
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     rules = [CompiledRule(1, "provider", "request", None, cls({})), CompiledRule(2, "global", "request", None, cls({}))]
     req = Request(model="m", input=[TextNode(role="assistant", content="a")])
     executed = run_request(select([(rules[0],), (rules[1],), ()], "request", "m"), req,
@@ -82,7 +82,7 @@ def test_model_glob_not_matching_skips_rule():
 
 
 def test_schema_and_scopes():
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     assert cls.config_schema["properties"]["content"]["format"] == "multiline"
     assert cls.config_schema["properties"]["content"]["default"] == " "
     assert set(cls.scopes) == {"provider", "global", "api_key"}
@@ -95,6 +95,4 @@ def test_schema_and_scopes():
 
 
 def test_alias_resolves():
-    from transforms.registry import canonical_id
-
-    assert canonical_id("append_empty_user_message") == TYPE_ID
+    assert registry.canonical_id("append_empty_user_message") == TYPE_ID

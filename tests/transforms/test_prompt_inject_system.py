@@ -13,7 +13,7 @@ TYPE_ID = "prompt_inject_system"
 
 
 def run(config, nodes, model="gpt-4o"):
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     assert cls.validate_config(config) == []
     rule = CompiledRule(1, "provider", "request", None, cls(config))
     req = Request(model=model, input=nodes)
@@ -67,7 +67,7 @@ def test_original_nodes_are_not_edited_and_control_nodes_stay_attached():
     ctrl = EnvelopeExtraNode(extra={"name": "x"})
     system = S("S")
     result = ToolResultNode(call_id="c", content=[TextNode(content="r")])
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     req = Request(model="m", input=[ctrl, system, U("U"), result])
     run_request([CompiledRule(None, "global", "request", None, cls({"content": "P", "position": "prepend"}))],
                 req, TransformContext(logical_model="m", client_protocol="responses"))
@@ -77,7 +77,7 @@ def test_original_nodes_are_not_edited_and_control_nodes_stay_attached():
 
 
 def test_schema_requires_content_and_position():
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     props = cls.config_schema["properties"]
     assert props["content"]["format"] == "multiline"
     assert props["position"]["enum"] == ["prepend", "append"]

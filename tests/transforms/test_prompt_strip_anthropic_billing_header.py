@@ -4,14 +4,14 @@ from gateway.urp import ImageNode, MediaSource, Request, TextNode
 from gateway.urp.nodes import EnvelopeExtraNode
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, run_request, select
-from transforms.registry import canonical_id, registry
+from transforms.registry import registry
 from transforms.validation import validate_rule
 
 TYPE_ID = "prompt_strip_anthropic_billing_header"
 
 
 def run(nodes, config=None, model="claude-sonnet-4"):
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     rule = CompiledRule(1, "global", "request", None, cls(config or {}))
     req = Request(model=model, input=nodes)
     run_request(select([(), (rule,), ()], "request", model), req,
@@ -72,4 +72,4 @@ def test_rejects_config_keys_and_accepts_every_scope():
 
 def test_historical_ids():
     for alias in ("remove_anthropic_billing_header", "strip_claude_code_billing_header"):
-        assert canonical_id(alias) == TYPE_ID
+        assert registry.canonical_id(alias) == TYPE_ID

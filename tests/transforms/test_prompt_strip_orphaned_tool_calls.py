@@ -11,7 +11,7 @@ TYPE_ID = "prompt_strip_orphaned_tool_calls"
 
 
 def run(nodes, config=None):
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     rule = CompiledRule(1, "provider", "request", None, cls(config or {}))
     req = Request(model="m", input=nodes)
     run_request(select([(rule,), (), ()], "request", "m"), req,

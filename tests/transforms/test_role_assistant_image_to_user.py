@@ -11,7 +11,7 @@ TYPE_ID = "role_assistant_image_to_user"
 
 
 def run(nodes):
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     rule = CompiledRule(1, "api_key", "request", None, cls({}))
     req = Request(model="m", input=nodes)
     run_request(select([(), (), (rule,)], "request", "m"), req,

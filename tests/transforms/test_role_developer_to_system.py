@@ -3,14 +3,14 @@
 from gateway.urp import FileNode, ImageNode, MediaSource, ProviderItemNode, Request, TextNode, ToolResultNode
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, run_request, select
-from transforms.registry import canonical_id, registry
+from transforms.registry import registry
 from transforms.validation import validate_rule
 
 TYPE_ID = "role_developer_to_system"
 
 
 def run(nodes, model="o3"):
-    rule = CompiledRule(1, "provider", "request", ["o*"], registry()[TYPE_ID]({}))
+    rule = CompiledRule(1, "provider", "request", ["o*"], registry[TYPE_ID]({}))
     req = Request(model=model, input=nodes)
     run_request(select([(rule,), (), ()], "request", model), req,
                 TransformContext(logical_model=model, client_protocol="responses"))
@@ -37,4 +37,4 @@ def test_model_glob_applies():
 
 def test_no_config_allowed():
     assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None, config={"a": 1})
-    assert canonical_id("developer_to_system_role") == TYPE_ID
+    assert registry.canonical_id("developer_to_system_role") == TYPE_ID

@@ -4,14 +4,14 @@ from gateway.urp import ImageNode, MediaSource, Request, TextNode, ToolCallNode
 from gateway.urp.nodes import EnvelopeExtraNode
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, run_request, select
-from transforms.registry import canonical_id, registry
+from transforms.registry import registry
 from transforms.validation import validate_rule
 
 TYPE_ID = "role_merge_consecutive"
 
 
 def run(nodes, config=None):
-    rule = CompiledRule(1, "provider", "request", None, registry()[TYPE_ID](config or {}))
+    rule = CompiledRule(1, "provider", "request", None, registry[TYPE_ID](config or {}))
     req = Request(model="m", input=nodes)
     run_request(select([(rule,), (), ()], "request", "m"), req,
                 TransformContext(logical_model="m", client_protocol="chat_completion"))
@@ -70,7 +70,7 @@ def test_annotated_text_never_merged():
 def test_empty_input_and_validation():
     assert run([]) == []
     assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None, config={"sep": "\n"})
-    assert canonical_id("merge_consecutive_roles") == TYPE_ID
+    assert registry.canonical_id("merge_consecutive_roles") == TYPE_ID
 
 
 def test_separator_joins_separate_messages_readably():

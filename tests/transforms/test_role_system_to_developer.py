@@ -3,14 +3,14 @@
 from gateway.urp import AudioNode, MediaSource, ReasoningNode, Request, TextNode
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, run_request, select
-from transforms.registry import canonical_id, registry
+from transforms.registry import registry
 from transforms.validation import validate_rule
 
 TYPE_ID = "role_system_to_developer"
 
 
 def run(nodes):
-    rule = CompiledRule(1, "api_key", "request", None, registry()[TYPE_ID]({}))
+    rule = CompiledRule(1, "api_key", "request", None, registry[TYPE_ID]({}))
     req = Request(model="o3", input=nodes)
     run_request(select([(), (), (rule,)], "request", "o3"), req,
                 TransformContext(logical_model="o3", client_protocol="chat_completion"))
@@ -28,7 +28,7 @@ def test_other_kinds_and_roles():
 
 
 def test_round_trip_with_developer_to_system():
-    reg = registry()
+    reg = registry
     rules = (CompiledRule(1, "provider", "request", None, reg[TYPE_ID]({})),
              CompiledRule(2, "provider", "request", None, reg["role_developer_to_system"]({})))
     req = Request(model="m", input=[TextNode(role="system", content="S")])
@@ -41,4 +41,4 @@ def test_round_trip_with_developer_to_system():
 def test_validation():
     assert validate_rule(transform=TYPE_ID, scope="api_key", phase="request", models=None, config={}) == {}
     assert "phase" in validate_rule(transform=TYPE_ID, scope="api_key", phase="response", models=None, config={})
-    assert canonical_id("system_to_developer_role") == TYPE_ID
+    assert registry.canonical_id("system_to_developer_role") == TYPE_ID

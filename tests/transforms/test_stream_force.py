@@ -5,14 +5,14 @@ import pytest
 from gateway.urp import Request, TextNode
 from transforms.base import TransformContext
 from transforms.engine import CompiledRule, run_request, select
-from transforms.registry import canonical_id, registry
+from transforms.registry import registry
 from transforms.validation import validate_rule
 
 TYPE_ID = "stream_force"
 
 
 def run(config, stream):
-    cls = registry()[TYPE_ID]
+    cls = registry[TYPE_ID]
     assert cls.validate_config(config) == []
     rule = CompiledRule(1, "provider", "request", None, cls(config))
     nodes = [TextNode(content="hi")]
@@ -40,4 +40,4 @@ def test_not_allowed_for_api_keys():
     errors = validate_rule(transform=TYPE_ID, scope="api_key", phase="request", models=None, config={"enabled": True})
     assert "transform" in errors
     assert validate_rule(transform=TYPE_ID, scope="global", phase="request", models=None, config={"enabled": True}) == {}
-    assert canonical_id("force_stream") == TYPE_ID
+    assert registry.canonical_id("force_stream") == TYPE_ID

@@ -21,7 +21,7 @@ from typing import Any
 
 from gateway.urp import Request, Response, ToolCallNode
 from gateway.urp.events import Event, NodeDone, NodeStart, ResponseDone
-from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 
 RENAMED_KINDS = frozenset({"function", "custom"})
 
@@ -49,6 +49,43 @@ class FieldAliasReservedToolNames(Transform):
             },
         },
     }
+
+    examples = (
+        TransformExample(
+            title="A client function named like a hosted tool is renamed for the upstream",
+            phase="request",
+            protocol="responses",
+            input={"model": "grok-4", "input": "Look at a.png", "tools": [
+                {"type": "function", "name": "view_image",
+                 "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+                {"type": "web_search"},
+            ]},
+            expected={"tools": [
+                {"type": "function", "name": "client_view_image",
+                 "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+                {"type": "web_search"},
+            ]},
+            note={"en": "Default config: view_image is sent as client_view_image; other tool kinds keep their names.",
+                  "zh": "默认配置：view_image 以 client_view_image 发送；其他类型的工具名不变。"},
+        ),
+        TransformExample(
+            title="The response rule renames the call back; other calls are untouched",
+            phase="response",
+            protocol="responses",
+            input={"id": "resp_1", "object": "response", "model": "grok-4", "status": "completed", "output": [
+                {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "client_view_image",
+                 "arguments": "{\"path\":\"a.png\"}", "status": "completed"},
+                {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "exec_command",
+                 "arguments": "{}", "status": "completed"},
+            ]},
+            expected={"output": [
+                {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "view_image",
+                 "arguments": "{\"path\":\"a.png\"}", "status": "completed"},
+                {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "exec_command",
+                 "arguments": "{}", "status": "completed"},
+            ]},
+        ),
+    )
 
     @classmethod
     def check(cls, config: dict[str, Any]) -> list[tuple[str, str]]:

@@ -56,8 +56,8 @@ import orjson
 from gateway.urp import Request, Response, ToolCallNode, ToolDef, ToolResultNode
 from gateway.urp import events as ev
 from gateway.urp.events import Event, NodeDelta, NodeDone, NodeStart, ResponseDone, StreamError
-from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformRejected
-from transforms.builtin.field_custom_tools_patch import normalize_patch
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample, TransformRejected
+from transforms.lib.field_custom_tools_patch import normalize_patch
 
 TYPE_ID = "field_custom_tools_to_function"
 APPLY_PATCH = "apply_patch"
@@ -178,6 +178,41 @@ class FieldCustomToolsToFunction(Transform):
             },
         },
     }
+
+    examples = (
+        TransformExample(
+            title="A custom (freeform) tool and its history become a JSON function with one string input",
+            phase="request",
+            protocol="responses",
+            config={"names": ["run_sql"]},
+            input={"model": "grok-4", "input": [
+                {"type": "message", "role": "user", "content": "count users"},
+                {"type": "custom_tool_call", "call_id": "call_1", "name": "run_sql",
+                 "input": "SELECT count(*) FROM users"},
+                {"type": "custom_tool_call_output", "call_id": "call_1", "output": "42"},
+            ], "tools": [{"type": "custom", "name": "run_sql", "description": "Run one SQL query"}]},
+            expected={
+                "input": [
+                    {"type": "message", "role": "user", "content": "count users"},
+                    {"type": "function_call", "call_id": "call_1", "name": "run_sql",
+                     "arguments": "{\"input\":\"SELECT count(*) FROM users\"}"},
+                    {"type": "function_call_output", "call_id": "call_1", "output": "42"},
+                ],
+                "tools": [{
+                    "type": "function", "name": "run_sql", "description": "Run one SQL query",
+                    "parameters": {"type": "object", "properties": {"input": {
+                        "type": "string",
+                        "description": "The complete input for this tool, as one string, exactly as the tool expects it.",
+                    }}, "required": ["input"], "additionalProperties": False},
+                    "strict": False,
+                }],
+            },
+            note={"en": "Add a response rule with the same config: it turns the upstream's function calls back into "
+                        "custom calls (and repairs apply_patch text); alone it converts nothing.",
+                  "zh": "请再添加一条配置相同的 response 规则：它把上游的函数调用还原为自定义工具调用（并修复 apply_patch 文本）；"
+                        "单独使用时不做任何转换。"},
+        ),
+    )
 
     def setup(self) -> None:
         names = list(self.config.get("names") or [])

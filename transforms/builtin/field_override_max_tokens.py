@@ -9,11 +9,12 @@ drives cost. The reference parser accepted 0; the schema's minimum of 1 is enfor
 from __future__ import annotations
 
 from gateway.urp import Request
-from transforms.base import NOT_FOR_KEYS, Transform, TransformContext
+from transforms.base import NOT_FOR_KEYS, Transform, TransformContext, TransformExample
 
 
 class FieldOverrideMaxTokens(Transform):
     type_id = "field_override_max_tokens"
+    aliases = ("override_max_tokens",)
     category = "field"
     name = {"en": "Field: override max tokens", "zh": "字段：覆盖最大 token 数"}
     description = {
@@ -29,6 +30,23 @@ class FieldOverrideMaxTokens(Transform):
         },
         "required": ["value"],
     }
+
+    examples = (
+        TransformExample(
+            title="The client's token cap is replaced",
+            phase="request",
+            config={"value": 4096},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000},
+            expected={"max_tokens": 4096},
+        ),
+        TransformExample(
+            title="A request without a cap gets one",
+            phase="request",
+            config={"value": 4096},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+            expected={"max_completion_tokens": 4096},
+        ),
+    )
 
     def setup(self) -> None:
         self.value = int(self.config["value"]) if "value" in self.config else None

@@ -13,13 +13,14 @@ from typing import Any
 
 from gateway.urp import Request, Response
 from gateway.urp.events import Event
-from transforms.base import NOT_FOR_KEYS, Transform, TransformContext
+from transforms.base import NOT_FOR_KEYS, Transform, TransformContext, TransformExample
 from transforms.builtin.field_set import check_path
 from transforms.paths import remove_path, split_path
 
 
 class FieldRemove(Transform):
     type_id = "field_remove"
+    aliases = ("remove_field",)
     category = "field"
     name = {"en": "Field: remove", "zh": "字段：删除"}
     description = {
@@ -36,6 +37,35 @@ class FieldRemove(Transform):
         },
         "required": ["path"],
     }
+
+    examples = (
+        TransformExample(
+            title="Remove one key of a raw request object",
+            phase="request",
+            config={"path": "metadata.trace"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+                   "metadata": {"trace": "1", "a": "2"}},
+            expected={"metadata": {"a": "2"}},
+        ),
+        TransformExample(
+            title="A path through a non-object changes nothing",
+            phase="request",
+            config={"path": "x.y"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "x": "s"},
+            expected={"x": "s"},
+        ),
+        TransformExample(
+            title="Remove an upstream's extra field from the response",
+            phase="response",
+            config={"path": "provider_debug"},
+            input={"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+                   "provider_debug": {"node": "eu-1"}},
+            expected={"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                                   "finish_reason": "stop"}]},
+            absent=("provider_debug",),
+        ),
+    )
 
     @classmethod
     def check(cls, config: dict[str, Any]) -> list[tuple[str, str]]:

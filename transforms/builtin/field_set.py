@@ -19,7 +19,7 @@ from typing import Any
 from gateway.urp import ReasoningConfig, Request, Response
 from gateway.urp.events import Event
 from gateway.urp.request import REASONING_EFFORTS
-from transforms.base import NOT_FOR_KEYS, Transform, TransformContext
+from transforms.base import NOT_FOR_KEYS, Transform, TransformContext, TransformExample
 from transforms.paths import ABSENT, get_path, has_internal_segment, set_path, split_path
 
 
@@ -34,6 +34,7 @@ def check_path(path: Any) -> list[tuple[str, str]]:
 
 class FieldSet(Transform):
     type_id = "field_set"
+    aliases = ("set_field",)
     category = "field"
     name = {"en": "Field: set", "zh": "字段：设置"}
     description = {
@@ -53,6 +54,37 @@ class FieldSet(Transform):
         },
         "required": ["path", "value"],
     }
+
+    examples = (
+        TransformExample(
+            title="Conditional write: priority becomes fast",
+            phase="request",
+            config={"path": "service_tier", "when_equals": "priority", "value": "fast"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "service_tier": "priority"},
+            expected={"service_tier": "fast"},
+        ),
+        TransformExample(
+            title="Conditional write: any other value is left alone",
+            phase="request",
+            config={"path": "service_tier", "when_equals": "priority", "value": "fast"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "service_tier": "default"},
+            expected={"service_tier": "default"},
+        ),
+        TransformExample(
+            title="when_equals null matches only an existing null",
+            phase="request",
+            config={"path": "service_tier", "when_equals": None, "value": "default"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "service_tier": None},
+            expected={"service_tier": "default"},
+        ),
+        TransformExample(
+            title="An unconditional write creates the objects on its path",
+            phase="request",
+            config={"path": "a.b.c", "value": 1},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "a": 5},
+            expected={"a": {"b": {"c": 1}}},
+        ),
+    )
 
     @classmethod
     def check(cls, config: dict[str, Any]) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ are never touched. Duplicate entries are harmless and accepted.
 from __future__ import annotations
 
 from gateway.urp import Request
-from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 
 STRIPPABLE = ("temperature", "top_p", "stop", "verbosity", "parallel_tool_calls", "max_output_tokens",
               "response_format", "user")
@@ -39,6 +39,17 @@ class FieldStripSampling(Transform):
         "required": ["fields"],
         "additionalProperties": False,
     }
+
+    examples = (
+        TransformExample(
+            title="temperature is dropped, top_p kept",
+            phase="request",
+            config={"fields": ["temperature"]},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "top_p": 0.9},
+            expected={"top_p": 0.9},
+            absent=("temperature",),
+        ),
+    )
 
     def setup(self) -> None:
         self.fields = tuple(dict.fromkeys(f for f in self.config.get("fields", ()) if f in STRIPPABLE))

@@ -4,8 +4,8 @@ assistant prefill."""
 from __future__ import annotations
 
 from gateway.urp import Request, TextNode
-from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import node_role
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
+from transforms.lib.role_helpers import node_role
 
 
 class PromptAppendEmptyUser(Transform):
@@ -18,6 +18,7 @@ class PromptAppendEmptyUser(Transform):
     """
 
     type_id = "prompt_append_empty_user"
+    aliases = ("append_empty_user_message",)
     category = "prompt"
     name = {"en": "Prompt: append empty user message", "zh": "提示词：追加空用户消息"}
     description = {
@@ -39,6 +40,42 @@ class PromptAppendEmptyUser(Transform):
             },
         },
     }
+
+    examples = (
+        TransformExample(
+            title="A conversation ending with the assistant gets a user turn",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"},
+                                                   {"role": "assistant", "content": "hello"}]},
+            expected={"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                                   {"role": "user", "content": " "}]},
+        ),
+        TransformExample(
+            title="With configured content",
+            phase="request",
+            config={"content": "continue"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"},
+                                                   {"role": "assistant", "content": "hello"}]},
+            expected={"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                                   {"role": "user", "content": "continue"}]},
+        ),
+        TransformExample(
+            title="A conversation ending with a tool result is left alone",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+            ]},
+            expected={"messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+            ]},
+        ),
+    )
 
     def setup(self) -> None:
         self._content: str = self.config["content"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gateway.urp import Request, TextNode
 from gateway.urp.nodes import Node
-from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import has_own_role, is_control
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
+from transforms.lib.role_helpers import has_own_role, is_control
 
 
 class PromptInjectSystem(Transform):
@@ -27,6 +27,7 @@ class PromptInjectSystem(Transform):
     """
 
     type_id = "prompt_inject_system"
+    aliases = ("inject_system_prompt",)
     category = "prompt"
     name = {"en": "Prompt: inject system prompt", "zh": "提示词：注入系统提示词"}
     description = {
@@ -55,6 +56,39 @@ class PromptInjectSystem(Transform):
         },
         "required": ["content", "position"],
     }
+
+    examples = (
+        TransformExample(
+            title="prepend: the injected text leads the system prompt",
+            phase="request",
+            config={"content": "P", "position": "prepend"},
+            input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]},
+            expected={"messages": [{"role": "system", "content": "P"}, {"role": "system", "content": "S"},
+                                   {"role": "user", "content": "U"}]},
+            note={"en": "Unlike the reference, prepend goes before the first system segment (the reference put it "
+                        "after, the same as append).",
+                  "zh": "与参考实现不同，prepend 放在第一个 system 段之前（参考实现放在其后，与 append 相同）。"},
+        ),
+        TransformExample(
+            title="append: after the last system segment (Chat folds it into that message)",
+            phase="request",
+            config={"content": "A", "position": "append"},
+            input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S1"}, {"role": "user", "content": "U"},
+                                                   {"role": "system", "content": "S2"}]},
+            expected={"messages": [{"role": "system", "content": "S1"}, {"role": "user", "content": "U"},
+                                   {"role": "system", "content": [{"type": "text", "text": "S2"},
+                                                                  {"type": "text", "text": "A"}]}]},
+        ),
+        TransformExample(
+            title="No system message: the new one goes first",
+            phase="request",
+            config={"content": "A", "position": "append"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "U"}]},
+            expected={"messages": [{"role": "system", "content": "A"}, {"role": "user", "content": "U"}]},
+            note={"en": "The reference appended it after the last user turn, which many upstreams reject.",
+                  "zh": "参考实现将其追加在最后一个用户轮次之后，许多上游会拒绝。"},
+        ),
+    )
 
     def setup(self) -> None:
         # Saved rules are validated; .get() keeps an unvalidated row from breaking the snapshot.

@@ -4,8 +4,8 @@ system prompt, which otherwise defeats prefix caching on every upstream."""
 from __future__ import annotations
 
 from gateway.urp import Request, TextNode
-from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
+from transforms.lib.role_helpers import NO_CONFIG_SCHEMA
 
 MARKER = "x-anthropic-billing-header:"
 _INSPECTED_ROLES = frozenset({"system", "developer"})
@@ -33,6 +33,8 @@ class PromptStripAnthropicBillingHeader(Transform):
     """
 
     type_id = "prompt_strip_anthropic_billing_header"
+    aliases = ("remove_anthropic_billing_header", "remove_anthropic_billing_headers", "strip_anthropic_billing_header",
+               "strip_anthropic_billing_headers", "strip_claude_code_billing_header")
     category = "prompt"
     name = {"en": "Prompt: strip Anthropic billing header", "zh": "提示词：移除 Anthropic 计费头"}
     description = {
@@ -43,6 +45,39 @@ class PromptStripAnthropicBillingHeader(Transform):
     phases = ("request",)
     scopes = ALL_SCOPES
     config_schema = NO_CONFIG_SCHEMA
+
+    examples = (
+        TransformExample(
+            title="The billing line leaves the system prompt; user text is untouched",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "system", "content": "x-anthropic-billing-header: cc_version=1; cch=abc;\nKeep this."},
+                {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
+            ]},
+            expected={"messages": [
+                {"role": "system", "content": "Keep this."},
+                {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
+            ]},
+        ),
+        TransformExample(
+            title="A system message that held only the header disappears",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "system", "content": "x-anthropic-billing-header: cc_version=1; cch=abc;"},
+                {"role": "user", "content": "hi"},
+            ]},
+            expected={"messages": [{"role": "user", "content": "hi"}]},
+        ),
+        TransformExample(
+            title="Indented header lines in developer messages too",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "developer", "content": "A\n   x-anthropic-billing-header: z\nB"},
+                {"role": "user", "content": "hi"},
+            ]},
+            expected={"messages": [{"role": "developer", "content": "A\nB"}, {"role": "user", "content": "hi"}]},
+        ),
+    )
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         kept = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from gateway.urp import ImageNode, Request
 from gateway.urp.nodes import Node
-from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA, ORDINARY
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
+from transforms.lib.role_helpers import NO_CONFIG_SCHEMA, ORDINARY
 
 
 class RoleAssistantImageToUser(Transform):
@@ -28,6 +28,39 @@ class RoleAssistantImageToUser(Transform):
     phases = ("request",)
     scopes = ALL_SCOPES
     config_schema = NO_CONFIG_SCHEMA
+
+    examples = (
+        TransformExample(
+            title="An assistant image moves just before the next user message, as a user image",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "user", "content": "sharing now"},
+                {"role": "assistant", "content": [{"type": "text", "text": "shown below"},
+                                                  {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+                {"role": "user", "content": "what color is it?"},
+            ]},
+            expected={"messages": [
+                {"role": "user", "content": "sharing now"},
+                {"role": "assistant", "content": [{"type": "text", "text": "shown below"}]},
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+                {"role": "user", "content": "what color is it?"},
+            ]},
+        ),
+        TransformExample(
+            title="Without a later user message the image goes to the end",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [{"type": "text", "text": "a"},
+                                                  {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+            ]},
+            expected={"messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+            ]},
+        ),
+    )
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         nodes = req.input

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.urp import Request
 from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA, rename_role
+from transforms.lib.role_helpers import NO_CONFIG_SCHEMA, rename_role
 
 
 class RoleDeveloperToSystem(Transform):
@@ -13,6 +13,7 @@ class RoleDeveloperToSystem(Transform):
     role system. Tool calls, tool results, reasoning and control nodes are untouched."""
 
     type_id = "role_developer_to_system"
+    aliases = ("developer_to_system_role",)
     category = "role"
     name = {"en": "Role: developer to system", "zh": "角色：developer 转 system"}
     description = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.urp import Request, TextNode
 from gateway.urp.nodes import Node
-from transforms.base import ALL_SCOPES, Transform, TransformContext
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 
 # Text carrying any of these must keep its own boundaries (they describe exactly that text).
 _UNMERGEABLE_EXTRA = frozenset({"signature", "logprobs", "citations", "annotations"})
@@ -39,6 +39,7 @@ class RoleMergeConsecutive(Transform):
     """
 
     type_id = "role_merge_consecutive"
+    aliases = ("merge_consecutive_roles",)
     category = "role"
     name = {"en": "Role: merge consecutive", "zh": "角色：合并连续消息"}
     description = {
@@ -57,6 +58,38 @@ class RoleMergeConsecutive(Transform):
         },
         "additionalProperties": False,
     }
+
+    examples = (
+        TransformExample(
+            title="Adjacent user messages become one",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
+                                                   {"role": "assistant", "content": "c"}]},
+            expected={"messages": [{"role": "user", "content": "ab"}, {"role": "assistant", "content": "c"}]},
+        ),
+        TransformExample(
+            title="With a separator",
+            phase="request",
+            config={"separator": "\n\n"},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
+                                                   {"role": "assistant", "content": "c"}]},
+            expected={"messages": [{"role": "user", "content": "a\n\nb"}, {"role": "assistant", "content": "c"}]},
+        ),
+        TransformExample(
+            title="An image between two texts breaks the run",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+                {"role": "user", "content": "b"},
+            ]},
+            expected={"messages": [
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+                {"role": "user", "content": "b"},
+            ]},
+        ),
+    )
 
     def setup(self) -> None:
         self.separator: str = self.config["separator"]

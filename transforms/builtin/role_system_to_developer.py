@@ -4,8 +4,8 @@ reasoning models that expect developer instructions."""
 from __future__ import annotations
 
 from gateway.urp import Request
-from transforms.base import ALL_SCOPES, Transform, TransformContext
-from transforms.builtin.role_helpers import NO_CONFIG_SCHEMA, rename_role
+from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
+from transforms.lib.role_helpers import NO_CONFIG_SCHEMA, rename_role
 
 
 class RoleSystemToDeveloper(Transform):
@@ -13,6 +13,7 @@ class RoleSystemToDeveloper(Transform):
     file and provider-item nodes; nothing else changes."""
 
     type_id = "role_system_to_developer"
+    aliases = ("system_to_developer_role",)
     category = "role"
     name = {"en": "Role: system to developer", "zh": "角色：system 转 developer"}
     description = {
@@ -22,6 +23,15 @@ class RoleSystemToDeveloper(Transform):
     phases = ("request",)
     scopes = ALL_SCOPES
     config_schema = NO_CONFIG_SCHEMA
+
+    examples = (
+        TransformExample(
+            title="A system message becomes a developer message",
+            phase="request",
+            input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]},
+            expected={"messages": [{"role": "developer", "content": "S"}, {"role": "user", "content": "U"}]},
+        ),
+    )
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         rename_role(req.input, "system", "developer")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.urp import Request
-from transforms.base import NOT_FOR_KEYS, Transform, TransformContext
+from transforms.base import NOT_FOR_KEYS, Transform, TransformContext, TransformExample
 
 
 class StreamForce(Transform):
@@ -13,6 +13,7 @@ class StreamForce(Transform):
     tools and responses are untouched. Not offered for API keys: it changes the execution mode."""
 
     type_id = "stream_force"
+    aliases = ("force_stream",)
     category = "stream"
     name = {"en": "Stream: force streaming mode", "zh": "流式：强制流式模式"}
     description = {
@@ -34,6 +35,25 @@ class StreamForce(Transform):
         },
         "required": ["enabled"],
     }
+
+    examples = (
+        TransformExample(
+            title="The upstream call streams although the client did not ask to",
+            phase="request",
+            config={"enabled": True},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": False},
+            expected={"stream": True},
+            note={"en": "The client still gets the reply in the mode it asked for (the gateway collects the stream).",
+                  "zh": "客户端仍按其请求的模式收到回复（网关会收集流）。"},
+        ),
+        TransformExample(
+            title="Streaming can be turned off too",
+            phase="request",
+            config={"enabled": False},
+            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+            expected={"stream": False},
+        ),
+    )
 
     def setup(self) -> None:
         self._stream = bool(self.config["enabled"])

@@ -31,6 +31,9 @@ class Command(BaseCommand):
                 self.stderr.write(line)
             raise CommandError(f"{options['file']}: {len(exc.errors)} error(s); nothing was written") from exc
         self.stdout.write(f"Loaded {options['file']}: {report.summary()}")
+        for name in report.keyless_channels:
+            self.stdout.write(f"Channel {name} has no upstream API key: it sends no credentials until one is "
+                              "set (fine for local upstreams; a dump without secrets needs them added)")
         for name, secret in report.generated_secrets.items():
             self.stdout.write(f"API key {name!r} created with secret {secret}  (shown once: store it now)")
 

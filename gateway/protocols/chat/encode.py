@@ -7,6 +7,7 @@ so decode -> encode gives back an equal body.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gateway.urp import (
@@ -24,6 +25,7 @@ from gateway.urp import (
     ToolResultNode,
     wire_extra,
 )
+from gateway.urp.presentation import SUMMARY_AS_CHAT_CONTENT, chat_reasoning_content
 
 from ..base import put_extra, without_internal
 from .common import (
@@ -171,6 +173,11 @@ class _Message:
         self.phase: str | None = None
 
     def add_reasoning(self, node: ReasoningNode) -> None:
+        shown = chat_reasoning_content(node)  # set by reasoning presentation transforms
+        if shown is not None and not (node.extra.get(REASONING_SURFACE) == "reasoning_content" and shown == node.content):
+            self.scalars["reasoning_content"] = self.scalars.get("reasoning_content", "") + shown
+            if node.extra.get(SUMMARY_AS_CHAT_CONTENT) and node.summary:
+                node = replace(node, summary=None)  # shown as reasoning_content instead of a detail
         raw = node.extra.get(REASONING_DETAIL)
         if isinstance(raw, dict) and raw_detail_matches(node, raw):
             self.details.append(without_internal(raw))

@@ -21,6 +21,7 @@ from gateway.urp import (
     ToolCallNode,
 )
 from gateway.urp import events as ev
+from gateway.urp.presentation import INJECT_REASONING_CONTENT, SUMMARY_AS_CHAT_CONTENT
 
 from ..base import EncodeContext
 from ..sse import DONE
@@ -36,6 +37,10 @@ from .common import (
     encode_usage,
     finish_to_wire,
 )
+
+
+def _marked(extra: dict[str, Any]) -> bool:
+    return INJECT_REASONING_CONTENT in extra or SUMMARY_AS_CHAT_CONTENT in extra
 
 
 class _NodeState:
@@ -163,6 +168,25 @@ class StreamEncoder:
             # encrypted fragments are written once, whole, when the node completes
         return b""
 
+    def _write_marked(self, state: _NodeState, event: ev.NodeDelta) -> bytes:
+        """A reasoning delta marked by a presentation transform: a summary shown as
+        ``reasoning_content`` instead of a detail, or ``reasoning_content`` added next to the
+        normal fields."""
+        text = event.delta
+        if event.kind == ev.REASONING_SUMMARY and event.extra.get(SUMMARY_AS_CHAT_CONTENT):
+            state.sent_summary += len(text)
+            return self._chunk({"reasoning_content": text})
+        if event.kind not in (ev.REASONING_CONTENT, ev.REASONING_SUMMARY) or not event.extra.get(
+                INJECT_REASONING_CONTENT) or (event.kind == ev.REASONING_CONTENT and state.surface):
+            return self._write(state, event.kind, text)
+        if event.kind == ev.REASONING_CONTENT:
+            state.sent += len(text)
+            entry = self._reasoning_entry(state, "reasoning.text", "text", text)
+            return self._chunk({"reasoning": text, "reasoning_content": text, "reasoning_details": [entry]})
+        state.sent_summary += len(text)
+        entry = self._reasoning_entry(state, "reasoning.summary", "summary", text)
+        return self._chunk({"reasoning_content": text, "reasoning_details": [entry]})
+
     def _finish_node(self, state: _NodeState, node: Node) -> bytes:
         """Write whatever of the complete node was not streamed (terminal snapshots)."""
         out = b""
@@ -245,7 +269,10 @@ class StreamEncoder:
                 extra = event.extra.get(CHOICE_EXTRA) if self._same and event.extra else None
                 if isinstance(extra, dict):
                     self._choice_extra = extra
-                out += self._write(state, event.kind, event.delta)
+                if event.extra and state.kind == "reasoning" and event.delta and _marked(event.extra):
+                    out += self._write_marked(state, event)
+                else:
+                    out += self._write(state, event.kind, event.delta)
                 self._choice_extra = None
         elif isinstance(event, ev.NodeDone):
             state = self._states.get(event.index)

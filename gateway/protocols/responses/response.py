@@ -35,7 +35,7 @@ X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstre
 X_USAGE = "_gw_rsp_usage"  # Usage.extra: (raw usage object, typed counters at decode)
 
 # What the Response dataclass itself carries; every other top-level field of an upstream object
-# lives in Response.extra, where response rules (field_set / field_remove) can change it.
+# lives in Response.extra, where response rules (the raw-field set/remove ones) can change it.
 _TYPED_FIELDS = frozenset({"id", "object", "created_at", "completed_at", "status", "error", "incomplete_details",
                            "model", "output", "output_text", "usage"})
 _USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens", "input_tokens_details",

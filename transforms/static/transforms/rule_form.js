@@ -483,6 +483,35 @@
     }
   }
 
+  // ---------------------------------------------------------------- worked examples
+  // The transform's declared examples (wire JSON in the named protocol): input -> output, so an
+  // operator sees what a rule does before saving it. Only the keys the rule touches are shown
+  // on the output side (that is what the example promises; other keys pass through).
+  function pretty(v) {
+    return JSON.stringify(v, null, 2);
+  }
+
+  function examplesBlock(examples, zh) {
+    const details = h("details", { class: "tx-examples" },
+      h("summary", { text: (zh ? "示例" : "Worked examples") + " (" + examples.length + ")" }));
+    for (const ex of examples) {
+      const output = Object.assign({}, ex.expected);
+      const absent = (ex.absent || []).map((k) => k + ": " + (zh ? "（已移除）" : "(removed)"));
+      const meta = [ex.phase + " phase", ex.protocol];
+      const config = ex.config && Object.keys(ex.config).length ? pretty(ex.config) : (zh ? "{}（默认）" : "{} (defaults)");
+      details.append(h("div", { class: "tx-example" },
+        h("div", { class: "tx-example-title", text: ex.title + " — " + meta.join(", ") }),
+        h("div", { class: "tx-example-config" }, h("span", { text: "config: " }), h("code", { text: config })),
+        h("div", { class: "tx-example-io" },
+          h("div", {}, h("div", { class: "tx-label", text: zh ? "输入" : "input" }), h("pre", { class: "tx-in", text: pretty(ex.input) })),
+          h("div", { class: "tx-arrow", text: "→" }),
+          h("div", {}, h("div", { class: "tx-label", text: zh ? "输出（本示例检查的字段，其余原样传递）" : "output (the keys this example checks; others pass through)" }),
+            h("pre", { class: "tx-out", text: pretty(output) + (absent.length ? "\n" + absent.join("\n") : "") }))),
+        ex.note ? h("div", { class: "tx-note help", text: (zh && ex.note.zh) || ex.note.en }) : null));
+    }
+    return details;
+  }
+
   // ---------------------------------------------------------------- one rule
   function registryFor(container) {
     const id = container.dataset.registryId;
@@ -510,18 +539,27 @@
     let editor = null;
 
     const descEl = h("div", { class: "transform-description help" });
-    if (picker) (picker.closest(".flex-container") || picker).after(descEl);
+    const examplesEl = h("div", { class: "transform-examples" });
+    if (picker) (picker.closest(".flex-container") || picker).after(descEl, examplesEl);
 
     function entry() {
       return picker ? registry[picker.value] : undefined;
     }
 
-    function describeTransform() {
+    // Examples start open while an operator picks a transform, collapsed on stored rules.
+    function describeTransform(openExamples) {
       const e = entry();
+      examplesEl.textContent = "";
       if (!e) { descEl.textContent = ""; return; }
       const zh = (document.documentElement.lang || "").toLowerCase().startsWith("zh");
       descEl.textContent = (zh && e.description.zh) || e.description.en;
       descEl.title = zh ? e.description.en : e.description.zh || "";
+      const examples = e.examples || [];
+      if (examples.length) {
+        const block = examplesBlock(examples, zh);
+        block.open = Boolean(openExamples);
+        examplesEl.append(block);
+      }
     }
 
     function fitPhases() {
@@ -548,7 +586,11 @@
         return;
       }
       if (!e) {
-        formEl.append(h("p", { class: "sc-note", text: "Unknown or unavailable transform; its stored config is shown read-only." }),
+        const opt = picker.selectedOptions[0];
+        const broken = opt && opt.dataset.broken;
+        formEl.append(h("p", { class: broken ? "sc-note sc-broken" : "sc-note",
+                               text: broken ? "Broken rule: this transform is " + broken + ". Install its package or delete the rule; its stored config is shown read-only."
+                                            : "Unknown or unavailable transform; its stored config is shown read-only." }),
           h("pre", { class: "sc-readonly", text: JSON.stringify(value, null, 2) }));
         return;
       }
@@ -572,7 +614,7 @@
     } catch (err) {
       stored = {};
     }
-    describeTransform();
+    describeTransform(!picker || !picker.value);
     fitPhases();
     build(stored);
     if (hidden.value && stored && Object.keys(stored).length === 0 && hidden.value.trim() !== "{}") {
@@ -596,7 +638,7 @@
     formEl.addEventListener("schema-change", sync);
     if (picker) {
       picker.addEventListener("change", () => {
-        describeTransform();
+        describeTransform(true);
         fitPhases();
         build({}); // another transform's options never carry over
       });

@@ -1,4 +1,6 @@
-"""Splitting oversized SSE frames after a client StreamEncoder (``stream_split_sse_frames``).
+"""Splitting oversized SSE frames after a client StreamEncoder: the machinery of the
+``stream_split_sse_frames`` transform, which installs :class:`SplittingEncoder` through the
+stream-encoder hook (``Transform.wrap_stream_encoder``), so no codec or proxy module knows it.
 
 Some clients and proxies choke on very long SSE lines. :class:`FrameSplitter` post-processes the
 bytes a client StreamEncoder produced: every frame whose ``data:`` line is longer than the limit
@@ -36,7 +38,6 @@ from typing import Any
 import orjson
 
 DEFAULT_MAX_FRAME_LENGTH = 131072
-TYPE_ID = "stream_split_sse_frames"
 
 _DATA = b"data: "
 _SEQ = re.compile(rb'"sequence_number":(\d+)')
@@ -341,23 +342,6 @@ class FrameSplitter:
         return [_dump_line(build(chunk, k == 0, k == last)) for k, chunk in enumerate(chunks)]
 
 
-def effective_max_frame_length(rules: list, logical_model: str | None = None) -> int | None:
-    """The limit for this stream: the first ``stream_split_sse_frames`` response rule in execution
-    order (provider chain, then global, then API key; first match wins). ``rules`` are compiled
-    rules, disabled ones already excluded (the snapshot drops them); pass ``logical_model`` when
-    ``rules`` were not already filtered by model. None when no such rule applies."""
-    for rule in rules:
-        if rule.type_id != TYPE_ID or rule.phase != "response":
-            continue
-        if logical_model is not None and not rule.matches("response", logical_model):
-            continue
-        value = rule.transform.config.get("max_frame_length")
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-        return DEFAULT_MAX_FRAME_LENGTH
-    return None
-
-
 class SplittingEncoder:
     """A client StreamEncoder whose output goes through a :class:`FrameSplitter`. Keep-alives
     pass untouched; any other attribute is the wrapped encoder's."""
@@ -382,10 +366,3 @@ class SplittingEncoder:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-def with_frame_limit(encoder: Any, protocol: str, response_rules: list) -> Any:
-    """The encoder itself when no ``stream_split_sse_frames`` rule applies (zero cost), else a
-    :class:`SplittingEncoder`. ``response_rules`` are the attempt's selected response rules."""
-    limit = effective_max_frame_length(response_rules)
-    return encoder if limit is None else SplittingEncoder(encoder, FrameSplitter(protocol, limit))

@@ -6,8 +6,8 @@ import httpx
 import orjson
 import pytest
 
-from gateway.protocols.frame_split import FrameSplitter, split_string
 from gateway.protocols.sse import SSEParser
+from transforms.lib.sse_frame_split import FrameSplitter, split_string
 
 TEXT = "Hello \"world\"\n" * 30 + "é✓😀\\tail"
 
@@ -206,10 +206,11 @@ def test_messages_other_events_pass_through():
     assert FrameSplitter("messages", 100).process(original) == original
 
 
-def test_with_frame_limit_wraps_only_when_a_rule_applies():
-    from gateway.protocols.frame_split import SplittingEncoder, with_frame_limit
+def test_hook_wraps_only_when_a_rule_applies():
+    from transforms.base import TransformContext
     from transforms.builtin.stream_split_sse_frames import StreamSplitSseFrames
-    from transforms.engine import CompiledRule
+    from transforms.engine import CompiledRule, wrap_stream_encoder
+    from transforms.lib.sse_frame_split import SplittingEncoder
 
     class Enc:
         marker = "inner"
@@ -228,9 +229,10 @@ def test_with_frame_limit_wraps_only_when_a_rule_applies():
             return b""
 
     plain = Enc()
-    assert with_frame_limit(plain, "messages", []) is plain
+    ctx = TransformContext(logical_model="m", client_protocol="messages")
+    assert wrap_stream_encoder([], plain, ctx) is plain
     rule = CompiledRule(1, "api_key", "response", None, StreamSplitSseFrames({"max_frame_length": 120}))
-    wrapped = with_frame_limit(plain, "messages", [rule])
+    wrapped = wrap_stream_encoder([rule], plain, ctx)
     assert isinstance(wrapped, SplittingEncoder) and wrapped.marker == "inner"
     out = wrapped.encode("z" * 500)
     assert len(parse(out)) > 1 and "".join(orjson.loads(d)["delta"]["text"] for _, d in parse(out)) == "z" * 500

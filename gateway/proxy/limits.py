@@ -1,0 +1,237 @@
+"""Per-key limits: requests and tokens per minute, concurrent requests, and the client-IP
+allow-list, enforced before anything goes upstream.
+
+Windows are fixed minutes (``floor(now / 60)``): a key with ``rpm: 60`` is admitted exactly 60
+times in each minute, across every worker and instance when Redis is configured (one Lua script
+per admission, so check and count are atomic). Token limits are settled with the usage the
+upstream reported once the response is over; a request is refused while the minute's settled
+tokens have reached the limit. Without Redis, or while Redis cannot be reached, each worker
+counts on its own (``LocalLimiter``): limits then hold per worker, which is logged once.
+
+A key without limits never reaches this module: ``KeySnap.limits`` is ``None`` and the pipeline
+skips it with one attribute check.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import ClientError
+
+from .recorder import Recorder
+
+log = logging.getLogger("gateway.proxy.limits")
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+WINDOW = 60  # seconds
+CONCURRENCY_TTL = 600  # a worker killed mid-request frees its slots after this long
+
+
+@dataclass(slots=True, frozen=True)
+class KeyLimits:
+    rpm: int | None = None
+    tpm: int | None = None
+    concurrency: int | None = None
+    ip_allow: tuple[IPNetwork, ...] = ()
+
+    @property
+    def counted(self) -> bool:
+        """Whether admission needs the limiter (the IP allow-list does not)."""
+        return bool(self.rpm or self.tpm or self.concurrency)
+
+
+def parse_limits(limits: Mapping[str, Any] | None, ip_allow: list[str] | None) -> KeyLimits | None:
+    """The snapshot's form of an API key's stored ``limits`` and ``ip_allow``; None when neither
+    limits anything."""
+    limits = limits or {}
+    nets = tuple(ipaddress.ip_network(str(n), strict=False) for n in ip_allow or ())
+    parsed = KeyLimits(rpm=limits.get("rpm") or None, tpm=limits.get("tpm") or None,
+                       concurrency=limits.get("concurrency") or None, ip_allow=nets)
+    return parsed if parsed.counted or parsed.ip_allow else None
+
+
+# -- client IP -------------------------------------------------------------------------------------
+
+
+def client_ip(scope: Mapping[str, Any], headers: Mapping[str, str], trusted: tuple[IPNetwork, ...]) -> str:
+    """The client's address: the socket peer, or the first untrusted hop of ``X-Forwarded-For``
+    when the peer is a trusted proxy (loopback by default), so a client cannot claim an address."""
+    peer = (scope.get("client") or ("", 0))[0] or ""
+    if not trusted or not _in(peer, trusted):
+        return peer
+    forwarded = headers.get("x-forwarded-for") or headers.get("x-real-ip") or ""
+    for hop in reversed([h.strip() for h in forwarded.split(",") if h.strip()]):
+        if not _in(hop, trusted):
+            return hop
+    return peer
+
+
+def ip_allowed(limits: KeyLimits, ip: str) -> bool:
+    return not limits.ip_allow or _in(ip, limits.ip_allow)
+
+
+def _in(ip: str, nets: tuple[IPNetwork, ...]) -> bool:
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return any(addr in net for net in nets)
+
+
+# -- refusals --------------------------------------------------------------------------------------
+
+
+def refusal(kind: str, limit: int, retry_after: int) -> ClientError:
+    """The client's answer: 429 in its protocol's shape, with ``Retry-After``."""
+    what = {"rpm": f"{limit} requests per minute", "tpm": f"{limit} tokens per minute",
+            "concurrency": f"{limit} concurrent requests"}[kind]
+    return ClientError(429, "rate_limit_exceeded", f"this API key is limited to {what}; retry in {retry_after} s",
+                       error_type="rate_limit_error", headers=((b"retry-after", str(retry_after).encode()),))
+
+
+def _retry_after(now: float) -> int:
+    return max(1, WINDOW - int(now) % WINDOW)
+
+
+# -- limiters --------------------------------------------------------------------------------------
+
+
+class LocalLimiter:
+    """Counts in this worker's memory (no Redis, or Redis unreachable)."""
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[int, int], int] = {}
+        self.tokens: dict[tuple[int, int], int] = {}
+        self.active: dict[int, int] = {}
+
+    async def admit(self, key_id: int, limits: KeyLimits, now: float) -> ClientError | None:
+        window = int(now // WINDOW)
+        if limits.tpm and self.tokens.get((key_id, window), 0) >= limits.tpm:
+            return refusal("tpm", limits.tpm, _retry_after(now))
+        if limits.concurrency and self.active.get(key_id, 0) >= limits.concurrency:
+            return refusal("concurrency", limits.concurrency, 1)
+        if limits.rpm:
+            used = self.requests.get((key_id, window), 0)
+            if used >= limits.rpm:
+                return refusal("rpm", limits.rpm, _retry_after(now))
+            self._trim(window)
+            self.requests[(key_id, window)] = used + 1
+        if limits.concurrency:
+            self.active[key_id] = self.active.get(key_id, 0) + 1
+        return None
+
+    async def release(self, key_id: int, limits: KeyLimits) -> None:
+        if limits.concurrency:
+            self.active[key_id] = max(0, self.active.get(key_id, 0) - 1)
+
+    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float) -> None:
+        if limits.tpm and tokens:
+            window = int(now // WINDOW)
+            self.tokens[(key_id, window)] = self.tokens.get((key_id, window), 0) + tokens
+
+    def _trim(self, window: int) -> None:
+        if len(self.requests) > 4096:  # old windows of many keys: drop everything before this one
+            for table in (self.requests, self.tokens):
+                for k in [k for k in table if k[1] < window]:
+                    del table[k]
+
+
+# KEYS: requests window, tokens window, active count. ARGV: rpm, tpm, concurrency, window ttl.
+# Returns {0} when admitted, else {1|2|3, seconds} for rpm / tpm / concurrency.
+ADMIT_LUA = """
+local rpm, tpm, conc, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if tpm > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') >= tpm then return {2, redis.call('TTL', KEYS[2])} end
+if conc > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= conc then return {3, 1} end
+if rpm > 0 then
+  if tonumber(redis.call('GET', KEYS[1]) or '0') >= rpm then return {1, redis.call('TTL', KEYS[1])} end
+  redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], ttl)
+end
+if conc > 0 then redis.call('INCR', KEYS[3]); redis.call('EXPIRE', KEYS[3], tonumber(ARGV[5])) end
+return {0, 0}
+"""
+_KINDS = {1: "rpm", 2: "tpm", 3: "concurrency"}
+
+
+class RedisLimiter:
+    """Counts in Redis, shared by every worker and instance; falls back to ``LocalLimiter``
+    while Redis cannot be reached (a client error is never caused by Redis being down)."""
+
+    def __init__(self, redis: Any, prefix: str = "gw:limits") -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.local = LocalLimiter()
+        self.script = redis.register_script(ADMIT_LUA)
+        self.down_until = 0.0
+
+    def _keys(self, key_id: int, now: float) -> list[str]:
+        window = int(now // WINDOW)
+        return [f"{self.prefix}:{key_id}:r:{window}", f"{self.prefix}:{key_id}:t:{window}",
+                f"{self.prefix}:{key_id}:active"]
+
+    def _failed(self, exc: Exception) -> None:
+        if time.monotonic() >= self.down_until:
+            log.warning("limits: Redis unreachable (%s); counting per worker for 5 s", type(exc).__name__)
+        self.down_until = time.monotonic() + 5.0
+
+    async def admit(self, key_id: int, limits: KeyLimits, now: float) -> ClientError | None:
+        if time.monotonic() < self.down_until:
+            return await self.local.admit(key_id, limits, now)
+        try:
+            kind, seconds = await self.script(keys=self._keys(key_id, now), args=[
+                limits.rpm or 0, limits.tpm or 0, limits.concurrency or 0, WINDOW + 5, CONCURRENCY_TTL])
+        except Exception as exc:  # Redis down or slow: never fail the client for it
+            self._failed(exc)
+            return await self.local.admit(key_id, limits, now)
+        if not kind:
+            return None
+        name = _KINDS[int(kind)]
+        limit = getattr(limits, name)
+        wait = _retry_after(now) if name != "concurrency" else 1
+        return refusal(name, limit, max(1, min(wait, int(seconds) if int(seconds) > 0 else wait)))
+
+    async def release(self, key_id: int, limits: KeyLimits) -> None:
+        if not limits.concurrency:
+            return
+        try:
+            await self.redis.decr(f"{self.prefix}:{key_id}:active")
+        except Exception as exc:
+            self._failed(exc)
+        await self.local.release(key_id, limits)
+
+    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float) -> None:
+        if not (limits.tpm and tokens):
+            return
+        key = self._keys(key_id, now)[1]
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                await pipe.incrby(key, tokens).expire(key, WINDOW + 5).execute()
+        except Exception as exc:
+            self._failed(exc)
+            await self.local.settle(key_id, limits, tokens, now)
+
+
+Limiter = LocalLimiter | RedisLimiter
+
+
+class UsageTap(Recorder):
+    """Remembers the tokens a response used, for settling token limits at the end."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def on_usage(self, usage: Any) -> None:
+        if usage is not None:
+            self.tokens = usage.total_tokens
+
+    def on_response(self, resp: Any, executed: Any) -> None:
+        if resp.usage is not None:
+            self.tokens = resp.usage.total_tokens

@@ -1,0 +1,90 @@
+"""Per-key limits through the production server: a 60-requests-per-minute key is admitted exactly
+60 times across two gateway processes sharing Redis, refusals come as 429 with Retry-After in the
+client's shape (and the SDKs raise RateLimitError), the IP allow-list answers 403, and token
+limits settle with the usage after each response."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import anthropic
+import openai
+import pytest
+
+from tests.e2e.test_harness import redis_or_skip
+from tests.servers import make_key, make_route
+
+CHAT = "/v1/chat/completions"
+
+
+def _post(server, secret: str, model: str):
+    return server.client.post(CHAT, headers={"authorization": f"Bearer {secret}"},
+                              json={"model": model, "messages": [{"role": "user", "content": "hi"}]}, timeout=20)
+
+
+def _wait_for_fresh_minute(margin: float = 15.0) -> None:
+    """Start a burst early in a minute window so it cannot straddle two windows."""
+    if time.time() % 60 > 60 - margin:
+        time.sleep(60 - time.time() % 60 + 0.5)
+
+
+def test_rpm_holds_across_two_gateway_processes_sharing_redis(gateway_factory, mock_upstream):
+    redis_url = redis_or_skip()
+    make_route("chat_completion", "lim-rpm", mock_upstream.base_url("chat_completion"))
+    _, secret = make_key("rpm", limits={"rpm": 60})
+    servers = [gateway_factory({"REDIS_URL": redis_url}), gateway_factory({"REDIS_URL": redis_url})]
+    for server in servers:
+        server.wait_config()
+    _wait_for_fresh_minute()
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(lambda i: _post(servers[i % 2], secret, "lim-rpm"), range(80)))
+    statuses = [r.status_code for r in replies]
+    assert statuses.count(200) == 60 and statuses.count(429) == 20, statuses
+    refused = next(r for r in replies if r.status_code == 429)
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+    assert sum(1 for r in mock_upstream.requests() if r["body"].get("model") == "lim-rpm") <= 60
+
+
+def test_refusals_reach_the_sdks_as_rate_limit_errors_without_retry_storms(gateway, mock_upstream):
+    make_route("messages", "lim-sdk", mock_upstream.base_url("messages"))
+    _, secret = make_key("sdk", limits={"rpm": 1})
+    gateway.wait_config()
+    _wait_for_fresh_minute()
+    oa = openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0)
+    oa.chat.completions.create(model="lim-sdk", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.RateLimitError):
+        oa.chat.completions.create(model="lim-sdk", messages=[{"role": "user", "content": "hi"}])
+    an = anthropic.Anthropic(base_url=gateway.url, api_key=secret, max_retries=0)
+    with pytest.raises(anthropic.RateLimitError) as exc:
+        an.messages.create(model="lim-sdk", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+    assert exc.value.body["type"] == "error" and exc.value.body["error"]["type"] == "rate_limit_error"
+
+
+def test_ip_allow_list(gateway, mock_upstream):
+    make_route("chat_completion", "lim-ip", mock_upstream.base_url("chat_completion"))
+    _, outside = make_key("ip-out", ip_allow=["10.0.0.0/8"])
+    _, inside = make_key("ip-in", ip_allow=["127.0.0.1"])
+    gateway.wait_config()
+    refused = _post(gateway, outside, "lim-ip")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "ip_not_allowed"
+    assert _post(gateway, inside, "lim-ip").status_code == 200
+    # behind a trusted proxy (loopback by default) the client is the address X-Forwarded-For names;
+    # from an untrusted peer the header is ignored (tests/proxy/test_limits.py)
+    proxied = gateway.client.post(CHAT, headers={"authorization": f"Bearer {outside}",
+                                                 "x-forwarded-for": "10.1.2.3"},
+                                  json={"model": "lim-ip", "messages": [{"role": "user", "content": "hi"}]})
+    assert proxied.status_code == 200
+    assert sum(1 for r in mock_upstream.requests() if r["body"].get("model") == "lim-ip") == 2
+
+
+def test_token_limit_settles_with_the_reported_usage(gateway, mock_upstream):
+    make_route("chat_completion", "lim-tpm", mock_upstream.base_url("chat_completion"))
+    _, secret = make_key("tpm", limits={"tpm": 1})
+    gateway.wait_config()
+    _wait_for_fresh_minute()
+    first = _post(gateway, secret, "lim-tpm")
+    assert first.status_code == 200 and first.json()["usage"]["total_tokens"] >= 1
+    second = _post(gateway, secret, "lim-tpm")
+    assert second.status_code == 429 and "tokens per minute" in second.json()["error"]["message"]

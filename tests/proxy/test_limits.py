@@ -1,0 +1,104 @@
+"""Per-key limits in the core: windows, concurrency, token settling, the Redis limiter against a
+real Redis (shared by two limiters standing for two workers), and the client-IP rules."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+import pytest
+
+from gateway.proxy.limits import KeyLimits, LocalLimiter, RedisLimiter, client_ip, ip_allowed, parse_limits
+
+REDIS_URL = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
+T0 = 1_800_000_000.0  # the start of a minute window (divisible by 60)
+
+
+@pytest.fixture(params=["local", "redis"])
+async def limiters(request):
+    """Two limiters standing for two workers: one shared in-process limiter, or two Redis
+    limiters on their own connections sharing the counters."""
+    if request.param == "local":
+        shared = LocalLimiter()
+        yield [shared, shared]
+        return
+    import redis.asyncio as aioredis
+
+    clients = [aioredis.from_url(REDIS_URL, socket_connect_timeout=1) for _ in range(2)]
+    try:
+        await clients[0].ping()
+    except Exception:
+        if os.environ.get("GATEWAY_REQUIRE_SERVICES") == "1":
+            raise
+        pytest.skip("Redis is not reachable")
+    prefix = f"gw:limits:test:{os.getpid()}"
+    yield [RedisLimiter(c, prefix=prefix) for c in clients]
+    keys = [k async for k in clients[0].scan_iter(f"{prefix}:*")]
+    if keys:
+        await clients[0].delete(*keys)
+    for c in clients:
+        await c.aclose()
+
+
+async def test_rpm_admits_exactly_the_limit_per_window_across_workers(limiters):
+    a, b = limiters
+    limits = KeyLimits(rpm=5)
+    results = [await (a if i % 2 else b).admit(7, limits, T0 + i) for i in range(8)]
+    assert [r is None for r in results] == [True] * 5 + [False] * 3
+    refused = results[-1]
+    assert refused.status == 429 and refused.code == "rate_limit_exceeded"
+    assert dict(refused.headers)[b"retry-after"] == b"53"  # until the window's end
+    assert await a.admit(7, limits, T0 + 60) is None  # a new window
+
+
+async def test_concurrency_is_freed_on_release(limiters):
+    a, b = limiters
+    limits = KeyLimits(concurrency=2)
+    assert await a.admit(1, limits, T0) is None
+    assert await b.admit(1, limits, T0) is None
+    assert (await a.admit(1, limits, T0)).code == "rate_limit_exceeded"
+    await b.release(1, limits)
+    assert await a.admit(1, limits, T0) is None
+
+
+async def test_tokens_settle_after_the_response(limiters):
+    a, b = limiters
+    limits = KeyLimits(tpm=100)
+    assert await a.admit(3, limits, T0) is None
+    await a.settle(3, limits, 60, T0 + 1)
+    assert await b.admit(3, limits, T0 + 2) is None  # 60 of 100 used
+    await b.settle(3, limits, 45, T0 + 3)
+    refused = await a.admit(3, limits, T0 + 4)
+    assert refused is not None and "tokens per minute" in refused.message
+    assert await a.admit(3, limits, T0 + 61) is None
+
+
+async def test_redis_down_falls_back_to_counting_in_the_worker():
+    import redis.asyncio as aioredis
+
+    dead = RedisLimiter(aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2))
+    limits = KeyLimits(rpm=1)
+    assert await dead.admit(1, limits, T0) is None
+    assert (await dead.admit(1, limits, T0)).status == 429
+
+
+def test_parse_limits_and_allow_list():
+    assert parse_limits(None, None) is None
+    assert parse_limits({}, []) is None
+    limits = parse_limits({"rpm": 60}, ["10.0.0.0/8", "2001:db8::/32"])
+    assert limits.rpm == 60 and limits.counted
+    assert ip_allowed(limits, "10.1.2.3") and ip_allowed(limits, "::ffff:10.9.9.9")
+    assert ip_allowed(limits, "2001:db8::1")
+    assert not ip_allowed(limits, "127.0.0.1") and not ip_allowed(limits, "garbage")
+    only_ip = parse_limits(None, ["127.0.0.1"])
+    assert only_ip is not None and not only_ip.counted
+
+
+def test_client_ip_believes_forwarded_for_only_from_trusted_proxies():
+    trusted = (ipaddress.ip_network("127.0.0.0/8"),)
+    headers = {"x-forwarded-for": "203.0.113.9, 10.0.0.2"}
+    assert client_ip({"client": ("127.0.0.1", 5)}, headers, trusted) == "10.0.0.2"
+    assert client_ip({"client": ("127.0.0.1", 5)}, headers, (*trusted, ipaddress.ip_network("10.0.0.0/8"))) == \
+        "203.0.113.9"
+    assert client_ip({"client": ("198.51.100.7", 5)}, headers, trusted) == "198.51.100.7"  # spoof ignored
+    assert client_ip({"client": ("127.0.0.1", 5)}, {}, ()) == "127.0.0.1"
