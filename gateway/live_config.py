@@ -135,7 +135,9 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
             strip_nested=p.strip_nested_override,
             extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels)))
+            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels),
+            breaker_failures=p.breaker_failure_threshold, breaker_window=p.breaker_window_seconds,
+            breaker_cooldown=p.breaker_cooldown_seconds))
 
     keys = {}
     for k in ApiKey.objects.all():

@@ -115,6 +115,17 @@ class Provider(models.Model):
         null=True, blank=True, validators=[MinValueValidator(0.1)],
         help_text="Overrides the global request timeout when set.")
     circuit_breaker_enabled = models.BooleanField(default=True)
+    # Breaker thresholds for this provider's channels; empty: the global defaults
+    # (GATEWAY_BREAKER_FAILURES, _WINDOW_SECONDS, _COOLDOWN_SECONDS).
+    breaker_failure_threshold = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Failures within the window that open a channel's breaker; empty: the global default.")
+    breaker_window_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.1)],
+        help_text="The breaker's failure-counting window; empty: the global default.")
+    breaker_cooldown_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.1)],
+        help_text="How long an opened breaker keeps a channel out; empty: the global default.")
     strip_cross_protocol_nested = models.CharField(
         max_length=8, choices=TriState.choices, default=TriState.INHERIT,
         help_text="Drop nested unknown fields on cross-protocol hops.")

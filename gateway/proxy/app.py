@@ -27,7 +27,7 @@ from .loopguard import HOP_HEADER, outgoing_hop
 from .recorder import RecorderSet
 from .routing import model_allowed
 from .serve import serve
-from .snapshot import ConfigSource, Snapshot, SnapshotHolder
+from .snapshot import ConfigSource, Snapshot, SnapshotHolder, changed_channels
 from .upstream import UpstreamClient
 
 log = logging.getLogger("gateway.proxy")
@@ -59,6 +59,8 @@ class ProxyApp:
             threshold=config.breaker_failures, window=config.breaker_window_seconds,
             cooldown=config.breaker_cooldown_seconds, rate_limit_cooldown=config.breaker_rate_limit_cooldown_seconds)
         self.client = UpstreamClient(ssrf_guard=config.ssrf_guard)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.holder.listeners.append(self._config_changed)
         self.mirror: RedisMirror | None = None
         self.max_body = config.max_body_bytes
         self.large_body_bytes = config.large_body_bytes
@@ -76,8 +78,26 @@ class ProxyApp:
                                stream_max_seconds=config.stream_max_seconds)
 
     # -- lifecycle ---------------------------------------------------------------------------------
+    def _config_changed(self, old: Snapshot | None, new: Snapshot) -> None:
+        """A provider or channel changed: forget its channels' breaker state (here and, through
+        the mirror, in the other workers), on the loop's thread."""
+        changed = changed_channels(old, new)
+        if not changed:
+            return
+
+        def clear() -> None:
+            for cid in changed:
+                self.breaker.record_success(cid)
+
+        loop = self._loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(clear)
+        else:
+            clear()
+
     async def startup(self) -> None:
         loop = asyncio.get_running_loop()
+        self._loop = loop
         for hook in self.startup_hooks:
             await loop.run_in_executor(None, hook)
         await self.client.start()

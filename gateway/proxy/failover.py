@@ -84,5 +84,7 @@ def _keep_channel(call: Call, provider: ProviderSnap, channel: ChannelSnap, fail
     its circuit breaker."""
     opened = False
     if failed.retryable and provider.circuit_breaker_enabled:
-        opened = call.rt.breaker.record_failure(channel.id, rate_limited=failed.rate_limited)
+        opened = call.rt.breaker.record_failure(channel.id, rate_limited=failed.rate_limited,
+                                                threshold=provider.breaker_failures, window=provider.breaker_window,
+                                                cooldown=provider.breaker_cooldown)
     return failed.retryable and not opened

@@ -203,7 +203,9 @@ class StreamPump:
         if not self.committed:
             raise from_stream_error(error_event, self.att.secrets)
         if self.breaker is not None:
-            self.breaker.record_failure(self.att.channel.id)
+            self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
+                                           window=self.att.provider.breaker_window,
+                                           cooldown=self.att.provider.breaker_cooldown)
         await self.ex.write(self.enc.encode(error_event) + self.enc.close())
         await self.ex.end_stream()
 
@@ -275,7 +277,9 @@ class StreamPump:
             self.rec.on_usage(event.usage)
         elif isinstance(event, ev.StreamError) and self.breaker is not None and (event.code or "").startswith(
                 "upstream_"):
-            self.breaker.record_failure(self.att.channel.id)
+            self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
+                                           window=self.att.provider.breaker_window,
+                                           cooldown=self.att.provider.breaker_cooldown)
 
     async def _finish(self) -> None:
         ex = self.ex
