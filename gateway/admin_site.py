@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 
 # What an operator reaches for, first to last; apps not named here follow in Django's order.
-APP_ORDER = ("providers", "keys", "transforms", "gateway", "captures", "auth", "authtoken")
+APP_ORDER = ("providers", "keys", "transforms", "gateway", "requestlogs", "captures", "auth", "authtoken")
 
 
 class MonogateAdminSite(admin.AdminSite):

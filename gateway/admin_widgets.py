@@ -13,6 +13,7 @@ script adds more rows.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -140,16 +141,22 @@ class LimitsWidget(forms.MultiWidget):
 
 
 class LimitsField(forms.MultiValueField):
-    """A few named positive integers (an API key's rpm, tpm, concurrency) stored as one JSON
-    object; blank inputs are left out, all blank is ``None``."""
+    """A few named limits (an API key's rpm, tpm, concurrency as positive integers, its spend
+    caps as USD decimals) stored as one JSON object; blank inputs are left out, all blank is
+    ``None``."""
 
-    def __init__(self, names: tuple[str, ...], **kwargs: Any) -> None:
-        self.names = names
+    def __init__(self, names: tuple[str, ...], decimals: tuple[str, ...] = (), **kwargs: Any) -> None:
+        self.names = names + decimals
+        self.decimals = decimals
         kwargs.pop("encoder", None), kwargs.pop("decoder", None)
         fields = [forms.IntegerField(min_value=1, required=False) for _ in names]
+        fields += [forms.DecimalField(min_value=Decimal("0.000000001"), decimal_places=9, required=False)
+                   for _ in decimals]
+        names = self.names
         super().__init__(fields, require_all_fields=False, required=False,
                          widget=LimitsWidget(names), **kwargs)
 
-    def compress(self, data_list: list[Any]) -> dict[str, int] | None:
-        limits = {name: n for name, n in zip(self.names, data_list or [], strict=False) if n is not None}
+    def compress(self, data_list: list[Any]) -> dict[str, Any] | None:
+        limits = {name: (format(n.normalize(), "f") if name in self.decimals else n)
+                  for name, n in zip(self.names, data_list or [], strict=False) if n is not None}
         return limits or None

@@ -9,6 +9,7 @@ from gateway.api import SettingsView
 from gateway.api_root import ApiRootView
 from keys.api import ApiKeyViewSet
 from providers.api import ProviderViewSet
+from requestlogs.api import RequestLogDetailView, RequestLogListView
 from transforms.api import RegistryView, TransformRuleViewSet
 
 router = DefaultRouter(trailing_slash="/")
@@ -25,5 +26,7 @@ urlpatterns = [
     path("settings/", SettingsView.as_view(), name="settings"),
     path("captures/", CaptureListView.as_view(), name="capture-list"),
     path("captures/<path:request_id>/", CaptureDetailView.as_view(), name="capture-detail"),
+    path("request-logs/", RequestLogListView.as_view(), name="requestlog-list"),
+    path("request-logs/<path:request_id>/", RequestLogDetailView.as_view(), name="requestlog-detail"),
     path("", include(router.urls)),
 ]

@@ -50,6 +50,8 @@ def _provider_out(p: Provider, rules: list[TransformRule], include_secrets: bool
     item: dict[str, Any] = {"name": p.name, "priority": p.priority}
     item.update(_nondefault(p, [k for k in PROVIDER_FIELDS
                                 if k not in ("name", "priority", "strip_cross_protocol_nested")]))
+    if isinstance(item.get("multiplier"), Decimal):
+        item["multiplier"] = _decimal_out(item["multiplier"])
     if p.strip_cross_protocol_nested != TriState.INHERIT:
         item["strip_cross_protocol_nested"] = p.strip_nested_override
     channels = []
@@ -66,6 +68,8 @@ def _provider_out(p: Provider, rules: list[TransformRule], include_secrets: bool
                 mitem["upstream_model"] = m.upstream_model
             if m.multiplier != Decimal("1"):
                 mitem["multiplier"] = _decimal_out(m.multiplier)
+            if m.price:
+                mitem["price"] = dict(m.price)
             models.append(mitem)
         citem["models"] = models
         channels.append(citem)

@@ -231,6 +231,8 @@ class _Applier:
             name = entry["name"].strip()
             obj = Provider.objects.filter(name=name).first() or Provider()
             data = {k: entry[k] for k in scalars if k in entry} | {"name": name}
+            if isinstance(data.get("multiplier"), float):
+                data["multiplier"] = _decimal_in(data["multiplier"])
             channels = _channels_in(entry["channels"]) if "channels" in entry else None
             errors = write_provider(obj, data, channels=channels, reset_missing=True, prune=self.prune,
                                     note=self.report.note)

@@ -49,6 +49,9 @@ JSON_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
         "type": "object", "required": ["pattern", "replace"],
         "properties": {"pattern": {"type": "string"}, "replace": {"type": "string"}}}}),
     "transforms.TransformRule.models": (LIST, {"items": {"type": "string"}}),
+    "providers.ChannelModel.price": (DICT, {"additionalProperties": False, "properties": {
+        name: {"type": ["string", "number"], "pattern": r"^\d{1,9}(\.\d{1,12})?$"}
+        for name in ("input", "output", "cache_read", "cache_write", "reasoning")}}),
     "transforms.TransformRule.config": (DICT, {}),
 }
 

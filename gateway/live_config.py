@@ -8,14 +8,24 @@ from __future__ import annotations
 import logging
 import re
 import time
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gateway.conf import gateway_settings
 from gateway.errors import TransformInitFailed
 from gateway.proxy.chain import CompiledRule
 from gateway.proxy.effort_suffix import compile_suffixes
-from gateway.proxy.limits import parse_limits
-from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, SettingsSnap, Snapshot, build_routes
+from gateway.proxy.limits import parse_limits, utc_day
+from gateway.proxy.snapshot import (
+    ChannelSnap,
+    KeySnap,
+    ModelPrice,
+    ProviderSnap,
+    SettingsSnap,
+    Snapshot,
+    build_routes,
+)
 from transforms.base import Transform, TransformContext
 
 log = logging.getLogger("gateway.proxy.snapshot")
@@ -89,6 +99,24 @@ def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
     return tuple(out)
 
 
+def model_price(raw: Any, multiplier: Decimal) -> ModelPrice | None:
+    """A stored ``ChannelModel.price`` (decimal strings) as the snapshot's ``ModelPrice``; None
+    when the model has no input or output price (its requests are logged without a cost)."""
+    if not isinstance(raw, dict):
+        return None
+    values: dict[str, Decimal | None] = {}
+    for name in ("input", "output", "cache_read", "cache_write", "reasoning"):
+        v = raw.get(name)
+        try:
+            values[name] = Decimal(str(v)) if v is not None and not isinstance(v, float) else (
+                Decimal(repr(v)) if isinstance(v, float) else None)
+        except InvalidOperation:
+            values[name] = None
+    if values["input"] is None and values["output"] is None:
+        return None
+    return ModelPrice(multiplier=Decimal(multiplier), **values)
+
+
 def _load_chains() -> dict[tuple[str, int | None], list[CompiledRule]]:
     """Every enabled rule compiled, by (scope, owner id), in execution order."""
     from transforms.models import TransformRule
@@ -124,10 +152,12 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             if not ch.enabled:
                 continue
             models = {m.model: (m.upstream_model or m.model) for m in ch.models.all()}
+            prices = {m.model: price for m in ch.models.all()
+                      if (price := model_price(m.price, m.multiplier * p.multiplier)) is not None}
             headers = tuple(sorted((str(k), str(v)) for k, v in (ch.extra_headers or {}).items()))
             channels.append(ChannelSnap(id=ch.id, name=ch.name, provider_id=p.id, protocol=ch.protocol,
                                         base_url=ch.base_url, api_key=ch.get_api_key(), weight=ch.weight,
-                                        extra_headers=headers, models=models))
+                                        extra_headers=headers, models=models, prices=prices))
         wl = p.extra_fields_whitelist
         providers.append(ProviderSnap(
             id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
@@ -135,18 +165,20 @@ def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
             request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
             strip_nested=p.strip_nested_override,
             extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels),
+            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels), multiplier=p.multiplier,
             breaker_failures=p.breaker_failure_threshold, breaker_window=p.breaker_window_seconds,
             breaker_cooldown=p.breaker_cooldown_seconds))
 
     keys = {}
+    spent = _spend_so_far(ApiKey.objects.filter(limits__isnull=False))
     for k in ApiKey.objects.all():
         keys[k.key_hash] = KeySnap(
             id=k.id, name=k.name, enabled=k.enabled,
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
             redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
-            chain=tuple(chains.get(("api_key", k.id), ())), limits=parse_limits(k.limits, k.ip_allow),
+            chain=tuple(chains.get(("api_key", k.id), ())),
+            limits=parse_limits(k.limits, k.ip_allow, **spent.get(k.id, {})),
             reasoning_envelopes=k.reasoning_envelopes)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
@@ -179,3 +211,25 @@ class DatabaseConfigSource:
         from django.db import connection
 
         connection.close()
+
+
+def _spend_so_far(keys) -> dict[int, dict[str, Any]]:
+    """For keys with a spend cap: what the request logs hold today (UTC) and in total, so the
+    limiter's counters start from there (one aggregate query per snapshot build, never per
+    request). Rows still queued for writing are not in it yet; the counters catch up as the
+    limiter settles requests."""
+    from django.db.models import Q, Sum
+
+    from requestlogs.models import RequestLog
+
+    capped = [k.id for k in keys if isinstance(k.limits, dict) and (k.limits.get("daily_spend")
+                                                                    or k.limits.get("total_spend"))]
+    if not capped:
+        return {}
+    now = time.time()
+    day = utc_day(now)
+    midnight = datetime.fromtimestamp(now - now % 86400, tz=UTC)
+    rows = (RequestLog.objects.filter(api_key_id__in=capped).values("api_key_id")
+            .annotate(total=Sum("cost_nano"), today=Sum("cost_nano", filter=Q(created_at__gte=midnight))))
+    return {r["api_key_id"]: {"spent_day": day, "spent_today": r["today"] or 0, "spent_total": r["total"] or 0}
+            for r in rows}

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "keys",
     "transforms",
     "captures",
+    "requestlogs",
     "gateway",
 ]
 
@@ -197,6 +198,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": _BROKER_TIMEOUT, "s
                                    "max_retries": 0, "connect_retries_timeout": _BROKER_TIMEOUT}
 CELERY_BEAT_SCHEDULE = {
     "captures-retention": {"task": "captures.tasks.enforce_retention", "schedule": 3600.0},
+    "request-logs-retention": {"task": "requestlogs.tasks.enforce_retention", "schedule": 3600.0},
 }
 
 # Gateway knobs: every GATEWAY_* environment variable the gateway reads, declared once here with
@@ -251,6 +253,12 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),
     "CAPTURE_MAX_BYTES": (int, 16 * 1024 * 1024, "Bytes recorded per capture in all (at least 8 KiB)."),
+    # Request logs (requestlogs): one row per /v1 generation request, written off the request path.
+    "REQUEST_LOGS": (bool, True, "Write a request-log row for every generation request (on by default)."),
+    "REQUEST_LOG_QUEUE_MAX": (int, 10000, "Request-log rows queued in memory per process before spooling to disk."),
+    "REQUEST_LOG_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the request-log spool, in MiB."),
+    "REQUEST_LOG_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed request-log write."),
+    "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
     # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
     "SECRETS_KEY": (str, "", "Master key for channel-key encryption and client-key hashes; default SECRET_KEY."),
 }
@@ -260,6 +268,12 @@ def _knob(name: str, kind: type, default: object) -> object:
     raw = os.environ.get(f"GATEWAY_{name}")
     if raw is None or raw == "":
         return default
+    if kind is bool:  # bool("0") is True: spell it out
+        if raw.strip().lower() in {"1", "true", "yes", "on"}:
+            return True
+        if raw.strip().lower() in {"0", "false", "no", "off"}:
+            return False
+        raise RuntimeError(f"GATEWAY_{name}={raw!r}: expected true or false")
     try:
         return kind(raw)
     except ValueError as exc:

@@ -1,6 +1,6 @@
 """The project layer's assembly of the proxy: the one place that knows which apps plug into
 the core. ``build_proxy_app`` gives the ASGI proxy its configuration source (the database, via
-``gateway.live_config``), its authenticator (``keys.auth``), its recorders (captures) and its
+``gateway.live_config``), its authenticator (``keys.auth``), its recorders (captures, request logs) and its
 knobs (``settings.GATEWAY``). The core (``gateway.urp``, ``gateway.protocols``, ``gateway.proxy``)
 imports none of these; a new recorder (request logs, metrics) is one more entry in
 :func:`recorder_factories`.
@@ -60,16 +60,26 @@ def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap]
 
 def recorder_factories() -> list[RecorderFactory]:
     from captures.recorder import capture_recorder
+    from requestlogs.recorder import make_factory
 
-    return [capture_recorder]
+    factories: list[RecorderFactory] = [capture_recorder]
+    request_logs = make_factory(bool(gateway_settings.REQUEST_LOGS))
+    if request_logs is not None:
+        factories.append(request_logs)
+    return factories
 
 
 def build_proxy_app() -> ProxyApp:
     from captures import sink
 
     app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
-    # The capture writer picks up every spool file at worker start and drains its queue to the
-    # spool at shutdown (issue 13).
+    # The capture and request-log writers pick up every spool file at worker start and drain
+    # their queues to the spool at shutdown (issue 13).
     app.startup_hooks.append(sink.writer.start)
     app.shutdown_hooks.append(sink.writer.shutdown)
+    if gateway_settings.REQUEST_LOGS:  # the request-log writer shares that machinery (gateway.handoff)
+        from requestlogs import sink as requestlog_sink
+
+        app.startup_hooks.append(requestlog_sink.writer.start)
+        app.shutdown_hooks.append(requestlog_sink.writer.shutdown)
     return app

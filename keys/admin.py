@@ -13,7 +13,7 @@ from django.db import transaction
 from django.template.response import TemplateResponse
 
 from gateway.admin_widgets import GlobListField, LimitsField, RedirectRulesField
-from keys.models import LIMIT_NAMES, ApiKey
+from keys.models import LIMIT_NAMES, SPEND_NAMES, ApiKey
 from keys.services import issue_secret
 from transforms.admin import ApiKeyRuleInline
 
@@ -27,9 +27,10 @@ class ApiKeyForm(forms.ModelForm):
     model_redirects = RedirectRulesField(
         label="Model redirects",
         help_text="Ordered; the first pattern that matches the whole requested model rewrites it.")
-    limits = LimitsField(LIMIT_NAMES, label="Limits",
-                         help_text="Requests per minute, tokens per minute, concurrent requests; blank: no limit. "
-                                   "Shared by every worker through Redis; refused with 429 and Retry-After.")
+    limits = LimitsField(LIMIT_NAMES, SPEND_NAMES, label="Limits",
+                         help_text="Requests per minute, tokens per minute, concurrent requests (429 with "
+                                   "Retry-After), daily (UTC) and total spend caps in USD (402); blank: no limit. "
+                                   "Shared by every worker through Redis.")
     ip_allow = GlobListField(label="IP allow-list",
                              help_text="IP addresses or CIDR blocks (10.0.0.0/8), comma- or line-separated; "
                                        "empty allows every address.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import secrets
+from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -37,19 +38,31 @@ def validate_globs(value) -> None:
 
 
 LIMIT_NAMES = ("rpm", "tpm", "concurrency")
+SPEND_NAMES = ("daily_spend", "total_spend")  # USD, decimal strings
 
 
 def validate_limits(value) -> None:
-    """``{"rpm": 60, "tpm": 100000, "concurrency": 8}``: each optional, a positive integer."""
+    """``{"rpm": 60, "tpm": 100000, "concurrency": 8, "daily_spend": "5.00", "total_spend": "100.00"}``:
+    each optional; counts are positive integers, spend caps positive USD amounts (decimal strings)."""
     if value in (None, ""):
         return
     if not isinstance(value, dict):
         raise ValidationError("Must be an object such as {\"rpm\": 60, \"tpm\": 100000, \"concurrency\": 8}.")
-    unknown = sorted(set(value) - set(LIMIT_NAMES))
+    unknown = sorted(set(value) - set(LIMIT_NAMES) - set(SPEND_NAMES))
     if unknown:
-        raise ValidationError(f"Unknown limit(s) {', '.join(unknown)}; known: {', '.join(LIMIT_NAMES)}.")
+        raise ValidationError(f"Unknown limit(s) {', '.join(unknown)}; known: "
+                              f"{', '.join(LIMIT_NAMES + SPEND_NAMES)}.")
     for name, n in value.items():
-        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 10**12):
+        if n is None:
+            continue
+        if name in SPEND_NAMES:
+            try:
+                usd = Decimal(str(n)) if not isinstance(n, bool | float) else None
+            except InvalidOperation:
+                usd = None
+            if usd is None or not usd.is_finite() or usd <= 0 or usd > 10**9 or usd.as_tuple().exponent < -9:
+                raise ValidationError(f'{name} must be a positive USD amount as a decimal string, such as "5.00".')
+        elif not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 10**12:
             raise ValidationError(f"{name} must be a positive integer.")
 
 
@@ -128,8 +141,9 @@ class ApiKey(models.Model):
             except ValueError:
                 return  # the field validator reports it
             self.ip_allow = sorted(nets) or None
-        if isinstance(self.limits, dict):
-            self.limits = {k: v for k, v in self.limits.items() if v is not None} or None
+        if isinstance(self.limits, dict):  # spend caps stored as canonical decimal strings
+            self.limits = {k: (_usd_text(v) if k in SPEND_NAMES else v)
+                           for k, v in self.limits.items() if v not in (None, "")} or None
 
     def set_secret(self, secret: str | None = None) -> str:
         """Store a new secret (generated unless given) and return it: it is shown only once."""
@@ -139,3 +153,10 @@ class ApiKey(models.Model):
         self.prefix = secret[:min(PREFIX_LEN, len(secret) // 2)]
         self.key_hash = crypto.hash_api_key(secret)
         return secret
+
+
+def _usd_text(value) -> str:
+    try:
+        return format(Decimal(str(value)).normalize(), "f") if not isinstance(value, bool | float) else value
+    except InvalidOperation:
+        return value  # the validator reports it

@@ -64,7 +64,7 @@ class ChannelForm(forms.ModelForm):
 class ChannelModelInline(admin.TabularInline):
     model = ChannelModel
     extra = 1
-    fields = ("model", "upstream_model", "multiplier")
+    fields = ("model", "upstream_model", "multiplier", "price")
 
 
 class ChannelInline(admin.TabularInline):

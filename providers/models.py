@@ -101,6 +101,40 @@ def validate_extra_headers(value) -> None:
             raise ValidationError(f"Header {name!r}: value must be a string of at most 4096 characters without line breaks.")
 
 
+PRICE_KEYS = ("input", "output", "cache_read", "cache_write", "reasoning")
+_PRICE_RE = re.compile(r"^\d{1,9}(\.\d{1,12})?$")
+
+
+def _price_value(key: str, value: object) -> Decimal:
+    """One price as an exact Decimal: a decimal string (or an integer); floats are refused
+    unless they print as a plain decimal (YAML's unquoted 3.00 arrives as a float)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValidationError(f"price.{key}: must be a decimal string such as \"3.00\".")
+    text = repr(value) if isinstance(value, float) else str(value).strip()
+    if not _PRICE_RE.match(text):
+        raise ValidationError(f"price.{key}: must be a non-negative decimal (at most 12 decimals), "
+                              f"not {value!r}.")
+    return Decimal(text)
+
+
+def canonical_price(value: dict) -> dict[str, str]:
+    """The stored form: each given price as a canonical decimal string (no exponent)."""
+    return {k: format(_price_value(k, value[k]), "f") for k in PRICE_KEYS if value.get(k) is not None}
+
+
+def validate_price(value) -> None:
+    if value in (None, "", {}):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError("Price must be a mapping of input/output/cache_read/cache_write/reasoning.")
+    unknown = sorted(set(value) - set(PRICE_KEYS))
+    if unknown:
+        raise ValidationError(f"Unknown price keys: {', '.join(unknown)} (expected {', '.join(PRICE_KEYS)}).")
+    for k in PRICE_KEYS:
+        if value.get(k) is not None:
+            _price_value(k, value[k])
+
+
 class Provider(models.Model):
     name = models.CharField(max_length=100, unique=True)
     enabled = models.BooleanField(default=True)
@@ -126,6 +160,10 @@ class Provider(models.Model):
     breaker_cooldown_seconds = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0.1)],
         help_text="How long an opened breaker keeps a channel out; empty: the global default.")
+    multiplier = models.DecimalField(
+        max_digits=18, decimal_places=9, default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0.000000001"))],
+        help_text="Scales the cost of every request this provider serves (with the channel model's multiplier).")
     strip_cross_protocol_nested = models.CharField(
         max_length=8, choices=TriState.choices, default=TriState.INHERIT,
         help_text="Drop nested unknown fields on cross-protocol hops.")
@@ -198,7 +236,13 @@ class ChannelModel(models.Model):
         max_length=200, blank=True, default="", help_text="The model name sent upstream; empty sends the logical name.")
     multiplier = models.DecimalField(
         max_digits=18, decimal_places=9, default=Decimal("1"),
-        validators=[MinValueValidator(Decimal("0.000000001"))])
+        validators=[MinValueValidator(Decimal("0.000000001"))],
+        help_text="Scales this model's cost (with the provider's multiplier).")
+    price = models.JSONField(
+        null=True, blank=True, validators=[validate_price],
+        help_text='USD per million tokens, as decimal strings: {"input": "3.00", "output": "15.00", '
+                  '"cache_read": "0.30", "cache_write": "3.75", "reasoning": "15.00"}; a missing cache or '
+                  'reasoning price falls back to input or output. Empty: requests are not priced.')
 
     class Meta:
         ordering = ["model"]
@@ -214,3 +258,10 @@ class ChannelModel(models.Model):
         self.model = (self.model or "").strip()
         if not self.model:
             raise ValidationError({"model": "Model name must not be empty."})
+        if self.price in ({}, ""):
+            self.price = None
+        elif isinstance(self.price, dict):
+            try:
+                self.price = canonical_price(self.price)
+            except ValidationError:
+                pass  # reported by the field's validator

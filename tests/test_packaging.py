@@ -22,7 +22,7 @@ def test_wheel_contains_templates_and_static_files(tmp_path):
     wheel = next(tmp_path.glob("monogate-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     app_files = set()
-    for app in ("gateway", "providers", "keys", "transforms", "captures"):
+    for app in ("gateway", "providers", "keys", "transforms", "captures", "requestlogs"):
         app_files |= _source_files(f"{app}/templates/**/*") | _source_files(f"{app}/static/**/*")
     assert app_files and app_files <= names, sorted(app_files - names)
     project = {f"monogate-0.1.0.data/data/share/monogate/{p}" for p in _source_files("templates/**/*")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import CheckConstraint, JSONField, Q
@@ -59,8 +61,24 @@ class TransformRule(models.Model):
     def __str__(self) -> str:
         from transforms.registry import registry
 
-        label = f"{self.transform} ({self.phase})"
-        return label if self.transform in registry else f"{label} — broken: transform not installed"
+        if self.transform not in registry:
+            return f"{self.transform} ({self.phase}) — broken: transform not installed"
+        return self.summary()
+
+    def summary(self, width: int = 90) -> str:
+        """One line an operator can scan down a chain: the transform's English name, phase,
+        the models it applies to, its non-default config, and whether it is off."""
+        from transforms.registry import registry
+
+        cls = registry.get(self.transform)
+        name = cls.name.get("en", self.transform) if cls else self.transform
+        models = "all models" if self.models is None else (", ".join(self.models) or "no models")
+        defaults = cls.with_defaults({}) if cls else {}
+        config = ", ".join(f"{k}={_short(v)}" for k, v in (self.config or {}).items() if defaults.get(k) != v)
+        line = " · ".join(p for p in (name, self.phase, models, config) if p)
+        if not self.enabled:
+            line = f"[off] {line}"
+        return line if len(line) <= width else line[: width - 1] + "…"
 
     def clean(self) -> None:
         from transforms.validation import validate_rule
@@ -84,3 +102,8 @@ class GlobalTransformRule(TransformRule):
         # (the admin form runs full_clean() before save_model could set it).
         self.scope = "global"
         super().clean()
+
+
+def _short(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"

@@ -174,6 +174,7 @@ class ProxyApp:
         headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
         ex = Exchange(send, protocol or "chat_completion", uuid.uuid4().hex, t0)  # our own identity
+        ex.client = scope.get("client")
         ex.client_request_id = client_request_id_from(headers)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")

@@ -110,7 +110,7 @@ class Exchange:
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
                  "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "hop",
-                 "client_request_id", "client_gone")
+                 "client", "client_request_id", "client_gone")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -125,8 +125,8 @@ class Exchange:
         # request's identity is ``request_id``, always the gateway's own (issue 13: a client-chosen
         # id could collide with another key's capture or craft the viewer's links).
         self.client_request_id: str | None = None
-        self.hop: str | None = None
-        self.client_gone = False  # the client disconnected and its request was cancelled  # the loop-guard header value to send upstream (``gateway.proxy.loopguard``)
+        self.hop: str | None = None  # the loop-guard header value to send upstream (``gateway.proxy.loopguard``)
+        self.client_gone = False  # the client disconnected and its request was cancelled
         self.headers_sent = False
         self.data_sent = False  # protocol data (not a keep-alive) reached the client
         self.finished = False
@@ -135,6 +135,7 @@ class Exchange:
         self.last_write = 0.0
         self.encoder: Any = None
         self.recorder: Recorder = NULL_RECORDER  # told about what reaches the client
+        self.client: tuple[str, int] | None = None  # the ASGI peer (host, port), for request logs
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)

@@ -1,11 +1,15 @@
-"""Per-key limits: requests and tokens per minute, concurrent requests, and the client-IP
-allow-list, enforced before anything goes upstream.
+"""Per-key limits: requests and tokens per minute, concurrent requests, daily and total spend
+caps, and the client-IP allow-list, enforced before anything goes upstream.
 
 Windows are fixed minutes (``floor(now / 60)``): a key with ``rpm: 60`` is admitted exactly 60
 times in each minute, across every worker and instance when Redis is configured (one Lua script
 per admission, so check and count are atomic). Token limits are settled with the usage the
 upstream reported once the response is over; a request is refused while the minute's settled
-tokens have reached the limit. Without Redis, or while Redis cannot be reached, each worker
+tokens have reached the limit. Spend caps work the same way with the request's cost (from the
+channel model's prices and the reported usage, in nano-USD): a request is refused with 402 while
+the day's (UTC) or the key's total spend has reached its cap. The counters start from what the
+request logs held when the snapshot was built (``spent_today`` / ``spent_total``), so a restart
+or a Redis flush does not forget earlier spend. Without Redis, or while Redis cannot be reached, each worker
 counts on its own (``LocalLimiter``): limits then hold per worker, which is logged once.
 
 A key without limits never reaches this module: ``KeySnap.limits`` is ``None`` and the pipeline
@@ -19,10 +23,12 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from gateway.errors import ClientError
 
+from .pricing import Tokens, cost_nano
 from .recorder import Recorder
 
 log = logging.getLogger("gateway.proxy.limits")
@@ -37,22 +43,49 @@ class KeyLimits:
     rpm: int | None = None
     tpm: int | None = None
     concurrency: int | None = None
+    daily_spend: int | None = None  # nano-USD
+    total_spend: int | None = None  # nano-USD
     ip_allow: tuple[IPNetwork, ...] = ()
+    spent_day: str = ""  # the UTC day ``spent_today`` counts (YYYYMMDD)
+    spent_today: int = 0  # nano-USD in the request logs when the snapshot was built
+    spent_total: int = 0
 
     @property
     def counted(self) -> bool:
         """Whether admission needs the limiter (the IP allow-list does not)."""
-        return bool(self.rpm or self.tpm or self.concurrency)
+        return bool(self.rpm or self.tpm or self.concurrency or self.daily_spend or self.total_spend)
+
+    @property
+    def spends(self) -> bool:
+        return bool(self.daily_spend or self.total_spend)
 
 
-def parse_limits(limits: Mapping[str, Any] | None, ip_allow: list[str] | None) -> KeyLimits | None:
+NANO = Decimal(10**9)
+
+
+def parse_limits(limits: Mapping[str, Any] | None, ip_allow: list[str] | None, *, spent_day: str = "",
+                 spent_today: int = 0, spent_total: int = 0) -> KeyLimits | None:
     """The snapshot's form of an API key's stored ``limits`` and ``ip_allow``; None when neither
     limits anything."""
     limits = limits or {}
     nets = tuple(ipaddress.ip_network(str(n), strict=False) for n in ip_allow or ())
     parsed = KeyLimits(rpm=limits.get("rpm") or None, tpm=limits.get("tpm") or None,
-                       concurrency=limits.get("concurrency") or None, ip_allow=nets)
+                       concurrency=limits.get("concurrency") or None,
+                       daily_spend=_nano(limits.get("daily_spend")), total_spend=_nano(limits.get("total_spend")),
+                       ip_allow=nets, spent_day=spent_day, spent_today=spent_today, spent_total=spent_total)
     return parsed if parsed.counted or parsed.ip_allow else None
+
+
+def _nano(usd: Any) -> int | None:
+    return int(Decimal(str(usd)) * NANO) if usd not in (None, "") else None
+
+
+def utc_day(now: float) -> str:
+    return time.strftime("%Y%m%d", time.gmtime(now))
+
+
+def _until_midnight(now: float) -> int:
+    return max(1, 86400 - int(now) % 86400)
 
 
 # -- client IP -------------------------------------------------------------------------------------
@@ -89,7 +122,14 @@ def _in(ip: str, nets: tuple[IPNetwork, ...]) -> bool:
 
 
 def refusal(kind: str, limit: int, retry_after: int) -> ClientError:
-    """The client's answer: 429 in its protocol's shape, with ``Retry-After``."""
+    """The client's answer in its protocol's shape, with ``Retry-After``: 429 for rates, 402 for
+    spend caps (the reference's codes)."""
+    if kind in ("daily_spend", "total_spend"):
+        usd = format((Decimal(limit) / NANO).normalize(), "f")
+        code, what = (("api_key_daily_limit_reached", f"its daily spend cap of ${usd} (UTC day)")
+                      if kind == "daily_spend" else ("api_key_spend_limit_reached", f"its total spend cap of ${usd}"))
+        return ClientError(402, code, f"this API key has reached {what}", error_type="permission_error",
+                           headers=((b"retry-after", str(retry_after).encode()),) if kind == "daily_spend" else ())
     what = {"rpm": f"{limit} requests per minute", "tpm": f"{limit} tokens per minute",
             "concurrency": f"{limit} concurrent requests"}[kind]
     return ClientError(429, "rate_limit_exceeded", f"this API key is limited to {what}; retry in {retry_after} s",
@@ -110,8 +150,19 @@ class LocalLimiter:
         self.requests: dict[tuple[int, int], int] = {}
         self.tokens: dict[tuple[int, int], int] = {}
         self.active: dict[int, int] = {}
+        self.spent: dict[tuple[int, str], int] = {}  # (key, UTC day or "total") -> nano-USD
+
+    def _spent(self, key_id: int, limits: KeyLimits, day: str) -> tuple[int, int]:
+        today = self.spent.setdefault((key_id, day), limits.spent_today if limits.spent_day == day else 0)
+        return today, self.spent.setdefault((key_id, "total"), limits.spent_total)
 
     async def admit(self, key_id: int, limits: KeyLimits, now: float) -> ClientError | None:
+        if limits.spends:
+            today, total = self._spent(key_id, limits, utc_day(now))
+            if limits.daily_spend and today >= limits.daily_spend:
+                return refusal("daily_spend", limits.daily_spend, _until_midnight(now))
+            if limits.total_spend and total >= limits.total_spend:
+                return refusal("total_spend", limits.total_spend, 0)
         window = int(now // WINDOW)
         if limits.tpm and self.tokens.get((key_id, window), 0) >= limits.tpm:
             return refusal("tpm", limits.tpm, _retry_after(now))
@@ -131,10 +182,15 @@ class LocalLimiter:
         if limits.concurrency:
             self.active[key_id] = max(0, self.active.get(key_id, 0) - 1)
 
-    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float) -> None:
+    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
         if limits.tpm and tokens:
             window = int(now // WINDOW)
             self.tokens[(key_id, window)] = self.tokens.get((key_id, window), 0) + tokens
+        if limits.spends and cost:
+            day = utc_day(now)
+            self._spent(key_id, limits, day)
+            self.spent[(key_id, day)] += cost
+            self.spent[(key_id, "total")] += cost
 
     def _trim(self, window: int) -> None:
         if len(self.requests) > 4096:  # old windows of many keys: drop everything before this one
@@ -143,10 +199,21 @@ class LocalLimiter:
                     del table[k]
 
 
-# KEYS: requests window, tokens window, active count. ARGV: rpm, tpm, concurrency, window ttl.
-# Returns {0} when admitted, else {1|2|3, seconds} for rpm / tpm / concurrency.
+# KEYS: requests window, tokens window, active count, day spend, total spend.
+# ARGV: rpm, tpm, concurrency, window ttl, active ttl, daily cap, total cap, day base, total base.
+# A spend counter starts at its base (the request logs' sum) the first time it is seen.
+# Returns {0} when admitted, else {1|2|3|4|5, seconds} for rpm / tpm / concurrency / day / total.
 ADMIT_LUA = """
 local rpm, tpm, conc, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local dcap, tcap = tonumber(ARGV[6]), tonumber(ARGV[7])
+if dcap > 0 then
+  redis.call('SET', KEYS[4], ARGV[8], 'NX', 'EX', 172800)
+  if tonumber(redis.call('GET', KEYS[4])) >= dcap then return {4, 0} end
+end
+if tcap > 0 then
+  redis.call('SET', KEYS[5], ARGV[9], 'NX')
+  if tonumber(redis.call('GET', KEYS[5])) >= tcap then return {5, 0} end
+end
 if tpm > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') >= tpm then return {2, redis.call('TTL', KEYS[2])} end
 if conc > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= conc then return {3, 1} end
 if rpm > 0 then
@@ -156,7 +223,7 @@ end
 if conc > 0 then redis.call('INCR', KEYS[3]); redis.call('EXPIRE', KEYS[3], tonumber(ARGV[5])) end
 return {0, 0}
 """
-_KINDS = {1: "rpm", 2: "tpm", 3: "concurrency"}
+_KINDS = {1: "rpm", 2: "tpm", 3: "concurrency", 4: "daily_spend", 5: "total_spend"}
 
 
 class RedisLimiter:
@@ -173,7 +240,8 @@ class RedisLimiter:
     def _keys(self, key_id: int, now: float) -> list[str]:
         window = int(now // WINDOW)
         return [f"{self.prefix}:{key_id}:r:{window}", f"{self.prefix}:{key_id}:t:{window}",
-                f"{self.prefix}:{key_id}:active"]
+                f"{self.prefix}:{key_id}:active", f"{self.prefix}:{key_id}:spend:{utc_day(now)}",
+                f"{self.prefix}:{key_id}:spend:total"]
 
     def _failed(self, exc: Exception) -> None:
         if time.monotonic() >= self.down_until:
@@ -184,8 +252,10 @@ class RedisLimiter:
         if time.monotonic() < self.down_until:
             return await self.local.admit(key_id, limits, now)
         try:
+            day_base = limits.spent_today if limits.spent_day == utc_day(now) else 0
             kind, seconds = await self.script(keys=self._keys(key_id, now), args=[
-                limits.rpm or 0, limits.tpm or 0, limits.concurrency or 0, WINDOW + 5, CONCURRENCY_TTL])
+                limits.rpm or 0, limits.tpm or 0, limits.concurrency or 0, WINDOW + 5, CONCURRENCY_TTL,
+                limits.daily_spend or 0, limits.total_spend or 0, day_base, limits.spent_total])
         except Exception as exc:  # Redis down or slow: never fail the client for it
             self._failed(exc)
             return await self.local.admit(key_id, limits, now)
@@ -193,6 +263,8 @@ class RedisLimiter:
             return None
         name = _KINDS[int(kind)]
         limit = getattr(limits, name)
+        if name in ("daily_spend", "total_spend"):
+            return refusal(name, limit, _until_midnight(now))
         wait = _retry_after(now) if name != "concurrency" else 1
         return refusal(name, limit, max(1, min(wait, int(seconds) if int(seconds) > 0 else wait)))
 
@@ -205,33 +277,64 @@ class RedisLimiter:
             self._failed(exc)
         await self.local.release(key_id, limits)
 
-    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float) -> None:
-        if not (limits.tpm and tokens):
+    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
+        tokens = tokens if limits.tpm else 0
+        cost = cost if limits.spends else 0
+        if not (tokens or cost):
             return
-        key = self._keys(key_id, now)[1]
+        keys = self._keys(key_id, now)
         try:
             async with self.redis.pipeline(transaction=True) as pipe:
-                await pipe.incrby(key, tokens).expire(key, WINDOW + 5).execute()
+                if tokens:
+                    pipe.incrby(keys[1], tokens).expire(keys[1], WINDOW + 5)
+                if cost and limits.daily_spend:
+                    pipe.incrby(keys[3], cost)
+                if cost and limits.total_spend:
+                    pipe.incrby(keys[4], cost)
+                await pipe.execute()
         except Exception as exc:
             self._failed(exc)
-            await self.local.settle(key_id, limits, tokens, now)
+            await self.local.settle(key_id, limits, tokens, now, cost)
 
 
 Limiter = LocalLimiter | RedisLimiter
 
 
 class UsageTap(Recorder):
-    """Remembers the tokens a response used, for settling token limits at the end."""
+    """Remembers what a response used, for settling token and spend limits at the end: its
+    usage, and the attempt (channel prices) and logical model that priced it."""
 
-    __slots__ = ("tokens",)
+    __slots__ = ("usage", "attempt", "logical_model")
 
     def __init__(self) -> None:
-        self.tokens = 0
+        self.usage: Any = None
+        self.attempt: Any = None
+        self.logical_model = ""
+
+    def on_request_decoded(self, call: Any) -> None:
+        self.logical_model = call.logical_model
+
+    def on_attempt_start(self, att: Any) -> None:
+        self.attempt = att
 
     def on_usage(self, usage: Any) -> None:
         if usage is not None:
-            self.tokens = usage.total_tokens
+            self.usage = usage
 
     def on_response(self, resp: Any, executed: Any) -> None:
         if resp.usage is not None:
-            self.tokens = resp.usage.total_tokens
+            self.usage = resp.usage
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.total_tokens if self.usage is not None else 0
+
+    def cost(self) -> int:
+        """The request's cost in nano-USD (0 without usage or without a price)."""
+        usage, att = self.usage, self.attempt
+        price = att.channel.prices.get(self.logical_model) if usage is not None and att is not None else None
+        if price is None:
+            return 0
+        return cost_nano(Tokens(input=usage.input_tokens or 0, output=usage.output_tokens or 0,
+                                cache_read=usage.cache_read_tokens or 0, cache_write=usage.cache_creation_tokens or 0,
+                                reasoning=usage.reasoning_tokens or 0), price)

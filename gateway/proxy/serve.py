@@ -61,7 +61,7 @@ async def _serve_limited(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: Key
                      FanOutRecorder((rt.recorders.start(ex, snapshot, key, raw_body), tap)))
     finally:
         await rt.limiter.release(key.id, limits)
-        await rt.limiter.settle(key.id, limits, tap.tokens, time.time())
+        await rt.limiter.settle(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)
 
 
 async def _serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, rec: Recorder) -> None:

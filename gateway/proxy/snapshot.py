@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Protocol
 
 from .chain import CompiledRule
@@ -30,6 +31,20 @@ LAST_USED_FLUSH_SECONDS = 5.0
 
 
 @dataclass(slots=True, frozen=True)
+class ModelPrice:
+    """USD per million tokens for one channel model (None: not priced in that category; cache
+    and reasoning fall back to input and output). ``multiplier`` is the channel model's times
+    the provider's. Decimals throughout: a price never passes through a binary float."""
+
+    input: Decimal | None = None
+    output: Decimal | None = None
+    cache_read: Decimal | None = None
+    cache_write: Decimal | None = None
+    reasoning: Decimal | None = None
+    multiplier: Decimal = Decimal(1)
+
+
+@dataclass(slots=True, frozen=True)
 class ChannelSnap:
     id: int
     name: str
@@ -40,6 +55,7 @@ class ChannelSnap:
     weight: int
     extra_headers: tuple[tuple[str, str], ...]
     models: dict[str, str]  # logical model -> upstream model
+    prices: dict[str, ModelPrice] = field(default_factory=dict)  # logical model -> its price (priced ones)
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,6 +76,7 @@ class ProviderSnap:
     breaker_failures: int | None = None
     breaker_window: float | None = None
     breaker_cooldown: float | None = None
+    multiplier: Decimal = Decimal(1)
 
 
 @dataclass(slots=True, frozen=True)

@@ -156,7 +156,7 @@ def test_start_picks_up_what_a_killed_process_left(spool):
 
 
 def test_a_capture_that_can_never_be_written_is_dead_lettered_and_others_flow(spool, monkeypatch):
-    monkeypatch.setattr(sink, "DEAD_LETTER_AFTER", 2)
+    monkeypatch.setattr(sink.Writer, "dead_letter_after", 2)
     spool.mkdir(parents=True)
     (spool / "00000000000000000001-1-bad.cap").write_bytes(_spool_entry("bad", created_at="not a time"))
     (spool / "00000000000000000002-1-good.cap").write_bytes(_spool_entry("good"))

@@ -88,3 +88,18 @@ def test_token_limit_settles_with_the_reported_usage(gateway, mock_upstream):
     assert first.status_code == 200 and first.json()["usage"]["total_tokens"] >= 1
     second = _post(gateway, secret, "lim-tpm")
     assert second.status_code == 429 and "tokens per minute" in second.json()["error"]["message"]
+
+
+def test_daily_spend_cap_refuses_with_402_once_the_priced_usage_reaches_it(gateway, mock_upstream):
+    route = make_route("chat_completion", "lim-spend", mock_upstream.base_url("chat_completion"))
+    route.channel_model.price = {"input": "1000000", "output": "1000000"}  # $1 per token: any answer costs
+    route.channel_model.save()
+    _, secret = make_key("spend", limits={"daily_spend": "1.00"})
+    gateway.wait_config()
+    assert _post(gateway, secret, "lim-spend").status_code == 200
+    refused = _post(gateway, secret, "lim-spend")
+    assert refused.status_code == 402 and refused.json()["error"]["code"] == "api_key_daily_limit_reached"
+    an = anthropic.Anthropic(base_url=gateway.url, api_key=secret, max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as exc:
+        an.messages.create(model="lim-spend", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+    assert exc.value.status_code == 402

@@ -134,7 +134,7 @@ def test_channel_key_is_optional_and_write_only(admin_client, db):
 
 def _provider_post(**overrides) -> dict[str, str]:
     data = {"name": "prov", "enabled": "on", "priority": "0", "max_retries": "-1", "channel_max_retries": "0",
-            "channel_retry_interval_ms": "0", "request_timeout_seconds": "", "circuit_breaker_enabled": "on",
+            "channel_retry_interval_ms": "0", "request_timeout_seconds": "", "circuit_breaker_enabled": "on", "multiplier": "1",
             "strip_cross_protocol_nested": "inherit", "extra_fields_whitelist": "null",
             **_management("channels", total=1), **_management("transform_rules", total=1),
             "channels-0-name": "main", "channels-0-protocol": "responses",
@@ -287,3 +287,4 @@ def test_json_fields_are_edited_as_rows_and_globs_and_empty_is_not_null(admin_cl
 def test_channel_extra_headers_as_rows(admin_client, channel):
     page = admin_client.get(reverse("admin:providers_channel_change", args=[channel.pk])).content.decode()
     assert 'name="extra_headers__key"' in page
+

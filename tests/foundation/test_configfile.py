@@ -380,3 +380,10 @@ def test_api_key_limits_and_ip_allow_in_the_file():
     assert any(e.startswith("api_keys[0].limits:") for e in errors), errors
     assert any(e.startswith("api_keys[0].ip_allow:") and "10.0.0.999" in e for e in errors), errors
     assert dump()["api_keys"][0]["limits"] == {"rpm": 60, "tpm": 100000, "concurrency": 8}
+
+
+def test_api_key_spend_caps_in_the_file():
+    load({"api_keys": [{"name": "spender", "limits": {"daily_spend": "5.00", "total_spend": 100}}]})
+    assert ApiKey.objects.get(name="spender").limits == {"daily_spend": "5", "total_spend": "100"}
+    errors = _errors({"api_keys": [{"name": "bad", "limits": {"daily_spend": "-1"}}]})
+    assert errors[0].startswith("api_keys[0].limits:") and "USD" in errors[0]

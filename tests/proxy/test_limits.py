@@ -102,3 +102,26 @@ def test_client_ip_believes_forwarded_for_only_from_trusted_proxies():
         "203.0.113.9"
     assert client_ip({"client": ("198.51.100.7", 5)}, headers, trusted) == "198.51.100.7"  # spoof ignored
     assert client_ip({"client": ("127.0.0.1", 5)}, {}, ()) == "127.0.0.1"
+
+
+async def test_spend_caps_start_from_the_logs_and_settle_with_costs(limiters):
+    from gateway.proxy.limits import utc_day
+
+    a, b = limiters
+    day = utc_day(T0)
+    limits = KeyLimits(daily_spend=1_000, total_spend=5_000, spent_day=day, spent_today=400, spent_total=4_000)
+    assert await a.admit(9, limits, T0) is None
+    await a.settle(9, limits, 0, T0, cost=600)  # today 1000: the daily cap is reached
+    refused = await b.admit(9, limits, T0 + 1)
+    assert refused.status == 402 and refused.code == "api_key_daily_limit_reached"
+    assert int(dict(refused.headers)[b"retry-after"]) > 0
+    tomorrow = T0 + 86400
+    assert await b.admit(9, limits, tomorrow) is None  # a new UTC day; the logs' base was for yesterday
+    await b.settle(9, limits, 0, tomorrow, cost=400)  # total 5000
+    refused = await a.admit(9, limits, tomorrow + 1)
+    assert refused.status == 402 and refused.code == "api_key_spend_limit_reached"
+
+
+def test_spend_caps_parse_from_usd():
+    limits = parse_limits({"daily_spend": "5.00", "total_spend": "0.000000002"}, None)
+    assert limits.daily_spend == 5_000_000_000 and limits.total_spend == 2 and limits.counted

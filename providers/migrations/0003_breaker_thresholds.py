@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('providers', '0001_initial'),
+        ('providers', '0002_prices_and_provider_multiplier'),
     ]
 
     operations = [

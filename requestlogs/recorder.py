@@ -1,0 +1,251 @@
+"""The request-log recorder: follows one request through the pipeline's ``Recorder`` hooks,
+keeping a handful of scalars, and hands one small dict to ``requestlogs.sink`` when the request
+is finished. Nothing is serialised on the request path and nothing touches the ORM (the key's
+owner is resolved by the writer).
+
+``make_factory`` gives the factory the project wires into the proxy (``gateway.wiring``); it
+answers None (no recorder) when request logs are switched off (``GATEWAY_REQUEST_LOGS``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
+from gateway.proxy.recorder import Recorder, RecorderFactory
+from gateway.urp.events import NodeDelta, StreamError
+from requestlogs import sink
+
+log = logging.getLogger("requestlogs")
+
+ERROR_TEXT_MAX = 2048
+
+
+def make_factory(enabled: bool) -> RecorderFactory | None:
+    """The factory, or None when request logs are off."""
+    if not enabled:
+        return None
+
+    def request_log_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> RequestLogRecorder:
+        capture = key.capture_mode if snapshot.settings.capture_enabled else "off"
+        return RequestLogRecorder(ex, key, len(raw_body), capture)
+
+    return request_log_recorder
+
+
+def _ms(since: float, now: float) -> float:
+    return round((now - since) * 1000.0, 3)
+
+
+class RequestLogRecorder(Recorder):
+    """One request's log row in the making. ``attempt`` is the attempt in flight (attempts are
+    sequential); ``usage`` the upstream's reported usage (``None`` before, ``False`` when the
+    upstream said it sent none)."""
+
+    __slots__ = (
+        "ex",
+        "key",
+        "created_at",
+        "body_len",
+        "capture",
+        "logical_model",
+        "stream",
+        "attempt",
+        "upstream_status",
+        "attempt_t",
+        "attempts",
+        "usage",
+        "completed",
+        "out_chars",
+        "ttfb",
+        "stream_error",
+    )
+
+    def __init__(self, ex: Any, key: Any, body_len: int, capture: str) -> None:
+        self.ex = ex
+        self.key = key
+        self.created_at = time.time()
+        self.body_len = body_len
+        self.capture = capture
+        self.logical_model = ""
+        self.stream = False
+        self.attempt: Any = None
+        self.upstream_status: int | None = None
+        self.attempt_t: float | None = None  # the attempt in flight's start (None: none in flight)
+        self.attempts: list[dict[str, Any]] = []
+        self.usage: Any = None
+        self.completed = False  # a whole response or a stream's terminal event was seen
+        self.out_chars = 0  # streamed text, for an estimate when the upstream reports no usage
+        self.ttfb: float | None = None
+        self.stream_error: tuple[str, str] | None = None
+
+    # -- hooks --------------------------------------------------------------------------------
+    def on_request_decoded(self, call: Any) -> None:
+        self.logical_model = call.logical_model
+        self.stream = call.client_stream
+
+    def on_attempt_start(self, att: Any) -> None:
+        self.attempt = att
+        self.upstream_status = None
+        self.attempt_t = time.perf_counter()
+
+    def on_upstream_response(self, status: int, started: float) -> None:
+        self.upstream_status = status
+
+    def on_usage(self, usage: Any) -> None:
+        self.usage = usage if usage is not None else False
+        self.completed = True
+
+    def on_response(self, resp: Any, executed: list[Any]) -> None:
+        self.completed = True
+        if resp.usage is not None:
+            self.usage = resp.usage
+            return
+        self.usage = False
+        for node in resp.output:  # no usage: the answer's text, for an estimate
+            for name in ("content", "arguments"):
+                text = getattr(node, name, None)
+                if isinstance(text, str):
+                    self.out_chars += len(text)
+
+    def on_response_events(self, events: list[Any]) -> None:
+        for event in events:
+            cls = event.__class__
+            if cls is NodeDelta:
+                self.out_chars += len(event.delta)
+            elif cls is StreamError and self.stream_error is None:
+                self.stream_error = (event.code or "stream_error", event.message or "")
+
+    def on_attempt_done(self, att: Any, started: float) -> None:
+        self._attempt(att, started, None)
+
+    def on_attempt_failed(self, att: Any, failed: Any, started: float) -> None:
+        self._attempt(att, started, failed)
+
+    def _attempt(self, att: Any, started: float, failed: Any) -> None:
+        self.attempt_t = None
+        entry = {
+            "provider": att.provider.name,
+            "channel": att.channel.name,
+            "upstream_model": att.upstream_model,
+            "status": self.upstream_status if failed is None else (failed.status or self.upstream_status),
+            "duration_ms": _ms(started, time.perf_counter()),
+        }
+        if failed is not None:
+            entry["code"] = failed.code or ""
+            entry["error"] = (failed.message or "")[:ERROR_TEXT_MAX]
+        self.attempts.append(entry)
+
+    def on_client_response(self, status: int, body: bytes) -> None:
+        self.ttfb = time.perf_counter()
+
+    def on_client_frame(self, data: bytes) -> None:
+        if self.ttfb is None:
+            self.ttfb = time.perf_counter()
+
+    def on_finish(self, ex: Any, error: str | None) -> None:
+        try:
+            sink.submit(self.row(ex, error))
+        except Exception:  # a log row must never affect the client
+            log.warning("request log row could not be built", exc_info=True)
+
+    # -- the row ------------------------------------------------------------------------------
+    def row(self, ex: Any, error: str | None) -> dict[str, Any]:
+        now = time.perf_counter()
+        att = self.attempt
+        key = self.key
+        status, code, message = self._outcome(ex, error)
+        if att is not None and self.attempt_t is not None:  # cut short (the client left)
+            self.attempts.append(
+                {
+                    "provider": att.provider.name,
+                    "channel": att.channel.name,
+                    "upstream_model": att.upstream_model,
+                    "status": self.upstream_status,
+                    "duration_ms": _ms(self.attempt_t, now),
+                    "code": code or "interrupted",
+                    "error": message,
+                }
+            )
+        tokens, estimated = self._tokens()
+        cost = None
+        if att is not None and status != "error":
+            price = att.channel.prices.get(self.logical_model)
+            if price is not None:
+                cost = cost_nano(tokens, price)
+        crid = ex.client_request_id
+        own_id = ex.request_id  # the gateway's own id (issue 13), also the capture's identity
+        abnormal = len(self.attempts) != 1 or status != "success" or not self.usage
+        client = ex.client
+        return {
+            "request_id": own_id,
+            # the id echoed in x-request-id (the client's when it sent a sane one); since issue 13 a
+            # capture's identity is the gateway's own id, ``request_id``
+            "x_request_id": crid or ex.request_id,
+            "client_request_id": (crid or "")[:256],
+            "created_at": self.created_at,
+            "api_key_id": key.id,
+            "api_key_name": key.name,
+            "client_protocol": ex.protocol,
+            "stream": self.stream,
+            "client_ip": client[0] if client else None,
+            "logical_model": self.logical_model,
+            "upstream_model": att.upstream_model if att is not None else "",
+            "provider": att.provider.name if att is not None else "",
+            "channel": att.channel.name if att is not None else "",
+            "provider_ref": att.provider.id if att is not None else None,
+            "channel_ref": att.channel.id if att is not None else None,
+            "attempts": self.attempts,
+            "affinity": False,
+            "input_tokens": tokens.input,
+            "output_tokens": tokens.output,
+            "cache_read_tokens": tokens.cache_read,
+            "cache_write_tokens": tokens.cache_write,
+            "reasoning_tokens": tokens.reasoning,
+            "cost_nano": cost,
+            "cost_estimated": estimated and cost is not None,
+            "status": status,
+            "http_status": 499 if status == "client_gone" else ex.status,
+            "error_code": code,
+            "error_message": message,
+            "duration_ms": _ms(ex.t0, now),
+            "ttfb_ms": _ms(ex.t0, self.ttfb) if self.ttfb is not None else None,
+            "has_capture": self.capture == "all" or (self.capture == "abnormal" and abnormal),
+        }
+
+    def _outcome(self, ex: Any, error: str | None) -> tuple[str, str, str]:
+        """(status, error code, error message)."""
+        if not ex.finished and error is None:
+            return "client_gone", "client_gone", "the client disconnected before the response was finished"
+        if error is not None:
+            code, _, message = error.partition(": ")
+            if code == "client_gone":  # the proxy cancelled the request because the client left
+                return "client_gone", code, message[:ERROR_TEXT_MAX]
+            return "error", code, message[:ERROR_TEXT_MAX]
+        if self.stream_error is not None:
+            return "error", self.stream_error[0], self.stream_error[1][:ERROR_TEXT_MAX]
+        if ex.status >= 400:
+            return "error", f"http_{ex.status}", ""
+        if self.stream and not self.completed:
+            last = self.attempts[-1] if self.attempts else {}
+            return "error", "stream_incomplete", str(last.get("error") or "the upstream stream ended early")
+        return "success", "", ""
+
+    def _tokens(self) -> tuple[Tokens, bool]:
+        """The usage the upstream reported; without one, an estimate for a request that reached
+        an upstream (``True``: estimated)."""
+        usage = self.usage
+        if usage:
+            return Tokens(
+                input=usage.input_tokens or 0,
+                output=usage.output_tokens or 0,
+                cache_read=usage.cache_read_tokens or 0,
+                cache_write=usage.cache_creation_tokens or 0,
+                reasoning=usage.reasoning_tokens or 0,
+            ), False
+        reached = self.upstream_status is not None and self.upstream_status < 300
+        if self.attempt is None or not reached:
+            return Tokens(), False
+        return Tokens(input=estimate_tokens(self.body_len), output=estimate_tokens(self.out_chars)), True
