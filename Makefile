@@ -8,8 +8,10 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 MOCK_PORT ?= 9100
 WORKERS ?= 1
+# On SIGTERM, in-flight requests and streams may run this long (GATEWAY_SHUTDOWN_GRACE_SECONDS knob).
+GRACE ?= $(or $(GATEWAY_SHUTDOWN_GRACE_SECONDS),30)
 
-.PHONY: run test test-fast test-postgres setup migrate demo lint bench clean
+.PHONY: run test test-fast test-postgres test-resilience setup migrate demo lint bench clean
 
 $(BIN)/python:
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null || \
@@ -43,13 +45,16 @@ run: migrate
 	@echo "  Admin:         http://$(HOST):$(PORT)/admin/"
 	@echo "  Capture viewer http://$(HOST):$(PORT)/captures/"
 	@echo "  SDK base URL:  http://$(HOST):$(PORT)/v1"
-	@echo "  Demo API key:  sk-demo-0001   (models: demo-chat, demo-responses, demo-messages, demo-gemini)"
+	@echo "  Demo API key:  sk-demo-0001   (models: demo-chat, demo-responses, demo-messages, demo-gemini, demo-image)"
 	@echo "  Mock upstream: http://$(HOST):$(MOCK_PORT)"
 	@echo ""
+	@rm -rf data/prometheus && mkdir -p data/prometheus
+	@# --no-access-log: the gateway logs its own line per /v1 request (logger gateway.access;
+	@# GATEWAY_LOG_FORMAT=json for JSON). PROMETHEUS_MULTIPROC_DIR: /metrics sums every worker.
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
-	GATEWAY_SECURE_COOKIES=$${GATEWAY_SECURE_COOKIES:-0} $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
+	GATEWAY_SECURE_COOKIES=$${GATEWAY_SECURE_COOKIES:-0} PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
 		--loop uvloop --http gateway.serving:GuardedHttpToolsProtocol --timeout-keep-alive 5 \
-		--no-access-log --lifespan on
+		--no-access-log --lifespan on --timeout-graceful-shutdown $(GRACE)
 
 test: setup
 	$(BIN)/ruff check .
@@ -57,6 +62,11 @@ test: setup
 
 test-postgres: setup
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway_test} $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The scale-out topology (two instances x two workers behind a balancer, PostgreSQL, Redis, a
+# Celery worker) and its fault runs; bounded (< 3 min). Figures go to tests/resilience/RESULTS.md.
+test-resilience: setup
+	GATEWAY_RESILIENCE=1 $(BIN)/python -m pytest -q -p no:randomly tests/resilience $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m unit -n 2 $(PYTEST_ARGS)

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from captures.bounds import Budget, cut_utf8
+from captures.images import ImageBounder
 from captures.record import AttemptRecord, CaptureRecord
 from captures.redact import mask_secrets
 
@@ -71,19 +72,23 @@ def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
             "upstream_protocol": a.upstream_protocol, "logical_model": _ident(a.logical_model),
             "upstream_model": _ident(a.upstream_model), "started_at": a.started_at, "ttfb_ms": a.ttfb_ms,
             "duration_ms": a.duration_ms, "upstream_status": a.upstream_status,
-            "error": cut_utf8(a.error, 4096) if a.error else None}
+            "error": cut_utf8(a.error, 4096) if a.error else None,
+            "error_detail": cut_utf8(a.error_detail, 4096) if a.error_detail else None, "affinity": a.affinity}
 
 
-def _attempt(n: int, a: AttemptRecord) -> dict[str, Any]:
+def _attempt(n: int, a: AttemptRecord, img: ImageBounder) -> dict[str, Any]:
     out = _identity(n, a)
     out.update({
         "executed_chain": _chain(a.executed_chain),
-        "internal_request": mask_secrets(a.internal_request),
-        "upstream_request": mask_secrets(a.upstream_request),
-        "upstream_response": mask_secrets(a.upstream_response),
-        "upstream_frames": list(a.upstream_frames),
-        "response_after_chains": mask_secrets(a.response_after_chains),
+        "internal_request": img.bound(mask_secrets(a.internal_request)),
+        "upstream_request": img.bound(mask_secrets(a.upstream_request)),
+        "upstream_response": img.bound(mask_secrets(a.upstream_response)),
+        "upstream_frames": [img.bound_str(f) for f in a.upstream_frames],
+        "response_after_chains": img.bound(mask_secrets(a.response_after_chains)),
+        "rule_steps": img.bound(mask_secrets(a.rule_steps)),
     })
+    if a.notes:
+        out["notes"] = [cut_utf8(str(note), 1024) for note in a.notes[:64]]
     return out
 
 
@@ -91,6 +96,7 @@ def _placeholder(n: int, a: AttemptRecord, original: int) -> bytes:
     out = _identity(n, a)
     out.update({"executed_chain": None, "internal_request": None, "upstream_request": None,
                 "upstream_response": None, "upstream_frames": None, "response_after_chains": None,
+                "rule_steps": None,
                 "truncated": {"truncated": True, "reason": "attempt_bytes", "original_bytes": original}})
     return orjson.dumps(out)
 
@@ -141,10 +147,11 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
         ("duration_ms", orjson.dumps(record.duration_ms)),
         ("ttfb_ms", orjson.dumps(record.ttfb_ms)),
     ]
+    img = ImageBounder()  # large base64 images -> placeholders, thumbnails kept for the viewer
     payloads = [
-        ["client_request", orjson.dumps(mask_secrets(record.client_request))],
-        ["client_response", orjson.dumps(mask_secrets(record.client_response))],
-        ["client_frames", orjson.dumps(list(record.client_frames))],
+        ["client_request", orjson.dumps(img.bound(mask_secrets(record.client_request)))],
+        ["client_response", orjson.dumps(img.bound(mask_secrets(record.client_response)))],
+        ["client_frames", orjson.dumps([img.bound_str(f) for f in record.client_frames])],
     ]
     omitted_bytes = budget.omitted_bytes
     used = sum(len(k) + len(v) + 4 for k, v in head) + _RESERVE + 16
@@ -162,7 +169,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     kept: list[bytes] = []
     omitted_attempts = budget.omitted_attempts
     for n, a in enumerate(record.attempts, start=1):
-        data = orjson.dumps(_attempt(n, a))
+        data = orjson.dumps(_attempt(n, a, img))
         if used + len(data) + 1 > limit:
             omitted_bytes += len(data)
             data = _placeholder(n, a, len(data))
@@ -175,6 +182,10 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
 
     truncated = bool(omitted_attempts or budget.omitted_frames or omitted_bytes or budget.cut_frames)
     body_parts = head + [(k, v) for k, v in payloads] + [("attempts", attempts_bytes)]
+    if img.images:
+        thumbs = orjson.dumps(img.thumbnails())
+        if used + len(thumbs) + 16 <= limit:  # thumbnails are a few KB; never at the expense of data
+            body_parts.append(("image_thumbnails", thumbs))
     retained = sum(len(k) + len(v) + 4 for k, v in body_parts)
     trunc = orjson.dumps({"truncated": truncated, "omitted_attempts": omitted_attempts,
                           "omitted_frames": budget.omitted_frames, "omitted_bytes": omitted_bytes,

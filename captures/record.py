@@ -31,6 +31,14 @@ class AttemptRecord:
     error: str | None = None
     ttfb_ms: float | None = None
     duration_ms: float | None = None
+    # Per-rule URP states: {"request"|"response": {"before": state, "steps": [{"rule_id", "scope",
+    # "transform", "phase", "changed", "after"}]}}; "after" is kept only when the rule changed
+    # something (else it equals the previous state). Whole responses only; streams are compared
+    # as assembled responses in the viewer.
+    rule_steps: dict[str, Any] | None = None
+    error_detail: str | None = None  # the error class and target ("connect refused 127.0.0.1:9100")
+    notes: list[str] = field(default_factory=list)  # what rules noted (images left untouched, fetches kept)
+    affinity: dict[str, Any] | None = None  # {"hit": affinity chose this channel, "key": short hash}
 
 
 @dataclass(slots=True)

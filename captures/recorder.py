@@ -15,6 +15,7 @@ import orjson
 
 from captures import sink
 from captures.record import AttemptRecord, CaptureRecord
+from gateway.proxy.diagnose import describe_failure
 from gateway.proxy.recorder import Recorder
 from gateway.urp.events import StreamError
 from gateway.urp.serialize import to_jsonable
@@ -39,7 +40,7 @@ class CaptureRecorder(Recorder):
     """One captured request. ``attempt`` is the record of the attempt in flight (attempts are
     sequential); ``events`` collects its streamed events after the response rules."""
 
-    __slots__ = ("record", "mode", "t0", "attempt", "events")
+    __slots__ = ("record", "mode", "t0", "attempt", "events", "steps", "last_state")
 
     def __init__(self, record: CaptureRecord, mode: str, t0: float) -> None:
         self.record = record
@@ -47,10 +48,44 @@ class CaptureRecorder(Recorder):
         self.t0 = t0  # the request's start (perf_counter), for the client time to first byte
         self.attempt: AttemptRecord | None = None
         self.events: list[Any] = []
+        self.steps: dict[str, Any] = {}  # the chain runs traced for the attempt being built
+        self.last_state: Any = None
+
+    # -- per-rule states (chain.RuleTrace) -----------------------------------------------------
+    def rule_trace(self) -> CaptureRecorder:
+        return self
+
+    def step(self, phase: str, rule: Any, target: Any) -> None:
+        """Keep the URP before the chain and after every rule that changed it."""
+        state = to_jsonable(target)
+        if rule is None:
+            run = {"before": state, "steps": []}
+            if phase == "request":
+                self.steps = {"request": run}
+            elif self.attempt is not None:
+                if self.attempt.rule_steps is None:
+                    self.attempt.rule_steps = {}
+                self.attempt.rule_steps["response"] = run
+            self.last_state = state
+            return
+        current: dict[str, Any] | None
+        if phase == "request":
+            current = self.steps.get("request")
+        else:
+            current = (self.attempt.rule_steps or {}).get("response") if self.attempt is not None else None
+        if current is None:
+            return
+        changed = state != self.last_state
+        current["steps"].append({"rule_id": rule.rule_id, "scope": rule.scope, "transform": rule.type_id,
+                             "phase": phase, "changed": changed, "after": state if changed else None})
+        self.last_state = state
 
     # -- request ------------------------------------------------------------------------------
     def on_request_body(self, raw_body: bytes) -> None:
-        self.record.client_request = orjson.loads(raw_body)  # its own copy: rules may mutate shared extras
+        body = self.record.client_request = orjson.loads(raw_body)  # its own copy: rules may mutate shared extras
+        model = body.get("model") if isinstance(body, dict) else None
+        if isinstance(model, str):
+            self.record.logical_model = model  # a request rejected before routing keeps its model
 
     def on_request_decoded(self, call: Any) -> None:
         self.record.stream = call.client_stream
@@ -63,7 +98,11 @@ class CaptureRecorder(Recorder):
             provider=att.provider.name, channel=att.channel.name, upstream_protocol=att.channel.protocol,
             logical_model=self.record.logical_model, upstream_model=att.upstream_model, started_at=att.started_at,
             internal_request=to_jsonable(att.request), upstream_request=att.body,
-            executed_chain=[e.as_dict() for e in att.executed])
+            executed_chain=[e.as_dict() for e in att.executed], rule_steps=self.steps or None,
+            affinity=getattr(att, "affinity", None),
+            # The attempt's own notes list: response-phase rules append to it later.
+            notes=att.tctx.shared.setdefault("notes", []))
+        self.steps = {}
         self.events = []
         self.record.attempts.append(self.attempt)
         self.record.secrets.update(getattr(att, "secrets", ()))
@@ -112,6 +151,11 @@ class CaptureRecorder(Recorder):
         arec = self.attempt
         if arec is not None:
             arec.error = failed.message
+            try:
+                arec.error_detail = describe_failure(failed, att.url, att.total_timeout, att.connect_timeout,
+                                                     arec.upstream_response)
+            except Exception:  # a description must never break the capture
+                log.debug("could not describe a failed attempt", exc_info=True)
             arec.upstream_status = arec.upstream_status or failed.status
             arec.duration_ms = (time.perf_counter() - started) * 1000.0
 

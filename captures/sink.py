@@ -158,6 +158,13 @@ writer = Writer()
 atexit.register(writer.shutdown)
 
 
+def shutdown(timeout: float | None = None) -> None:
+    """The gateway's lifespan shutdown hook (registered by ``gateway.wiring``)."""
+    if timeout is None:
+        timeout = float(gateway_settings.CAPTURE_FLUSH_SECONDS)
+    writer.shutdown(timeout)
+
+
 def submit(record: CaptureRecord) -> None:
     """Never blocks, never raises: persisting a capture must not touch the client's response."""
     try:

@@ -20,7 +20,9 @@ from django.utils.http import urlencode
 
 from captures import diff as jdiff
 from captures import filters
+from captures.assemble import assemble
 from captures.models import Capture
+from captures.steps import admin_urls, chips
 
 LOGIN_URL = reverse_lazy("captures:login")
 PAGE_SIZE = 50
@@ -91,6 +93,24 @@ def _response_side(value: Any, frames: list[str] | None) -> Any:
     return value
 
 
+def _urp_response_diff(dump: dict[str, Any], att: dict[str, Any]) -> jdiff.SideBySide | None:
+    """The answer before and after the response chains, in the URP: for a stream, both sides
+    assembled from their frames (the upstream's by the upstream codec, the client's by the
+    client codec), so protocols compare as whole answers rather than frame by frame."""
+    if att.get("upstream_frames") or dump.get("client_frames"):
+        before = assemble(att.get("upstream_protocol") or "", att.get("upstream_frames"), recorded=True)
+        after = assemble(dump.get("client_protocol") or "", dump.get("client_frames"), recorded=False)
+        if before is None and after is None:
+            return None
+        return jdiff.side_by_side("Assembled answers (URP): upstream → client", "Upstream stream, assembled",
+                                  before, "Client stream, assembled", after)
+    run = (att.get("rule_steps") or {}).get("response")
+    if not run or not run.get("steps") or att.get("response_after_chains") is None:
+        return None  # no response rule ran: nothing to compare
+    return jdiff.side_by_side("Response chains (URP): before → after", "Before the response rules",
+                              run.get("before"), "After the response rules", att.get("response_after_chains"))
+
+
 def visible_chain(chain: list[dict[str, Any]] | None, staff: bool) -> tuple[list[dict[str, Any]] | None, int]:
     """Staff see the whole executed chain. A key owner sees the rules of their own key's chain
     and a count of the hidden provider/global ones (reference §3.7): those belong to the
@@ -126,13 +146,19 @@ def build_detail(dump: dict[str, Any], selected: int | None, staff: bool = True)
             "Upstream response → client response", "Upstream response", _response_side(
                 att.get("upstream_response"), att.get("upstream_frames")),
             "Client response", _response_side(dump.get("client_response"), dump.get("client_frames"))))
+        urp = _urp_response_diff(dump, att)
+        if urp is not None:
+            diffs.append(urp)
     for n, d in enumerate(diffs):
         tabs.append({"id": f"diff-{n}", "title": d.title, "kind": "diff", "diff": d})
-    chain, hidden = visible_chain(att.get("executed_chain"), staff)
+    urls = admin_urls(att.get("executed_chain")) if staff else {}
+    chain, hidden = visible_chain(chips(att.get("executed_chain"), att.get("rule_steps"), urls), staff)
     return {
         "hidden_transforms": hidden,
         "attempts": attempts, "attempt": att, "attempt_index": index + 1, "tabs": tabs,
         "chain": chain, "stream": stream, "truncation": dump.get("capture_truncation") or {},
+        "thumbnails": [t for t in dump.get("image_thumbnails") or [] if isinstance(t, dict)],
+        "notes": att.get("notes") or [],
     }
 
 
@@ -143,7 +169,7 @@ def capture_detail(request: HttpRequest, request_id: str) -> HttpResponse:
     selected = request.GET.get("attempt")
     staff = request.user.is_staff or request.user.is_superuser
     context = build_detail(dump, int(selected) if selected and selected.isdigit() else None, staff)
-    context.update({"capture": cap, "dump": dump, "title": f"Capture {cap.request_id}"})
+    context.update({"capture": cap, "dump": dump, "title": f"Capture {cap.request_id}", "can_replay": staff})
     return render(request, "captures/detail.html", context)
 
 
@@ -161,3 +187,43 @@ def capture_raw(request: HttpRequest, request_id: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="capture-{safe}.json"'
     response["Cache-Control"] = "no-store"
     return response
+
+
+def _staff(user) -> bool:
+    return bool(user.is_staff or user.is_superuser)
+
+
+@viewer_required
+def capture_replay(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Replay a captured client request with the current configuration: a dry run (GET), or the
+    real upstream call (POST ``send=1``). Staff only: the report shows every chain's rules."""
+    from django.core.exceptions import PermissionDenied
+
+    from gateway import playground
+    from keys.models import ApiKey
+
+    if not _staff(request.user):
+        raise PermissionDenied("replay is for staff")
+    cap = find_capture(request.user, request_id)
+    dump = load_dump(cap)
+    send = request.method == "POST" and request.POST.get("send") == "1"
+    key_id = cap.api_key_id if cap.api_key_id and ApiKey.objects.filter(pk=cap.api_key_id).exists() else None
+    error = None
+    try:
+        report = playground.replay(dump, send=send, api_key_id=key_id)
+    except playground.PlaygroundError as exc:
+        report, error = None, exc.errors
+    comparison = None
+    if report is not None:
+        rep = report["replay"]
+        if rep["original_upstream_request"] is not None or rep["new_upstream_request"] is not None:
+            comparison = jdiff.side_by_side("Upstream request: captured → now", "Captured upstream request",
+                                            rep["original_upstream_request"], "Upstream request now",
+                                            rep["new_upstream_request"])
+    sent = (report or {}).get("sent")
+    return render(request, "captures/replay.html", {
+        "capture": cap, "dump": dump, "report": report, "error": error, "comparison": comparison, "sent": sent,
+        "sent_answer": _pretty(sent.get("client_response")) if sent and sent.get("client_response") is not None
+        else (sent or {}).get("client_stream"),
+        "key_gone": bool(cap.api_key_id and key_id is None), "title": f"Replay {cap.request_id}",
+    })

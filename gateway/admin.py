@@ -17,6 +17,7 @@ class GlobalSettingsAdmin(admin.ModelAdmin):
         ("Capture", {"fields": ("capture_enabled", "capture_retention_days", "capture_max_total_mb")}),
         ("Upstream", {"fields": ("request_timeout_seconds", "connect_timeout_seconds",
                                  "upstream_idle_timeout_seconds", "strip_cross_protocol_nested")}),
+        ("Outbound fetches", {"fields": ("fetch_allow_private", "guard_channel_urls")}),
         ("Transforms", {"fields": ("global_chain", "reasoning_effort_suffixes")}),
         (None, {"fields": ("updated_at",)}),
     )

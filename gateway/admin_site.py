@@ -14,6 +14,7 @@ class MonogateAdminSite(admin.AdminSite):
     site_header = "Monogate administration"
     site_title = "Monogate admin"
     index_title = "Gateway configuration"
+    index_template = "admin/monogate_index.html"  # adds a "Tools" box: playground, capture viewer
 
     def get_app_list(self, request, app_label=None):
         apps = super().get_app_list(request, app_label)

@@ -7,6 +7,7 @@ from rest_framework.routers import DefaultRouter
 from captures.api import CaptureDetailView, CaptureListView
 from gateway.api import SettingsView
 from gateway.api_root import ApiRootView
+from gateway.playground_views import PlaygroundView
 from keys.api import ApiKeyViewSet
 from providers.api import ProviderViewSet
 from requestlogs.api import RequestLogDetailView, RequestLogListView
@@ -24,6 +25,7 @@ urlpatterns = [
     # the documented address without the slash keeps working (every other endpoint ends in one)
     path("transforms/registry", RegistryView.as_view()),
     path("settings/", SettingsView.as_view(), name="settings"),
+    path("playground/", PlaygroundView.as_view(), name="playground"),
     path("captures/", CaptureListView.as_view(), name="capture-list"),
     path("captures/<path:request_id>/", CaptureDetailView.as_view(), name="capture-detail"),
     path("request-logs/", RequestLogListView.as_view(), name="requestlog-list"),

@@ -1,5 +1,6 @@
-"""ASGI entry point: ``/v1/*`` goes to the proxy app (no Django request handling on the hot
-path); everything else (admin, REST API, capture viewer) is ordinary Django."""
+"""ASGI entry point: ``/v1/*`` and its aliases go to the proxy app (no Django request handling on
+the hot path), ``/metrics`` to the Prometheus endpoint (no ORM per scrape), other WebSockets to
+Channels (the staff live tail); everything else (admin, REST API, capture viewer) is Django."""
 
 import os
 
@@ -15,15 +16,22 @@ log_problems()  # broken transforms and plug-ins are logged at start-up; the ser
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-from gateway.wiring import build_proxy_app  # noqa: E402
+from gateway.proxy.app import is_proxy_path  # noqa: E402
+from gateway.wiring import build_proxy_app, metrics_app, websocket_app  # noqa: E402
 
 django_app = get_asgi_application()
 proxy_app = build_proxy_app()  # the core proxy with the project's config source, auth and recorders
+prometheus_app = metrics_app(proxy_app)
+ws_app = websocket_app()
 
 
 async def application(scope, receive, send):
-    if scope["type"] == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/healthz"):
+    if scope["type"] in ("http", "websocket") and is_proxy_path(scope["path"]):
         await proxy_app(scope, receive, send)
+    elif scope["type"] == "http" and scope["path"] == "/metrics":
+        await prometheus_app(scope, receive, send)
+    elif scope["type"] == "websocket":
+        await ws_app(scope, receive, send)
     elif scope["type"] == "lifespan":
         await proxy_app.lifespan(scope, receive, send)
     else:

@@ -40,14 +40,18 @@ STR, BOOL, INT, NUM, LIST, DICT, DECIMAL, DATETIME, TRISTATE, ANY = (
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _NO_DEFAULT = object()
 
+# One rule shape for per-key and global model redirects (gateway.redirects validates it).
+_REDIRECT_RULES: dict[str, Any] = {"maxItems": 32, "items": {
+    "type": "object", "required": ["pattern", "replace"], "additionalProperties": False,
+    "properties": {"pattern": {"type": "string", "minLength": 1}, "replace": {"type": "string", "minLength": 1}}}}
+
 # The shape of JSON fields, which the model cannot tell: (kind, JSON Schema of the items/values).
 JSON_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "providers.Provider.extra_fields_whitelist": (LIST, {"items": {"type": "string"}}),
     "providers.Channel.extra_headers": (DICT, {"additionalProperties": {"type": "string"}}),
     "keys.ApiKey.allowed_models": (LIST, {"items": {"type": "string"}}),
-    "keys.ApiKey.model_redirects": (LIST, {"items": {
-        "type": "object", "required": ["pattern", "replace"],
-        "properties": {"pattern": {"type": "string"}, "replace": {"type": "string"}}}}),
+    "keys.ApiKey.model_redirects": (LIST, _REDIRECT_RULES),
+    "gateway.GlobalSettings.model_redirects": (LIST, _REDIRECT_RULES),
     "transforms.TransformRule.models": (LIST, {"items": {"type": "string"}}),
     "providers.ChannelModel.price": (DICT, {"additionalProperties": False, "properties": {
         name: {"type": ["string", "number"], "pattern": r"^\d{1,9}(\.\d{1,12})?$"}

@@ -73,7 +73,7 @@ class AttemptFailed(Exception):
 
     def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
                  error_type: str | None = None, retryable: bool = False, rate_limited: bool = False,
-                 detail: str | None = None) -> None:
+                 detail: str | None = None, retry_after: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -82,6 +82,7 @@ class AttemptFailed(Exception):
         self.retryable = retryable
         self.rate_limited = rate_limited
         self.detail = detail  # server-side log text (may name the URL), never sent to the client
+        self.retry_after = retry_after  # a sanitised upstream Retry-After (see proxy.failure.exhausted)
 
 
 class ClientError(Exception):

@@ -572,13 +572,16 @@ class HandOff:
             time.sleep(0.01)
         return True
 
-    def shutdown(self, timeout: float | None = None) -> None:
-        """Deliver what is queued for up to ``timeout`` seconds, then spool the rest from this
-        thread. A batch the writer thread is still stuck on is counted as ``lost_in_flight``
-        (logged), never silently."""
+    def shutdown(self, timeout: float | None = None) -> dict[str, int]:
+        """Process exit (the lifespan shutdown hook, ``CAPTURE_FLUSH_SECONDS``): deliver what is
+        queued to the broker or the database for up to ``timeout`` seconds, then spool the rest
+        from this thread (the next process to start picks it up), so a record queued at SIGTERM is
+        persisted or spooled, never dropped silently. A batch the writer thread is still stuck on
+        is counted as ``lost_in_flight`` (logged). Returns what it found queued and what it spooled."""
         timeout = self.shutdown_seconds if timeout is None else timeout
+        done = {"queued": self.queue.unfinished_tasks, "spooled": 0}
         if self.flush(timeout * 0.8):
-            return
+            return done
         self.closing = True
         left: list[Any] = []
         while True:
@@ -589,10 +592,13 @@ class HandOff:
         if left:
             before = self.stats["spooled"]
             self._spool_many(self._build(left))
-            self.stats["spooled_at_shutdown"] += self.stats["spooled"] - before
+            spooled = self.stats["spooled"] - before
+            self.stats["spooled_at_shutdown"] += spooled
+            done["spooled"] = spooled
             for _ in left:
                 self.queue.task_done()
             self.log.warning("shutdown: %d queued %s records spooled", len(left), self.label)
         if not self.flush(max(timeout * 0.2, 0.5)) and self.in_flight:
             self.stats["lost_in_flight"] += self.in_flight
             self.log.error("shutdown: %d %s records still being delivered may be lost", self.in_flight, self.label)
+        return done

@@ -6,7 +6,6 @@ the ORM or the apps; this module is the one place that turns models into snapsho
 from __future__ import annotations
 
 import logging
-import re
 import time
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -26,6 +25,7 @@ from gateway.proxy.snapshot import (
     Snapshot,
     build_routes,
 )
+from gateway.redirects import compile_redirects
 from transforms.base import Transform, TransformContext
 
 log = logging.getLogger("gateway.proxy.snapshot")
@@ -89,14 +89,45 @@ def compile_rule(rule) -> CompiledRule | None:
     return CompiledRule(rule_id=rule.pk, scope=rule.scope, phase=rule.phase, models=models, transform=transform)
 
 
-def _compile_redirects(raw) -> tuple[tuple[re.Pattern, str], ...]:
-    out = []
-    for rule in raw or ():
-        try:
-            out.append((re.compile(f"(?:{rule['pattern']})"), str(rule["replace"])))
-        except (re.error, KeyError, TypeError):
-            log.warning("skipping an invalid model redirect %r", rule)
-    return tuple(out)
+def channel_snap(ch, provider_multiplier: Any = 1) -> ChannelSnap:
+    """One stored Channel (its models prefetched or not) as the proxy sees it, key decrypted;
+    prices carry the channel model's and the provider's multipliers."""
+    models = {m.model: (m.upstream_model or m.model) for m in ch.models.all()}
+    prices = {m.model: price for m in ch.models.all()
+              if (price := model_price(m.price, m.multiplier * provider_multiplier)) is not None}
+    headers = tuple(sorted((str(k), str(v)) for k, v in (ch.extra_headers or {}).items()))
+    return ChannelSnap(id=ch.id, name=ch.name, provider_id=ch.provider_id, protocol=ch.protocol,
+                       base_url=ch.base_url, api_key=ch.get_api_key(), weight=ch.weight,
+                       extra_headers=headers, models=models, prices=prices)
+
+
+def provider_snap(p, chain: tuple[CompiledRule, ...], channels: tuple[ChannelSnap, ...]) -> ProviderSnap:
+    """One stored Provider as the proxy sees it, with the given chain and channels."""
+    wl = p.extra_fields_whitelist
+    return ProviderSnap(
+        id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
+        channel_max_retries=p.channel_max_retries, channel_retry_interval_ms=p.channel_retry_interval_ms,
+        request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
+        strip_nested=p.strip_nested_override,
+        extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
+        chain=chain, channels=channels, multiplier=p.multiplier,
+        affinity_mode=p.affinity_mode, affinity_failback=float(p.affinity_failback_seconds),
+        breaker_failures=p.breaker_failure_threshold, breaker_window=p.breaker_window_seconds,
+        breaker_cooldown=p.breaker_cooldown_seconds)
+
+
+def settings_snap() -> SettingsSnap:
+    """The global settings row (or its defaults) as the proxy sees it."""
+    from gateway.models import GlobalSettings
+
+    gs = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
+    return SettingsSnap(
+        capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
+        request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
+        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
+        fetch_allow_private=gs.fetch_allow_private, guard_channel_urls=gs.guard_channel_urls,
+        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes),
+        redirects=compile_redirects(gs.model_redirects))
 
 
 def model_price(raw: Any, multiplier: Decimal) -> ModelPrice | None:
@@ -133,57 +164,36 @@ def _load_chains() -> dict[tuple[str, int | None], list[CompiledRule]]:
 def build_snapshot(version: tuple[int, int] = (0, 0)) -> Snapshot:
     """Read the whole configuration (a handful of queries). Runs in the poller thread, or in a
     test; never on the event loop."""
-    from gateway.models import GlobalSettings
     from keys.models import ApiKey
     from providers.models import Provider
 
     chains = _load_chains()
-    gs = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
-    settings_snap = SettingsSnap(
-        capture_enabled=gs.capture_enabled, strip_cross_protocol_nested=gs.strip_cross_protocol_nested,
-        request_timeout=gs.request_timeout_seconds, connect_timeout=gs.connect_timeout_seconds,
-        idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
-        effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes))
+    settings = settings_snap()
 
     providers = []
     for p in Provider.objects.filter(enabled=True).prefetch_related("channels__models").order_by("priority", "id"):
         channels = []
         for ch in sorted(p.channels.all(), key=lambda c: c.id):
-            if not ch.enabled:
-                continue
-            models = {m.model: (m.upstream_model or m.model) for m in ch.models.all()}
-            prices = {m.model: price for m in ch.models.all()
-                      if (price := model_price(m.price, m.multiplier * p.multiplier)) is not None}
-            headers = tuple(sorted((str(k), str(v)) for k, v in (ch.extra_headers or {}).items()))
-            channels.append(ChannelSnap(id=ch.id, name=ch.name, provider_id=p.id, protocol=ch.protocol,
-                                        base_url=ch.base_url, api_key=ch.get_api_key(), weight=ch.weight,
-                                        extra_headers=headers, models=models, prices=prices))
-        wl = p.extra_fields_whitelist
-        providers.append(ProviderSnap(
-            id=p.id, name=p.name, priority=p.priority, max_retries=p.max_retries,
-            channel_max_retries=p.channel_max_retries, channel_retry_interval_ms=p.channel_retry_interval_ms,
-            request_timeout=p.request_timeout_seconds, circuit_breaker_enabled=p.circuit_breaker_enabled,
-            strip_nested=p.strip_nested_override,
-            extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
-            chain=tuple(chains.get(("provider", p.id), ())), channels=tuple(channels), multiplier=p.multiplier,
-            breaker_failures=p.breaker_failure_threshold, breaker_window=p.breaker_window_seconds,
-            breaker_cooldown=p.breaker_cooldown_seconds))
+            if ch.enabled:
+                channels.append(channel_snap(ch, p.multiplier))
+        providers.append(provider_snap(p, tuple(chains.get(("provider", p.id), ())), tuple(channels)))
 
     keys = {}
     spent = _spend_so_far(ApiKey.objects.filter(limits__isnull=False))
-    for k in ApiKey.objects.all():
+    for k in ApiKey.objects.select_related("owner"):
         keys[k.key_hash] = KeySnap(
             id=k.id, name=k.name, enabled=k.enabled,
             expires_at=k.expires_at.timestamp() if k.expires_at else None,
             allowed_models=tuple(k.allowed_models) if k.allowed_models else None,
-            redirects=_compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
+            redirects=compile_redirects(k.model_redirects), capture_mode=k.capture_mode or "off",
             chain=tuple(chains.get(("api_key", k.id), ())),
             limits=parse_limits(k.limits, k.ip_allow, **spent.get(k.id, {})),
-            reasoning_envelopes=k.reasoning_envelopes)
+            reasoning_envelopes=k.reasoning_envelopes,
+            owner_username=k.owner.get_username() if k.owner_id else None)
 
     return Snapshot(version=version[0], redis_version=version[1], built_at=time.time(), keys_by_hash=keys,
                     providers=tuple(providers), global_chain=tuple(chains.get(("global", None), ())),
-                    settings=settings_snap, routes=build_routes(providers))
+                    settings=settings, routes=build_routes(providers))
 
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from gateway.redirects import validate_redirects
+
 
 class GlobalSettings(models.Model):
     capture_enabled = models.BooleanField(
@@ -17,6 +19,17 @@ class GlobalSettings(models.Model):
     request_timeout_seconds = models.FloatField(default=300.0)
     connect_timeout_seconds = models.FloatField(default=10.0)
     upstream_idle_timeout_seconds = models.FloatField(default=120.0)
+    fetch_allow_private = models.BooleanField(
+        default=False, help_text="Let the gateway fetch URLs (image_resolve_urls) from loopback, private, link-local "
+                                 "and metadata addresses. Off: such fetches are refused (SSRF guard).")
+    guard_channel_urls = models.BooleanField(
+        default=False, help_text="Apply the same address guard to channel base URLs: upstream calls to loopback, "
+                                 "private or link-local addresses fail with a clear error. Off by default, since "
+                                 "operators point channels at private hosts on purpose.")
+    model_redirects = models.JSONField(
+        default=list, blank=True, validators=[validate_redirects],
+        help_text='Ordered [{"pattern": regex, "replace": model}] applied after the key\'s own redirects; the '
+                  "first full match rewrites the model. At most 32 rules, patterns up to 256 bytes.")
     reasoning_effort_suffixes = models.JSONField(
         default=dict, blank=True,
         help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, '

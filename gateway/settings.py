@@ -205,6 +205,11 @@ CELERY_BEAT_SCHEDULE = {
 # its default and meaning. Code reads them through ``gateway.conf.gateway_settings`` (in the spirit
 # of DRF's ``api_settings``), never from ``os.environ``. The environment variable of a knob is its
 # name with a ``GATEWAY_`` prefix (``BREAKER_FAILURES`` <- ``GATEWAY_BREAKER_FAILURES``).
+def flag(raw: object) -> bool:
+    """A boolean knob: ``1``/``true``/``yes``/``on`` (any case) or a real bool."""
+    return raw if isinstance(raw, bool) else str(raw).strip().lower() in {"1", "true", "yes", "on"}
+
+
 GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     # name: (type, default, what it does)
     "MAX_BODY_BYTES": (int, 50 * 1024 * 1024, "Largest client request body accepted on /v1/*, in bytes."),
@@ -235,9 +240,17 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "BREAKER_WINDOW_SECONDS": (float, 30.0, "The breaker's failure-counting window."),
     "BREAKER_COOLDOWN_SECONDS": (float, 60.0, "How long an opened breaker keeps its channel out."),
     "BREAKER_RATE_LIMIT_COOLDOWN_SECONDS": (float, 15.0, "Cooldown after an upstream 429."),
+    "HEALTH_PROBE_SECONDS": (float, 0.0, "Active channel health probes every N seconds (Celery beat, needs "
+                             "REDIS_URL); a failed probe opens the channel's breaker. 0: off."),
     "TRUSTED_PROXY_CIDRS": (str, "127.0.0.0/8,::1/128",
                             "Comma-separated proxies whose X-Forwarded-For names the client (for API keys' "
                             "IP allow-lists); empty trusts nobody."),
+    # Graceful shutdown (SIGTERM): uvicorn lets in-flight requests and streams finish for up to
+    # SHUTDOWN_GRACE_SECONDS (the Makefile and README pass it as --timeout-graceful-shutdown), then
+    # the lifespan shutdown flushes the capture queue for up to CAPTURE_FLUSH_SECONDS.
+    "SHUTDOWN_GRACE_SECONDS": (float, 30.0, "On SIGTERM, how long in-flight requests and streams may still run."),
+    "CAPTURE_FLUSH_SECONDS": (float, 10.0, "On shutdown, how long the capture (and request-log) queue may take to drain before "
+                              "what is left is spooled to disk."),
     # Capture writer (captures.sink) and capture bounds (captures.bounds).
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
     "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),
@@ -259,8 +272,26 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "REQUEST_LOG_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the request-log spool, in MiB."),
     "REQUEST_LOG_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed request-log write."),
     "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
+    # Observability (gateway.observe): /metrics access and the per-request log line.
+    "METRICS_TOKEN": (str, "", "Bearer token that lets a scraper outside METRICS_ALLOW_CIDRS read /metrics; "
+                      "empty: no token accepted."),
+    "METRICS_ALLOW_CIDRS": (str, "127.0.0.0/8,::1/128",
+                            "Comma-separated peer addresses that may read /metrics without the token."),
+    "ACCESS_LOG_LEVEL": (str, "INFO", "Level of the one log line per /v1 request (logger gateway.access); "
+                         "DEBUG turns it off."),
+    "LOG_FORMAT": (str, "text", "Console log format: text (readable access lines) or json (one JSON object "
+                   "per line)."),
     # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
     "SECRETS_KEY": (str, "", "Master key for channel-key encryption and client-key hashes; default SECRET_KEY."),
+    # Outbound fetches (gateway.fetch) and image work (gateway.images).
+    "FETCH_ALLOW_PRIVATE": (flag, False, "Let the outbound fetcher reach loopback/private/link-local addresses for "  # type: ignore[dict-item]
+                                         "the whole process (the global setting fetch_allow_private does it per config)."),
+    "IMAGE_POOL": (str, "process", "Where image work runs off the event loop: process (default) or thread."),
+    "IMAGE_WORKERS": (int, 0, "Threads decoding/re-encoding images off the event loop; 0: CPUs - 1 (at least 1)."),
+    "IMAGE_MAX_ENCODED_BYTES": (int, 20_971_520, "Largest image (decoded bytes) the compression pipeline touches."),
+    "IMAGE_MAX_PIXELS": (int, 40_000_000, "Largest image (width x height) decoded; larger ones are left (bombs)."),
+    "IMAGE_CACHE_MAX_BYTES": (int, 64 * 1024 * 1024, "In-memory cache of compressed images, in base64 bytes."),
+    "IMAGE_CACHE_MAX_ENTRY_BYTES": (int, 8 * 1024 * 1024, "Largest compressed image kept in that cache."),
 }
 
 
@@ -282,10 +313,32 @@ def _knob(name: str, kind: type, default: object) -> object:
 
 GATEWAY = {name: _knob(name, kind, default) for name, (kind, default, _doc) in GATEWAY_KNOBS.items()}
 
+if GATEWAY["LOG_FORMAT"] not in ("text", "json"):
+    raise RuntimeError(f"GATEWAY_LOG_FORMAT={GATEWAY['LOG_FORMAT']!r}: expected text or json")
+
+
+def health_probe_schedule(redis_url: str, seconds: float) -> dict[str, dict[str, object]]:
+    """The beat entry for channel health probes (providers.health): only with Redis and N > 0."""
+    if not redis_url or seconds <= 0:
+        return {}
+    return {"channel-health-probes": {"task": "providers.tasks.probe_channels", "schedule": seconds}}
+
+
+CELERY_BEAT_SCHEDULE.update(health_probe_schedule(REDIS_URL, float(GATEWAY["HEALTH_PROBE_SECONDS"])))  # type: ignore[arg-type]
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"text": {"()": "gateway.observe.accesslog.TextFormatter"},
+                   "json": {"()": "gateway.observe.accesslog.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": GATEWAY["LOG_FORMAT"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # gateway.access: one line per /v1 request at ACCESS_LOG_LEVEL (gateway.observe.accesslog)
     "loggers": {"gateway": {"level": os.environ.get("GATEWAY_LOG_LEVEL", "INFO")}},
 }
+
+# The live tail's channel layer (gateway.observe.live): Redis shares it between workers and
+# instances; in memory, a viewer sees only the worker its WebSocket landed on.
+CHANNEL_LAYERS = {"default": ({"BACKEND": "channels_redis.core.RedisChannelLayer",
+                               "CONFIG": {"hosts": [REDIS_URL]}} if REDIS_URL
+                              else {"BACKEND": "channels.layers.InMemoryChannelLayer"})}

@@ -59,27 +59,84 @@ def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap]
 
 
 def recorder_factories() -> list[RecorderFactory]:
+    """The observe recorder (metrics, access line, live tail: always on), captures and request logs."""
+    from captures import sink
     from captures.recorder import capture_recorder
+    from gateway.observe import metrics, recorder
+    from requestlogs import sink as requestlog_sink
     from requestlogs.recorder import make_factory
 
-    factories: list[RecorderFactory] = [capture_recorder]
+    recorder.configure(str(gateway_settings.ACCESS_LOG_LEVEL))
+    metrics.QUEUES["captures"] = lambda: (sink.writer.queue.qsize(), sink.STATS["dropped"])
+    metrics.QUEUES["request_logs"] = lambda: (requestlog_sink.writer.queue.qsize(),
+                                              requestlog_sink.STATS["dropped"])
+    factories: list[RecorderFactory] = [recorder.observe_recorder, capture_recorder]
     request_logs = make_factory(bool(gateway_settings.REQUEST_LOGS))
     if request_logs is not None:
         factories.append(request_logs)
     return factories
 
 
-def build_proxy_app() -> ProxyApp:
-    from captures import sink
+def startup_hooks() -> list:
+    """Callables the proxy runs at lifespan startup: the capture and request-log writers start and
+    pick up every spool file left by earlier processes (issue 13)."""
+    from captures.sink import writer as capture_writer
 
+    hooks = [capture_writer.start]
+    if gateway_settings.REQUEST_LOGS:  # the request-log writer shares that machinery (gateway.handoff)
+        from requestlogs.sink import writer as request_log_writer
+
+        hooks.append(request_log_writer.start)
+    return hooks
+
+
+def shutdown_hooks() -> list:
+    """Blocking callables the proxy runs at lifespan shutdown, after in-flight requests ended:
+    the recorders' queues are flushed (to the broker, the database or the spool)."""
+    from captures.sink import shutdown as flush_captures
+    from requestlogs.sink import writer as request_log_writer
+
+    def flush_request_logs() -> None:
+        request_log_writer.shutdown(float(gateway_settings.CAPTURE_FLUSH_SECONDS))
+
+    return [flush_captures, flush_request_logs]
+
+
+def metrics_app(proxy: ProxyApp):
+    """``GET /metrics`` (``gateway.observe.metrics``) with the breaker state of ``proxy``'s worker."""
+    from gateway.observe.metrics import BreakerCollector, MetricsApp, parse_cidrs
+
+    def breaker_rows():
+        snapshot = proxy.holder.current
+        if snapshot is None:
+            return
+        for provider in snapshot.providers:
+            for channel in provider.channels:
+                yield provider.name, channel.name, proxy.breaker.state(channel.id)
+
+    return MetricsApp(allow=parse_cidrs(str(gateway_settings.METRICS_ALLOW_CIDRS)),
+                      token=str(gateway_settings.METRICS_TOKEN), extra=[BreakerCollector(breaker_rows)])
+
+
+def websocket_app():
+    """The WebSockets (Channels, session auth): the staff live tail at ``/captures/live/ws``."""
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+    from django.urls import path
+
+    from gateway.observe.consumer import LiveTailConsumer
+
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+        path("captures/live/ws", LiveTailConsumer.as_asgi()),
+    ])))
+
+
+def build_proxy_app() -> ProxyApp:
     app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
     # The capture and request-log writers pick up every spool file at worker start and drain
-    # their queues to the spool at shutdown (issue 13).
-    app.startup_hooks.append(sink.writer.start)
-    app.shutdown_hooks.append(sink.writer.shutdown)
-    if gateway_settings.REQUEST_LOGS:  # the request-log writer shares that machinery (gateway.handoff)
-        from requestlogs import sink as requestlog_sink
-
-        app.startup_hooks.append(requestlog_sink.writer.start)
-        app.shutdown_hooks.append(requestlog_sink.writer.shutdown)
+    # their queues (then spool the rest) at shutdown (issue 13).
+    app.startup_hooks.extend(startup_hooks())
+    for hook in shutdown_hooks():
+        app.on_shutdown(hook)
     return app

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 import secrets
 from decimal import Decimal, InvalidOperation
 
@@ -80,19 +79,10 @@ def validate_ip_allow(value) -> None:
 
 
 def validate_redirects(value) -> None:
-    if value in (None, ""):
-        return
-    if not isinstance(value, list) or len(value) > 32:
-        raise ValidationError("Must be a list of at most 32 {pattern, replace} rules.")
-    for i, rule in enumerate(value):
-        if not isinstance(rule, dict) or not rule.get("pattern") or not rule.get("replace"):
-            raise ValidationError(f"Rule {i}: needs non-empty 'pattern' and 'replace'.")
-        if len(rule["pattern"]) > 256:
-            raise ValidationError(f"Rule {i}: pattern longer than 256 characters.")
-        try:
-            re.compile(f"^(?:{rule['pattern']})$")
-        except re.error as exc:
-            raise ValidationError(f"Rule {i}: invalid regular expression: {exc}.") from exc
+    """The shared redirect rule shape (gateway.redirects): same rules as the global redirects."""
+    from gateway.redirects import validate_redirects as validate
+
+    validate(value)
 
 
 class ApiKey(models.Model):

@@ -103,6 +103,7 @@ class ProviderAdmin(admin.ModelAdmin):
                                              "request_timeout_seconds", "circuit_breaker_enabled",
                                              "breaker_failure_threshold", "breaker_window_seconds",
                                              "breaker_cooldown_seconds")}),
+        ("Sticky routing", {"fields": ("affinity_mode", "affinity_failback_seconds")}),
         ("Passthrough", {"fields": ("strip_cross_protocol_nested", "extra_fields_whitelist"),
                          "classes": ("collapse",)}),
     )
@@ -131,13 +132,42 @@ class ProviderAdmin(admin.ModelAdmin):
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelForm
-    list_display = ("name", "provider", "protocol", "base_url", "weight", "enabled", "key_status", "model_names")
+    list_display = ("name", "provider", "protocol", "base_url", "weight", "enabled", "key_status", "model_names",
+                    "health")
     list_filter = ("protocol", "enabled", "provider")
     search_fields = ("name", "provider__name", "base_url", "models__model", "models__upstream_model")
     list_select_related = ("provider",)
     ordering = ("provider__priority", "provider__name", "name")
     inlines = [ChannelModelInline]
     fields = ("provider", "name", "protocol", "base_url", "api_key", "weight", "enabled", "extra_headers")
+    actions = ["test_channel"]
+
+    @admin.action(description="Test channel: send a minimal request")
+    def test_channel(self, request, queryset):
+        """An intermediate page: pick a model per channel, then see status, latency and error."""
+        from django.contrib.admin import helpers
+        from django.template.response import TemplateResponse
+
+        from gateway.channel_check import run_checks
+
+        channels = list(queryset.select_related("provider").prefetch_related("models").order_by("id"))
+        rows = [{"channel": ch, "models": [m.model for m in ch.models.all()]} for ch in channels]
+        results = None
+        if request.POST.get("run_check"):
+            pairs = []
+            for row in rows:
+                ch = row["channel"]
+                model = (request.POST.get(f"model_{ch.pk}") or "").strip() or (row["models"] or [""])[0]
+                row["chosen"] = model
+                pairs.append((ch, model))
+            results = run_checks([p for p in pairs if p[1]])
+            by_id = {r["channel_id"]: r for r in results}
+            for row in rows:
+                row["result"] = by_id.get(row["channel"].pk)
+        return TemplateResponse(request, "admin/providers/channel/test_channel.html", {
+            **self.admin_site.each_context(request), "title": "Test channels", "rows": rows, "results": results,
+            "opts": self.model._meta, "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        })
 
     def get_fieldsets(self, request, obj=None):
         return with_remaining(super().get_fieldsets(request, obj), CHANNEL_FIELDS)
@@ -152,6 +182,28 @@ class ChannelAdmin(admin.ModelAdmin):
     @admin.display(description="Models")
     def model_names(self, obj: Channel) -> str:
         return ", ".join(str(m) for m in obj.models.all()) or "—"
+
+    def changelist_view(self, request, extra_context=None):
+        from providers.health import last_results
+
+        self._health = last_results()  # one Redis read per page, not per row
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="Health")
+    def health(self, obj: Channel) -> str:
+        """The last scheduled probe (GATEWAY_HEALTH_PROBE_SECONDS): OK with latency, or the error."""
+        from datetime import UTC, datetime
+
+        from django.utils.timesince import timesince
+
+        result = getattr(self, "_health", {}).get(obj.pk)
+        if not result:
+            return "—"
+        when = timesince(datetime.fromtimestamp(result.get("checked_at", 0), UTC))
+        if result.get("ok"):
+            return format_html('<span style="color:#146c2e">OK</span> {} ms, {} ago', result.get("latency_ms"), when)
+        return format_html('<span style="color:#b3261e" title="{}">failed</span>: {} ({} ago)',
+                           result.get("error") or "", result.get("error") or "", when)
 
 
 @admin.register(ChannelModel)

@@ -20,6 +20,7 @@ class Protocol(models.TextChoices):
     RESPONSES = "responses", "OpenAI Responses"
     MESSAGES = "messages", "Anthropic Messages"
     GEMINI = "gemini", "Google Gemini"
+    OPENAI_IMAGE = "openai_image", "OpenAI Images API"
 
 
 class TriState(models.TextChoices):
@@ -44,6 +45,14 @@ class TriState(models.TextChoices):
     def as_bool(cls, value: str) -> bool | None:
         """The stored spelling as a bool; None means inherit."""
         return {cls.TRUE.value: True, cls.FALSE.value: False}.get(value)
+
+
+class AffinityMode(models.TextChoices):
+    """Sticky routing per provider (gateway/proxy/affinity.py)."""
+
+    OFF = "off", "Off"
+    STICKY = "sticky", "Sticky"
+    PREFER_HIGHER_PRIORITY = "prefer_higher_priority", "Prefer higher priority"
 
 
 PROTOCOL_CHOICES = Protocol.choices
@@ -78,6 +87,33 @@ def validate_base_url(value: str) -> None:
     if any(_SECRET_PARAM.match(name) for name, _v in parse_qsl(parts.query, keep_blank_values=True)):
         raise ValidationError("Base URL must not carry a key or token in its query string; put the key in the "
                               "channel's API key field.")
+
+
+def _guarded_base_url_problem(url: str) -> str | None:
+    """With the global ``guard_channel_urls`` on, a base URL whose host is (or resolves to) a
+    loopback, private, link-local or metadata address is refused with the reason."""
+    import ipaddress
+    import socket
+
+    from gateway.fetch import literal_address, refusal_reason
+    from gateway.models import GlobalSettings
+
+    gs = GlobalSettings.objects.filter(pk=1).first()
+    if gs is None or not gs.guard_channel_urls:
+        return None
+    host = urlsplit(url).hostname or ""
+    addr = literal_address(host)
+    addrs = [addr] if addr is not None else []
+    if addr is None:
+        try:
+            addrs = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in socket.getaddrinfo(host, None)]
+        except (OSError, ValueError):
+            return None  # unresolvable now; the resolver checks again on every connection
+    for a in addrs:
+        reason = refusal_reason(a)
+        if reason:
+            return f"guard_channel_urls is on and {host} is a {reason} ({a})."
+    return None
 
 
 def validate_extra_headers(value) -> None:
@@ -149,6 +185,13 @@ class Provider(models.Model):
         null=True, blank=True, validators=[MinValueValidator(0.1)],
         help_text="Overrides the global request timeout when set.")
     circuit_breaker_enabled = models.BooleanField(default=True)
+    affinity_mode = models.CharField(
+        max_length=24, choices=AffinityMode.choices, default=AffinityMode.OFF,
+        help_text="Sticky routing: send a conversation back to the channel that served it so the upstream's "
+                  "prompt cache hits. sticky keeps it there; prefer_higher_priority returns to a recovered "
+                  "higher-priority provider after the fail-back delay.")
+    affinity_failback_seconds = models.PositiveIntegerField(
+        default=300, help_text="prefer_higher_priority: seconds after binding before normal priority order wins again.")
     # Breaker thresholds for this provider's channels; empty: the global defaults
     # (GATEWAY_BREAKER_FAILURES, _WINDOW_SECONDS, _COOLDOWN_SECONDS).
     breaker_failure_threshold = models.PositiveIntegerField(
@@ -217,6 +260,9 @@ class Channel(models.Model):
         self.base_url = (self.base_url or "").strip()
         if not self.name:
             raise ValidationError({"name": "Name must not be empty."})
+        reason = _guarded_base_url_problem(self.base_url)
+        if reason:
+            raise ValidationError({"base_url": reason})
 
     def set_api_key(self, plaintext: str) -> None:
         self.api_key_encrypted = crypto.encrypt(plaintext)

@@ -198,7 +198,7 @@ class RequestLogRecorder(Recorder):
             "provider_ref": att.provider.id if att is not None else None,
             "channel_ref": att.channel.id if att is not None else None,
             "attempts": self.attempts,
-            "affinity": False,
+            "affinity": bool(att is not None and (getattr(att, "affinity", None) or {}).get("hit")),
             "input_tokens": tokens.input,
             "output_tokens": tokens.output,
             "cache_read_tokens": tokens.cache_read,

@@ -124,6 +124,15 @@ def _label(value: int, metric: str) -> str:
     return f"{value:,}"
 
 
+def _legend(series: list[str], lx: float, top_pad: int) -> list[str]:
+    out = []
+    for j, name in enumerate(series):
+        y = top_pad + 16 * j
+        out.append(f'<rect x="{lx}" y="{y}" width="10" height="10" fill="{PALETTE[j % len(PALETTE)]}"/>')
+        out.append(f'<text x="{lx + 16}" y="{y + 9}">{escape(name[:24])}</text>')
+    return out
+
+
 def svg_chart(summary: Summary, metric: str, *, width: int = 860, height: int = 280) -> str:
     """A stacked bar per day, one colour per model (the largest ``MAX_SERIES``, the rest as
     "other"), with a value axis and a legend. Plain SVG text, every label escaped."""
@@ -177,11 +186,7 @@ def svg_chart(summary: Summary, metric: str, *, width: int = 860, height: int = 
                 f'<text x="{x + bar_w / 2:.1f}" y="{top_pad + plot_h + 16}" text-anchor="middle">'
                 f"{day.strftime('%m-%d')}</text>"
             )
-    lx = width - legend_w + 10
-    for j, name in enumerate(series):
-        y = top_pad + 16 * j
-        out.append(f'<rect x="{lx}" y="{y}" width="10" height="10" fill="{PALETTE[j % len(PALETTE)]}"/>')
-        out.append(f'<text x="{lx + 16}" y="{y + 9}">{escape(name[:24])}</text>')
+    out += _legend(series, width - legend_w + 10, top_pad)
     if not top:
         out.append(
             f'<text x="{left + plot_w / 2:.0f}" y="{top_pad + plot_h / 2:.0f}" text-anchor="middle" '

@@ -1,5 +1,12 @@
 """Shared fixtures. Helpers for servers live in tests/servers.py."""
 
+import os
+
+# The suite serves test images from loopback: let the outbound fetcher (gateway.fetch) reach
+# private addresses in this process and in every gateway subprocess (which inherit the
+# environment). The SSRF guard's own tests turn it off with monkeypatch.
+os.environ.setdefault("GATEWAY_FETCH_ALLOW_PRIVATE", "1")
+
 # --- end-to-end servers (tests/servers.py) -----------------------------------------------------------
 
 import os  # noqa: E402
@@ -98,8 +105,8 @@ def gateway_factory(transactional_db, django_db_blocker, request):
 
     started: list[GatewayServer] = []
 
-    def start(env: dict[str, str] | None = None) -> GatewayServer:
-        server = GatewayServer(env, name="gateway-extra").start()
+    def start(env: dict[str, str] | None = None, *, workers: int = 1) -> GatewayServer:
+        server = GatewayServer(env, name="gateway-extra", workers=workers).start()
         started.append(server)
         return server
 

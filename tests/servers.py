@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -108,6 +110,13 @@ class MockUpstreamServer:
     def stats(self) -> dict[str, Any]:
         return self.client.get("/_mock/stats").json()
 
+    def image_url(self, name: str = "red.png") -> str:
+        """A test image served by the mock over HTTP (see gateway/mock_upstream/wire/images.py)."""
+        return f"{self.url}/_mock/images/{name}"
+
+    def image_hits(self) -> list[str]:
+        return self.client.get("/_mock/image_hits").json()
+
     def script(self, turns: list[dict[str, Any]]) -> None:
         self.client.post("/_mock/script", json=turns).raise_for_status()
 
@@ -136,14 +145,18 @@ class GatewayServer:
     as a subprocess on a free port; stdout and stderr go to ``log_path``."""
 
     def __init__(self, env: dict[str, str] | None = None, *, port: int | None = None,
-                 name: str = "gateway") -> None:
+                 name: str = "gateway", workers: int = 1) -> None:
         from django.conf import settings
 
         self.port = port or free_port()
+        self.workers = workers
         self.url = f"http://127.0.0.1:{self.port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{self.port}.log"
-        base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB")}
+        base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB",
+                                                                 "PROMETHEUS_MULTIPROC_DIR")}
+        # Prometheus multiprocess mode, as `make run`: a fresh directory per server (/metrics sums workers)
+        self.metrics_dir = tempfile.mkdtemp(prefix="monogate-prom-")
         base.update({
             "DJANGO_SETTINGS_MODULE": "gateway.settings",
             "DATABASE_URL": database_url(),
@@ -152,6 +165,7 @@ class GatewayServer:
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
             "GATEWAY_SECURE_COOKIES": "0",  # the browser tests log in over plain http://127.0.0.1
+            "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir,
         })
         base.update(env or {})
         self.env = {k: v for k, v in base.items() if v is not None}
@@ -162,7 +176,9 @@ class GatewayServer:
         # The production protocol: httptools with header/body timeouts and a connection cap.
         cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
                "gateway.serving:GuardedHttpToolsProtocol", "--timeout-keep-alive", "5", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
-               "--timeout-graceful-shutdown", "3"]
+               "--timeout-graceful-shutdown", self.env.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "3")]
+        if self.workers > 1:
+            cmd += ["--workers", str(self.workers)]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -226,6 +242,7 @@ class GatewayServer:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.client.close()
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
         if getattr(self, "_log", None) is not None:
             self._log.close()
 

@@ -91,6 +91,14 @@ class Transform:
     def setup(self) -> None:
         """Precompute from ``self.config`` (compiled patterns and the like)."""
 
+    # Async variants, for rules that do I/O (fetching URLs) or heavy CPU work (image codecs) that
+    # must not block the event loop. When a subclass defines them, the proxy's chain runner
+    # awaits them *in place of* the sync method, at the rule's own position in the chain; the sync
+    # methods stay the reference behaviour (worked examples, count_tokens, tests) and may do the
+    # same work inline. Streams stay synchronous: such rules ask for whole-response mode.
+    apply_request_async: ClassVar[Any] = None  # async def apply_request_async(self, req, ctx) -> None
+    apply_response_async: ClassVar[Any] = None  # async def apply_response_async(self, resp, ctx) -> None
+
     # -- request phase ------------------------------------------------------------------
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         """Rewrite the request in place."""

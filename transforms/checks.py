@@ -42,23 +42,33 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
     def error(code: str, msg: str, hint: str | None = None) -> None:
         out.append(checks.Error(f"{label}: {msg}", hint=hint, obj=cls, id=f"transforms.{code}"))
 
+    schema_ok = _check_schema(cls, error)
+    _check_texts(cls, error)
+    phases = _check_phases_scopes(cls, error)
+    _check_examples(cls, phases, schema_ok, error)
+    return out
+
+
+def _check_schema(cls: type[Transform], error) -> bool:
+    """The config schema is valid draft 2020-12 and every default validates; True when valid."""
     schema = getattr(cls, "config_schema", None)
-    schema_ok = False
     if not isinstance(schema, dict) or schema.get("type") != "object":
         error("E003", 'config_schema must be a JSON Schema object with "type": "object".')
-    else:
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-            schema_ok = True
-        except jsonschema.SchemaError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-            error("E003", f"config_schema is not valid JSON Schema (draft 2020-12) at {where}: {exc.message}")
-    if schema_ok and isinstance(schema, dict):
-        for path, prop in _properties_with_default(schema):
-            problems = list(jsonschema.Draft202012Validator(prop).iter_errors(prop["default"]))
-            if problems:
-                error("E004", f"the default of {path} does not validate: {problems[0].message}")
+        return False
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        error("E003", f"config_schema is not valid JSON Schema (draft 2020-12) at {where}: {exc.message}")
+        return False
+    for path, prop in _properties_with_default(schema):
+        problems = list(jsonschema.Draft202012Validator(prop).iter_errors(prop["default"]))
+        if problems:
+            error("E004", f"the default of {path} does not validate: {problems[0].message}")
+    return True
 
+
+def _check_texts(cls: type[Transform], error) -> None:
     for attr in ("name", "description"):
         value = getattr(cls, attr, None)
         missing = [
@@ -71,6 +81,8 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
                 "E005", f"{attr} lacks {', '.join(missing)} text.", hint=f'{attr} = {{"en": ..., "zh": ...}}'
             )
 
+
+def _check_phases_scopes(cls: type[Transform], error) -> tuple[str, ...]:
     phases = tuple(getattr(cls, "phases", ()) or ())
     scopes = tuple(getattr(cls, "scopes", ()) or ())
     if not phases or any(p not in PHASES for p in phases):
@@ -79,7 +91,10 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
         error("E006", f"scopes {scopes!r} must be a non-empty subset of {ALL_SCOPES}.")
     if getattr(cls, "category", None) not in CATEGORIES:
         error("E006", f"category {getattr(cls, 'category', None)!r} must be one of {CATEGORIES}.")
+    return phases
 
+
+def _check_examples(cls: type[Transform], phases: tuple[str, ...], schema_ok: bool, error) -> None:
     from transforms.examples import check_example
 
     for i, example in enumerate(getattr(cls, "examples", ()) or ()):
@@ -94,7 +109,6 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
                 continue
         for problem in check_example(cls, example):
             error("E007", f"{title} fails: {problem}")
-    return out
 
 
 def check_registry(registry: TransformRegistry) -> list[checks.CheckMessage]:

@@ -9,10 +9,13 @@ from gateway.proxy.chain import (
     TransformContext,
     needs_whole_response,
     run_request,
+    run_request_async,
     run_response,
+    run_response_async,
     select,
     wrap_stream_encoder,
 )
 
 __all__ = ["CompiledRule", "ExecutedRule", "RuleTransform", "StreamChain", "TransformContext",
-           "needs_whole_response", "run_request", "run_response", "select", "wrap_stream_encoder"]
+           "needs_whole_response", "run_request", "run_request_async", "run_response", "run_response_async",
+           "select", "wrap_stream_encoder"]

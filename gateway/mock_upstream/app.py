@@ -3,6 +3,12 @@
 Endpoints (a doubled ``/v1/v1`` is accepted as ``/v1``, and the ``/v1`` prefix is optional):
 
 - ``POST /v1/chat/completions``, ``POST /v1/responses``, ``POST /v1/messages``;
+- ``POST /v1/images/generations`` (JSON) and ``POST /v1/images/edits`` (multipart), see
+  ``wire/images.py``; ``GET /_mock/images/<name>`` serves small test images and
+  ``GET /_mock/image_hits`` lists the image paths fetched; a Responses request offering the
+  ``image_generation`` tool gets an ``image_generation_call`` item (the 8x8 red sample);
+- ``POST /v1/embeddings``, ``POST /v1/completions``, ``POST /v1/responses/compact`` and Gemini
+  ``:embedContent`` / ``:batchEmbedContents`` (see ``extras``);
 - ``POST /v1/messages/count_tokens``: ``{"input_tokens": ceil(body bytes / 10)}`` (deterministic,
   so tests can compare counts; faults apply as elsewhere);
 - ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``;
@@ -14,7 +20,7 @@ Endpoints (a doubled ``/v1/v1`` is accepted as ``/v1``, and the ``/v1`` prefix i
 - ``POST /_mock/script`` (a list of turns, or ``{"turns": [...]}``; each turn ``{"text": ...,
   "tool_calls": [{"name", "arguments"}], "reasoning": ...}``), consumed in order by any protocol
   request; ``GET`` lists the remaining turns, ``DELETE`` clears them;
-- ``POST /_mock/reset``: clears requests, fail counters and the script.
+- ``POST /_mock/reset``: clears requests, fail counters, the script and the simulated prompt caches.
 """
 
 from __future__ import annotations
@@ -28,18 +34,23 @@ from urllib.parse import unquote
 
 import orjson
 
+from gateway.images.samples import PNG_RGB_8
+from gateway.mock_upstream import extras as extras_mod
 from gateway.mock_upstream import inbound as inbound_mod
 from gateway.mock_upstream.asgi import answer_lifespan, read_body, send_json
 from gateway.mock_upstream.behaviour import plan_turn, short_id
 from gateway.mock_upstream.faults import Faults, from_request
+from gateway.mock_upstream.prompt_cache import PromptCache
 from gateway.mock_upstream.state import MockState
-from gateway.mock_upstream.wire import WireContext, chat, gemini, messages, responses
+from gateway.mock_upstream.wire import WireContext, chat, gemini, images, messages, responses
 
 _GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/(.+?):(generateContent|streamGenerateContent)$")
 _ROUTES: dict[str, str] = {"/v1/chat/completions": "chat_completion", "/v1/responses": "responses",
-                           "/v1/messages": "messages", "/v1/messages/count_tokens": "messages"}
+                           "/v1/messages": "messages", "/v1/messages/count_tokens": "messages",
+                           "/v1/images/generations": "openai_image", "/v1/images/edits": "openai_image"}
 _COUNT_TOKENS = "/v1/messages/count_tokens"
-_WIRES = {"chat_completion": chat, "responses": responses, "messages": messages, "gemini": gemini}
+_WIRES = {"chat_completion": chat, "responses": responses, "messages": messages, "gemini": gemini,
+          "openai_image": images}
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
@@ -110,6 +121,18 @@ class MockUpstreamApp:
         elif path == "/_mock/reset" and method == "POST":
             state.reset()
             await send_json(send, 200, {"reset": True})
+        elif path.startswith("/_mock/images/") and method == "GET":
+            served = images.image_bytes(path[len("/_mock/images/"):])
+            state.image_hits.append(path)
+            if served is None:
+                await send_json(send, 404, {"error": "no such image"})
+                return
+            data, ctype = served
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(data)).encode())]})
+            await send({"type": "http.response.body", "body": data})
+        elif path == "/_mock/image_hits" and method == "GET":
+            await send_json(send, 200, list(state.image_hits))
         elif path == "/_mock/health":
             await send_json(send, 200, {"status": "ok"})
         else:
@@ -127,12 +150,25 @@ class MockUpstreamApp:
             body: Any = orjson.loads(body_bytes) if body_bytes else None
         except orjson.JSONDecodeError:
             body = None
+        if body is None and headers.get("content-type", "").startswith("multipart/form-data"):
+            body = images.form_body(body_bytes, headers["content-type"])  # Images API edits
         self.state.requests.append({
             "method": scope["method"], "path": scope["path"], "route": path, "query": raw_query,
             "headers": headers, "body": body,
             **({"body_text": body_bytes[:4096].decode("utf-8", "replace")} if body is None and body_bytes else {}),
         })
 
+        extra = extras_mod.answer(path, body, body_bytes)
+        if extra is not None:
+            failing = faults.status is not None and faults.fail_times is None
+            if faults.fail_times is not None:
+                failing = self.state.should_fail(faults.fail_key, faults.fail_times)
+            if failing:
+                status = faults.status or 500
+                await send_json(send, status, chat.error_body(status, f"mock upstream injected HTTP {status}"))
+            else:
+                await send_json(send, *extra)
+            return
         protocol, model, stream = self._route(path, raw_query, body)
         if protocol is None or scope["method"] != "POST":
             await send_json(send, 404, chat.error_body(404, f"mock upstream has no route {scope['method']} {path}"))
@@ -152,10 +188,15 @@ class MockUpstreamApp:
             await asyncio.sleep(faults.delay_first_byte)
         if failing:
             status = faults.status or 500
-            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"))
+            extra = [(b"retry-after", faults.retry_after.encode())] if faults.retry_after else None
+            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"), extra)
             return
         if path == _COUNT_TOKENS:
             await send_json(send, 200, {"input_tokens": -(-len(body_bytes) // 10)})
+            return
+        if protocol == "openai_image":
+            base = f"http://{headers.get('host', '127.0.0.1')}"
+            await send_json(send, 200, images.respond(path, body, base, int(time.time())))
             return
 
         if protocol == "chat_completion":
@@ -169,6 +210,12 @@ class MockUpstreamApp:
         summary.input_chars = len(body_bytes)
         scripted = self.state.script.popleft() if self.state.script else None
         turn = plan_turn(summary, scripted)
+        if protocol == "responses" and any(isinstance(t, dict) and t.get("type") == "image_generation"
+                                           for t in body.get("tools") or ()):
+            turn.image_b64 = PNG_RGB_8  # the hosted image tool "generates" the 8x8 red sample
+        if faults.prompt_cache is not None:
+            cache = self.state.prompt_caches.setdefault(faults.prompt_cache, PromptCache())
+            turn.cache_read_tokens, turn.cache_write_tokens = cache.account(protocol, body, turn.input_tokens)
         ctx = WireContext(model=summary.model or model, created=int(time.time()),
                           response_id=short_id(str(self.state.total), body_bytes.decode("utf-8", "replace")),
                           arg_chunk=faults.arg_chunk or self.arg_chunk, include_usage=summary.include_usage)

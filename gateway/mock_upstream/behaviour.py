@@ -50,6 +50,9 @@ class Turn:
     input_tokens: int = 1
     output_tokens: int = 1
     reasoning_tokens: int = 0
+    image_b64: str = ""  # Responses: an image_generation_call result (request offered image_generation)
+    cache_read_tokens: int = 0  # part of input_tokens (OpenAI semantics); see prompt_cache
+    cache_write_tokens: int = 0
 
     @property
     def finish(self) -> str:

@@ -14,7 +14,11 @@ go in one segment separated by commas (``/fault/fail-times=2,fail-key=k1/v1``) o
 - ``hang``: accept and never answer (until the client goes away);
 - ``stall-after``: send N stream frames, then go silent without closing (mid-stream idle timeouts);
 - ``frame-delay``: seconds between stream frames (lets tests act mid-stream);
-- ``arg-chunk``: size of streamed tool-argument fragments (default: the server's setting, 3).
+- ``arg-chunk``: size of streamed tool-argument fragments (default: the server's setting, 3);
+- ``prompt-cache``: not a fault: simulate the provider's prompt cache and report cached tokens
+  (see ``prompt_cache``); the value names the cache, so two channels with different values behave
+  like two upstream accounts that do not share a cache.
+- ``retry-after``: a ``Retry-After`` header (seconds) on injected status errors.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 FAULT_NAMES = ("status", "fail-times", "fail-key", "delay-first-byte", "disconnect-after", "malformed-sse",
-               "hang", "stall-after", "frame-delay", "arg-chunk")
+               "hang", "stall-after", "frame-delay", "arg-chunk", "prompt-cache", "retry-after")
 
 
 @dataclass(slots=True)
@@ -38,6 +42,8 @@ class Faults:
     stall_after: int | None = None
     frame_delay: float = 0.0
     arg_chunk: int | None = None
+    prompt_cache: str | None = None  # cache namespace ("1", or e.g. a channel name: separate caches)
+    retry_after: str | None = None
 
     def set(self, name: str, value: str) -> None:
         value = value.strip()
@@ -59,8 +65,12 @@ class Faults:
             self.stall_after = int(value)
         elif name == "frame-delay":
             self.frame_delay = float(value)
+        elif name == "prompt-cache":
+            self.prompt_cache = None if value.lower() in ("", "0", "false", "no") else value
         elif name == "arg-chunk":
             self.arg_chunk = max(1, int(value))
+        elif name == "retry-after":
+            self.retry_after = value
 
 
 def split_fault_prefix(path: str, faults: Faults) -> str:

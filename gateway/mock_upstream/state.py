@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from gateway.mock_upstream.prompt_cache import PromptCache
+
 
 class MockState:
     """All state lives on the event loop thread; readers use the ``/_mock/*`` endpoints."""
@@ -16,7 +18,9 @@ class MockState:
         self.in_flight = 0
         self.total = 0
         self.client_disconnects = 0
+        self.image_hits: list[str] = []  # GET /_mock/images/... paths, in order
         self.server_state: Any = None  # uvicorn ServerState when the runner attaches it
+        self.prompt_caches: dict[str, PromptCache] = {}
 
     def should_fail(self, key: str, times: int) -> bool:
         """Count one request under ``key``; true while the count is within the first ``times``."""
@@ -35,3 +39,5 @@ class MockState:
         self.requests.clear()
         self.fail_counts.clear()
         self.script.clear()
+        self.image_hits.clear()
+        self.prompt_caches.clear()

@@ -11,6 +11,10 @@ per-item records). The contract that face satisfies is
 written as ``typing.Protocol`` classes in ``contracts`` (``Codec``, ``UpstreamCodec``,
 ``StreamDecoder``, ``StreamEncoder``). Shared plumbing: ``base`` (EncodeContext, ids, extras),
 ``sse``, ``json_depth``; the error types live in ``gateway.errors``.
+
+``openai_image`` (the Images API upstream) is upstream-only and never streamed: it declares
+``SUPPORTS_STREAM = False`` and provides ``wire(body) -> (bytes, content type, path)``, because
+its body is multipart for edits and its path depends on the body.
 """
 
 from __future__ import annotations
@@ -20,14 +24,19 @@ from typing import cast
 
 from .contracts import Codec, StreamDecoder, StreamEncoder, UpstreamCodec
 
-CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages")
+CLIENT_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
 UPSTREAM_PROTOCOLS = ("chat_completion", "responses", "messages", "gemini")
+# Upstreams that only make images (no text turns, never streamed): kept out of UPSTREAM_PROTOCOLS,
+# which the cross-protocol text matrices and fuzzers iterate.
+IMAGE_UPSTREAM_PROTOCOLS = ("openai_image",)
 
 _MODULES = {
     "chat_completion": "gateway.protocols.chat",
     "responses": "gateway.protocols.responses",
     "messages": "gateway.protocols.messages",
     "gemini": "gateway.protocols.gemini",
+    "openai_image": "gateway.protocols.openai_image",
+    "completions": "gateway.protocols.completions",  # legacy /v1/completions, client side only
 }
 
 

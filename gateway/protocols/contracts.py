@@ -11,7 +11,8 @@ classes are read-only properties (a class is a callable returning an instance).
 - ``Codec``: a client protocol also serves clients, so it adds the client half (decode the
   client's request, encode the response and stream back, shape errors).
 
-Gemini is upstream-only; chat_completion, responses and messages are both.
+All four protocols are both (Gemini's client half is ``gemini/client.py``); the legacy
+``completions`` codec is client-only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ASGI proxy app serving ``/v1/*`` and ``/healthz``.
+"""The ASGI proxy app serving ``/v1/*``, ``/healthz`` (alive) and ``/readyz`` (ready for traffic).
 
 Plain ASGI, no Django request handling: per request it authenticates against the in-process
 snapshot, decodes, routes and streams (see ``serve``). No ORM query and no
@@ -16,16 +16,25 @@ from collections.abc import Callable
 
 import orjson
 
+from gateway.fetch import fetcher
+from gateway.images import pool as image_pool
+
+from .affinity import AffinityStore
 from .breaker import BreakerBoard, RedisMirror
 from .call import Runtime
+from .compact import COMPACT_PATH, serve_compact
 from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
+from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
 from .exchange import ClientGone, Exchange, client_request_id_from, read_body, read_headers, wait_disconnect
+from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
+from .images_api import IMAGES_PATHS, serve_images
 from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
 from .loopguard import HOP_HEADER, outgoing_hop
+from .models_list import models_answer
 from .recorder import RecorderSet
-from .routing import model_allowed
+from .responses_ws import RESPONSES_WS_PATHS, serve_responses_ws
 from .serve import serve
 from .snapshot import ConfigSource, Snapshot, SnapshotHolder, changed_channels
 from .upstream import UpstreamClient
@@ -36,9 +45,43 @@ GENERATION_PATHS = {
     "/v1/chat/completions": "chat_completion",
     "/v1/responses": "responses",
     "/v1/messages": "messages",
+    "/v1/completions": "completions",  # legacy text completions, through the chat pipeline
 }
-# Non-generation endpoints answered in a client protocol's shape (no capture, see count_tokens).
-PROTOCOL_PATHS = {**GENERATION_PATHS, COUNT_TOKENS_PATH: "messages"}
+# Non-generation endpoints: path -> (client protocol for the error shape, handler). No capture.
+EXTRA_ENDPOINTS = {
+    COUNT_TOKENS_PATH: ("messages", serve_count_tokens),
+    EMBEDDINGS_PATH: ("chat_completion", serve_embeddings),
+    COMPACT_PATH: ("responses", serve_compact),
+}
+# The Images API answers in OpenAI's shape (see images_api).
+PROTOCOL_PATHS = {**GENERATION_PATHS, **{path: proto for path, (proto, _) in EXTRA_ENDPOINTS.items()},
+                  **{p: "chat_completion" for p in IMAGES_PATHS}}
+MODELS_PATH = "/v1/models"
+_ALIASED = ("/chat/completions", "/completions", "/responses", "/responses/compact", "/messages",
+            "/messages/count_tokens", "/embeddings", "/models", "/images/generations", "/images/edits")
+ALIAS_PATHS = frozenset([*_ALIASED, *("/api" + p for p in _ALIASED)])
+
+
+def is_proxy_path(path: str) -> bool:
+    """Whether the ASGI entry point hands ``path`` to the proxy rather than to Django: ``/v1/*``,
+    ``/healthz`` and the aliases (``/api/v1/*``, the forwarding paths without ``/v1``, with or
+    without ``/api``). The REST API under ``/api/`` uses none of these names."""
+    return (path.startswith(("/v1/", "/api/v1/", "/v1beta/")) or path in ("/healthz", "/readyz") or path in ALIAS_PATHS
+            or path.startswith(("/models/", "/api/models/")))
+
+
+def canonical_path(path: str) -> str:
+    """Aliases (reference §6.1, AP1/AP2): every forwarding path also under ``/api`` and without
+    the ``/v1`` prefix (``/api/v1/chat/completions``, ``/chat/completions``,
+    ``/api/chat/completions``). Called only when the exact path missed, so the common path
+    pays one dict lookup and nothing more."""
+    if path.startswith("/api/"):
+        path = path[4:]
+    if not path.startswith(("/v1/", "/v1beta/")) and path != "/v1":
+        path = "/v1" + path
+    return path
+
+
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
@@ -67,15 +110,18 @@ class ProxyApp:
         self.watch_delay = 1.0  # seconds before a non-stream request starts watching for a disconnect
         self.large_bodies = (asyncio.Semaphore(config.large_body_concurrency)
                              if config.large_body_concurrency > 0 else None)
-        # Sync callables the project hangs on the worker's lifespan (the capture writer's spool
-        # pick-up and drain); run in a thread so they never block the loop.
+        # Sync callables the project hangs on the worker's lifespan, run in a thread so they never
+        # block the loop: at startup the capture writer's spool pick-up (issue 13); at shutdown,
+        # after uvicorn has let the in-flight requests finish, the queue flushes (gateway.wiring).
         self.startup_hooks: list[Callable[[], object]] = []
         self.shutdown_hooks: list[Callable[[], object]] = []
+        self.draining = False
         self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
                                recorders=recorders or RecorderSet(),
                                stream_first_byte_timeout=config.stream_first_byte_timeout,
                                stream_idle_timeout=config.stream_idle_timeout,
                                stream_max_seconds=config.stream_max_seconds)
+        self.affinity_ready = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _config_changed(self, old: Snapshot | None, new: Snapshot) -> None:
@@ -114,6 +160,7 @@ class ProxyApp:
                 self.mirror.start()
             except Exception:
                 log.warning("breaker state will not be shared: Redis unavailable", exc_info=True)
+        self._start_affinity()
         await self._wait_snapshot()
         # Everything Django and the first snapshot allocated at start-up lives as long as the
         # worker: move it out of the collector's reach, so full collections stop scanning it.
@@ -121,18 +168,40 @@ class ProxyApp:
         gc.collect()
         gc.freeze()
 
+    def _start_affinity(self) -> None:
+        """Sticky-routing bindings: in Redis when configured (shared by workers), else in memory."""
+        if self.affinity_ready:
+            return
+        self.affinity_ready = True
+        try:
+            self.runtime.affinity = AffinityStore(self.config.redis_url or None)
+        except Exception:
+            log.warning("affinity bindings will not be shared: Redis unavailable", exc_info=True)
+            self.runtime.affinity = AffinityStore(None)
+
+    def on_shutdown(self, hook: Callable[[], None]) -> None:
+        """Register a blocking callable to run once at shutdown (captures: flush the queue)."""
+        self.shutdown_hooks.append(hook)
+
     async def shutdown(self) -> None:
-        if self.mirror is not None:
-            await self.mirror.stop()
-            self.mirror = None
-        await self.client.close()
+        self.draining = True
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.holder.stop)
         for hook in self.shutdown_hooks:
             try:
                 await loop.run_in_executor(None, hook)
             except Exception:
-                log.exception("shutdown hook failed")
+                log.exception("shutdown hook %r failed", hook)
+        if self.runtime.affinity is not None:
+            await self.runtime.affinity.close()
+            self.runtime.affinity = None
+            self.affinity_ready = False
+        if self.mirror is not None:
+            await self.mirror.stop()
+            self.mirror = None
+        await self.client.close()
+        await fetcher().close()
+        image_pool.shutdown()
+        await asyncio.get_running_loop().run_in_executor(None, self.holder.stop)
 
     async def lifespan(self, scope, receive, send) -> None:
         while True:
@@ -158,6 +227,7 @@ class ProxyApp:
         snap = self.holder.current
         if snap is not None:
             return snap
+        self._start_affinity()
         self.holder.start()
         await asyncio.get_running_loop().run_in_executor(None, self.holder.ready.wait, FIRST_SNAPSHOT_WAIT)
         return self.holder.current
@@ -167,17 +237,33 @@ class ProxyApp:
         if scope["type"] == "lifespan":
             await self.lifespan(scope, receive, send)
             return
+        if scope["type"] == "websocket":
+            if scope["path"] in RESPONSES_WS_PATHS:
+                await serve_responses_ws(self, scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             return
         t0 = time.perf_counter()
         path = scope["path"]
         headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
+        gemini = None
+        if protocol is None and path not in ("/healthz", "/readyz"):
+            path = canonical_path(path)
+            protocol = PROTOCOL_PATHS.get(path)
+            if protocol is None and (gemini := gemini_route(path)) is not None:
+                protocol = "gemini"
+                gemini_secret(headers, scope.get("query_string", b""))
         ex = Exchange(send, protocol or "chat_completion", uuid.uuid4().hex, t0)  # our own identity
         ex.client = scope.get("client")
         ex.client_request_id = client_request_id_from(headers)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
+        if path == "/readyz":  # never waits for the first snapshot: "not yet" is its answer
+            await self._readyz(ex)
+            return
         try:
             if protocol is not None and self.config.instance_id:
                 ex.hop = outgoing_hop(headers.get(HOP_HEADER), self.config.instance_id)
@@ -213,13 +299,23 @@ class ProxyApp:
         try:
             try:
                 raw_body = await read_body(receive, self.max_body, headers)
+                if gemini is not None:
+                    raw_body = gemini_body(raw_body, *gemini)
             except ClientGone:
                 return
             except ClientError as err:
                 await ex.send_error(err)
                 return
-            if path == COUNT_TOKENS_PATH:
-                await serve_count_tokens(self.runtime, ex, snapshot, key, raw_body)
+            if gemini is not None:
+                if gemini[1] == "countTokens":
+                    await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
+                    return
+            extra = EXTRA_ENDPOINTS.get(path)
+            if extra is not None:
+                await extra[1](self.runtime, ex, snapshot, key, raw_body)
+                return
+            if path in IMAGES_PATHS:
+                await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
                 return
             if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
                 # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
@@ -283,6 +379,17 @@ class ProxyApp:
             ex.client_gone = True
             task.cancel()
 
+    async def _readyz(self, ex: Exchange) -> None:
+        """503 until the snapshot is loaded and while the database is unreachable (checked by the
+        poller thread, not here) or the instance is shutting down: a balancer stops sending."""
+        ready, reason = self.holder.readiness()
+        if self.draining:
+            ready, reason = False, "shutting down"
+        snap = self.holder.current
+        body = {"status": "ready" if ready else "not_ready", "reason": reason,
+                "config_version": snap.version if snap is not None else None}
+        await ex.send_json(200 if ready else 503, body)
+
     async def _serve_watched(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
         loop = asyncio.get_running_loop()
         work = loop.create_task(serve(self.runtime, ex, snapshot, key, raw_body))
@@ -301,13 +408,11 @@ class ProxyApp:
                 pass
 
     async def _other(self, scope, ex: Exchange, snapshot: Snapshot, headers, path: str) -> None:
-        if path != "/v1/models":
+        if path != MODELS_PATH and not path.startswith(MODELS_PATH + "/"):
             raise ClientError(404, "not_found", f"no such endpoint: {path}", error_type="not_found_error")
         if scope["method"] != "GET":
             raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
         key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
             raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "gateway"}
-                for name in snapshot.model_names if model_allowed(key, name)]
-        await ex.send_bytes(200, orjson.dumps({"object": "list", "data": data}))
+        await ex.send_bytes(200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1:] or None)))

@@ -15,7 +15,16 @@ from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains
 from gateway.urp import Request
 
 from . import envelopes
-from .chain import CompiledRule, ExecutedRule, TransformContext, needs_whole_response, run_request, select
+from .chain import (
+    CompiledRule,
+    ExecutedRule,
+    RuleTrace,
+    TransformContext,
+    needs_whole_response,
+    run_request,
+    run_request_async,
+    select,
+)
 from .loopguard import HOP_HEADER
 from .secrets import secrets_of
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
@@ -45,14 +54,15 @@ class Attempt:
     idle_timeout: float
     secrets: tuple[str, ...] = ()  # the channel's secrets, masked out of every upstream text
     started_at: float = field(default_factory=time.time)
+    affinity: dict[str, Any] | None = None  # {"hit": sticky routing chose this channel, "key": short hash}
+    response_id: str | None = None  # the upstream's response id (sticky routing binds Responses ids)
+    completed: bool = False  # a whole response, or a stream that reached its terminal event cleanly
 
 
-def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
-                  channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
-                  client_stream: bool, anthropic_beta: str | None = None, hop: str | None = None) -> Attempt:
-    """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
-    request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
-    from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward)."""
+def _begin_attempt(req: Request, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap, channel: ChannelSnap,
+                   upstream_model: str, logical_model: str, client_protocol: str, client_stream: bool
+                   ) -> tuple[Request, TransformContext, list[tuple[CompiledRule, ...]], bool]:
+    """Everything before the request chain: the upstream model, preparation, envelopes, context."""
     areq = req
     areq.model = upstream_model
     upstream_protocol = channel.protocol
@@ -64,17 +74,59 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     chains = [provider.chain, snapshot.global_chain, key.chain]
     tctx = TransformContext(logical_model=logical_model, client_protocol=client_protocol,
                             upstream_protocol=upstream_protocol, upstream_model=upstream_model,
-                            provider=provider.name, api_key_id=key.id, stream=client_stream)
-    executed = run_request(select(chains, "request", logical_model), areq, tctx)
+                            provider=provider.name, api_key_id=key.id, username=key.owner_username,
+                            stream=client_stream)
+    return areq, tctx, chains, strip
+
+
+def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
+                  channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
+                  client_stream: bool, anthropic_beta: str | None = None,
+                  trace: RuleTrace | None = None, hop: str | None = None) -> Attempt:
+    """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
+    request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
+    from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward).
+    ``trace`` watches the request rules one by one (captures with rule steps, the playground)."""
+    areq, tctx, chains, strip = _begin_attempt(req, snapshot, key, provider, channel, upstream_model,
+                                               logical_model, client_protocol, client_stream)
+    executed = run_request(select(chains, "request", logical_model), areq, tctx, trace)
+    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, key=key, provider=provider,
+                           channel=channel, upstream_model=upstream_model, logical_model=logical_model,
+                           client_protocol=client_protocol, client_stream=client_stream,
+                           anthropic_beta=anthropic_beta, strip=strip, hop=hop)
+
+
+async def build_attempt_async(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
+                              channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
+                              client_stream: bool, anthropic_beta: str | None = None,
+                              trace: RuleTrace | None = None, hop: str | None = None) -> Attempt:
+    """``build_attempt`` with the request chain run by ``run_request_async``: rules with an async
+    hook (image fetches and re-encodes) are awaited at their position instead of blocking."""
+    areq, tctx, chains, strip = _begin_attempt(req, snapshot, key, provider, channel, upstream_model,
+                                               logical_model, client_protocol, client_stream)
+    executed = await run_request_async(select(chains, "request", logical_model), areq, tctx, trace)
+    return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, key=key, provider=provider,
+                           channel=channel, upstream_model=upstream_model, logical_model=logical_model,
+                           client_protocol=client_protocol, client_stream=client_stream,
+                           anthropic_beta=anthropic_beta, strip=strip, hop=hop)
+
+
+def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[ExecutedRule],
+                    chains: list[tuple[CompiledRule, ...]], *, snapshot: Snapshot, key: KeySnap,
+                    provider: ProviderSnap, channel: ChannelSnap, upstream_model: str, logical_model: str,
+                    client_protocol: str, client_stream: bool, anthropic_beta: str | None, strip: bool,
+                    hop: str | None = None) -> Attempt:
+    """Everything after the request chain: response rules, stream mode, encoding, URL, headers."""
+    upstream_protocol = channel.protocol
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
     response_rules = select(chains, "response", logical_model)
     if key.reasoning_envelopes:  # wrapping runs before every response rule
         response_rules = [envelopes.rule(upstream_protocol, upstream_model), *response_rules]
-    upstream_stream = bool(areq.stream)
+    ucodec = codec(upstream_protocol)
+    upstream_stream = bool(areq.stream) and getattr(ucodec, "SUPPORTS_STREAM", True)
     if upstream_stream and client_stream and response_rules and needs_whole_response(response_rules, tctx):
         upstream_stream = False
     areq.stream = upstream_stream
-    ucodec = codec(upstream_protocol)
     model = areq.model or upstream_model  # a request rule may have rewritten it
     tctx.upstream_model = model
     body = ucodec.encode_request(areq, EncodeContext(model=model, source_protocol=client_protocol,
@@ -92,13 +144,18 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
                        if name.lower() not in CREDENTIAL_HEADERS)
     if anthropic_beta and upstream_protocol == "messages":
         headers["anthropic-beta"] = anthropic_beta
+    raw = orjson.dumps(body)
+    path = ucodec.upstream_path(model, upstream_stream)
+    wire = getattr(ucodec, "wire", None)
+    if wire is not None:  # a codec whose body decides bytes, type and path (openai_image edits: multipart)
+        raw, headers["content-type"], path = wire(body)
     if hop:
         headers[HOP_HEADER] = hop  # last: a channel's extra headers cannot remove the loop guard
     settings = snapshot.settings
     return Attempt(
         provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,
         response_rules=response_rules, executed=executed, upstream_stream=upstream_stream, body=body,
-        raw=orjson.dumps(body), url=join_url(channel.base_url, ucodec.upstream_path(model, upstream_stream)),
+        raw=raw, url=join_url(channel.base_url, path),
         headers=headers, codec=ucodec,
         total_timeout=provider.request_timeout or settings.request_timeout,
         connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout,

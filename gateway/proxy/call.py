@@ -12,6 +12,7 @@ from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.urp import Request
 
+from .affinity import AffinityStore
 from .breaker import BreakerBoard
 from .exchange import Exchange
 from .limits import Limiter, LocalLimiter
@@ -40,6 +41,7 @@ class Runtime:
     stream_idle_timeout: float = 0.0
     stream_max_seconds: float = 0.0
     limiter: Limiter = field(default_factory=LocalLimiter)
+    affinity: AffinityStore | None = None  # sticky-routing bindings (None: affinity never applies)
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ so running a chain costs no parsing and no database access.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,11 +30,18 @@ class RuleTransform(Protocol):
     def apply_event(self, event: Event, state: Any, ctx: TransformContext) -> list[Event]: ...
     def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any: ...
 
+    # Optional async variants (None when absent): awaited in place of the sync method by
+    # run_request_async / run_response_async, for rules doing I/O or heavy CPU work.
+    apply_request_async: Any
+    apply_response_async: Any
+
 
 @dataclass(slots=True)
 class TransformContext:
     """Per-attempt facts a transform may read. ``shared`` is per-attempt scratch space that a
-    request rule can use to tell the paired response rule what it did (keyed by type id)."""
+    request rule can use to tell the paired response rule what it did (keyed by type id); it is
+    never serialised and no client input reaches it (the cache rules keep marker ownership there).
+    ``api_key_id`` and ``username`` identify the calling key and its owner."""
 
     logical_model: str
     client_protocol: str
@@ -41,6 +49,7 @@ class TransformContext:
     upstream_model: str | None = None
     provider: str | None = None
     api_key_id: int | None = None
+    username: str | None = None  # the key owner's username: identity for cache keys, never on the wire
     stream: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
 
@@ -89,19 +98,84 @@ def _guard(rule: CompiledRule, fn, *args):
         raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
 
 
-def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext) -> list[ExecutedRule]:
+class RuleTrace(Protocol):
+    """Watches a chain rule by rule (captures, the playground). ``step`` is called once with
+    ``rule=None`` before the first rule and once after each rule, with the object the rules
+    mutate; a tracer that wants per-rule diffs snapshots it there. The engine only calls it
+    when one was passed, so a request nobody traces pays one ``is None`` test per rule."""
+
+    def step(self, phase: str, rule: CompiledRule | None, target: Request | Response) -> None: ...
+
+
+def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext,
+                trace: RuleTrace | None = None) -> list[ExecutedRule]:
     executed = []
+    if trace is not None:
+        trace.step("request", None, req)
     for rule in rules:
         _guard(rule, rule.transform.apply_request, req, ctx)
         executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
+        if trace is not None:
+            trace.step("request", rule, req)
     return executed
 
 
-def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext) -> list[ExecutedRule]:
+async def _aguard(rule: CompiledRule, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    try:
+        return await fn(*args)
+    except (TransformRejected, TransformFailed):
+        raise
+    except Exception as exc:
+        raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
+
+
+async def run_request_async(rules: list[CompiledRule], req: Request, ctx: TransformContext,
+                            trace: RuleTrace | None = None) -> list[ExecutedRule]:
+    """``run_request`` for the proxy: a rule with ``apply_request_async`` is awaited at its own
+    position in the chain (so a fetch or an image re-encode never blocks the event loop)."""
     executed = []
+    if trace is not None:
+        trace.step("request", None, req)
+    for rule in rules:
+        hook = getattr(rule.transform, "apply_request_async", None)
+        if hook is None:
+            _guard(rule, rule.transform.apply_request, req, ctx)
+        else:
+            await _aguard(rule, hook, req, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
+        if trace is not None:
+            trace.step("request", rule, req)
+    return executed
+
+
+async def run_response_async(rules: list[CompiledRule], resp: Response, ctx: TransformContext,
+                             trace: RuleTrace | None = None) -> list[ExecutedRule]:
+    """``run_response`` awaiting ``apply_response_async`` hooks in chain order."""
+    executed = []
+    if trace is not None:
+        trace.step("response", None, resp)
+    for rule in rules:
+        hook = getattr(rule.transform, "apply_response_async", None)
+        if hook is None:
+            _guard(rule, rule.transform.apply_response, resp, ctx)
+        else:
+            await _aguard(rule, hook, resp, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
+        if trace is not None:
+            trace.step("response", rule, resp)
+    return executed
+
+
+def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext,
+                 trace: RuleTrace | None = None) -> list[ExecutedRule]:
+    executed = []
+    if trace is not None:
+        trace.step("response", None, resp)
     for rule in rules:
         _guard(rule, rule.transform.apply_response, resp, ctx)
         executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
+        if trace is not None:
+            trace.step("response", rule, resp)
     return executed
 
 

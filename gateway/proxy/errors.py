@@ -134,16 +134,10 @@ def to_client_error(exc: Exception) -> ClientError:
 
 
 def exhausted(last: AttemptFailed | None, logical_model: str) -> ClientError:
-    """Routing ran out of attempts: 503 when none was possible, else 502 naming the last error."""
-    if last is None:
-        return ClientError(503, "no_healthy_upstream", f"No available upstream provider for model: {logical_model}",
-                           error_type="server_error")
-    return ClientError(
-        502, safe_token(last.code) or "upstream_error",
-        f"All upstream attempts failed for model: {logical_model}. Last error: {last.message}",
-        error_type="upstream_error",
-        upstream={"upstream_status": last.status, "upstream_code": safe_token(last.code),
-                  "upstream_type": safe_token(last.error_type)})
+    """Routing ran out of attempts: see ``failure.exhausted`` (the last upstream answer decides)."""
+    from .failure import exhausted as decide
+
+    return decide(last, logical_model)
 
 
 def from_stream_error(se: ev.StreamError, secrets: tuple[str, ...] = ()) -> AttemptFailed:
@@ -165,13 +159,22 @@ def masked_stream_error(se: ev.StreamError, secrets: tuple[str, ...]) -> ev.Stre
 
 def transport_failure(exc: BaseException, secrets: tuple[str, ...] = ()) -> AttemptFailed:
     """``detail`` (logged) is the exception's repr, which names hosts and URLs: masked too."""
+    from gateway.fetch import AddressRefused
+
     detail = mask(repr(exc), secrets)
+    refused = exc if isinstance(exc, AddressRefused) else getattr(exc, "os_error", None)
+    if isinstance(refused, AddressRefused):  # guard_channel_urls is on and refused this channel
+        return AttemptFailed(f"channel address refused by guard_channel_urls: {mask(str(refused), secrets)}",
+                             code="upstream_address_refused", detail=detail)
     if isinstance(exc, TimeoutError):
         return AttemptFailed("upstream request timed out", code="upstream_timeout", retryable=True, detail=detail)
     return AttemptFailed("failed to request upstream", code="upstream_error", retryable=True, detail=detail)
 
 
-def status_failure(status: int, data: bytes, secrets: tuple[str, ...]) -> AttemptFailed:
+def status_failure(status: int, data: bytes, secrets: tuple[str, ...], retry_after: str | None = None) -> AttemptFailed:
+    from .failure import retry_after_value
+
     message, code, etype = describe_upstream_error(status, data, secrets)
     return AttemptFailed(message, status=status, code=code, error_type=etype,
-                         retryable=is_retryable_status(status), rate_limited=status == 429)
+                         retryable=is_retryable_status(status), rate_limited=status == 429,
+                         retry_after=retry_after_value(retry_after))

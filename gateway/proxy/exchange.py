@@ -19,6 +19,7 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-
                (b"x-accel-buffering", b"no")]
 _WANTED = {b"authorization": "authorization", b"x-api-key": "x-api-key", b"x-request-id": "x-request-id",
            b"content-length": "content-length", b"anthropic-beta": "anthropic-beta",
+           b"content-type": "content-type", b"x-goog-api-key": "x-goog-api-key",
            b"x-monogate-hop": "x-monogate-hop"}  # the loop guard (loopguard.HOP_HEADER)
 
 

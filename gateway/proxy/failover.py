@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 
 from gateway.errors import AttemptFailed, ClientError
 
-from .attempt import Attempt, build_attempt
+from . import affinity
+from .attempt import Attempt, build_attempt_async
 from .call import Call
 from .errors import exhausted
 from .routing import candidates
@@ -33,6 +34,8 @@ async def route(call: Call, run_one: RunOne) -> None:
     if plan is None:
         raise ClientError(404, "model_not_found", f"Model not found: {call.logical_model}",
                           error_type="not_found_error")
+    plan, sticky = await affinity.choose(call.rt.affinity, call.snapshot, call.key.id, call.logical_model,
+                                         call.req, plan)
     last: AttemptFailed | None = None
     for route_, channels in plan:
         provider = route_.provider
@@ -45,7 +48,7 @@ async def route(call: Call, run_one: RunOne) -> None:
                 if try_no and provider.channel_retry_interval_ms:
                     await asyncio.sleep(provider.channel_retry_interval_ms / 1000.0)
                 used += 1
-                failed = await _attempt(call, run_one, provider, channel, upstream_model)
+                failed = await _attempt(call, run_one, provider, channel, upstream_model, sticky)
                 if failed is None:
                     return
                 last = failed
@@ -57,14 +60,17 @@ async def route(call: Call, run_one: RunOne) -> None:
 
 
 async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel: ChannelSnap,
-                   upstream_model: str) -> AttemptFailed | None:
+                   upstream_model: str, sticky: affinity.Decision | None = None) -> AttemptFailed | None:
     """One attempt; None when it answered the client, its failure when the loop may go on.
     Rule and encoder errors (from ``build_attempt`` or the response path) propagate: they stop
     routing."""
-    att = build_attempt(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
-                        channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                        client_protocol=call.ex.protocol, client_stream=call.client_stream,
-                        anthropic_beta=call.ex.anthropic_beta, hop=call.ex.hop)
+    att = await build_attempt_async(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
+                                    channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
+                                    client_protocol=call.ex.protocol, client_stream=call.client_stream,
+                                    anthropic_beta=call.ex.anthropic_beta, trace=call.rec.rule_trace(),
+                                    hop=call.ex.hop)
+    if sticky is not None:
+        att.affinity = sticky.as_capture(provider.id, channel.id)
     rec = call.rec
     rec.on_attempt_start(att)
     t = time.perf_counter()
@@ -76,6 +82,7 @@ async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel:
                  provider.name, channel.name, failed.status, failed.code, failed.detail or failed.message)
         return failed
     rec.on_attempt_done(att, t)
+    affinity.served(call.rt.affinity, sticky, att, responses_state=call.ex.protocol == "responses")
     return None
 
 

@@ -1,25 +1,19 @@
 """SSRF guard for upstream calls (issue 13), off by default: with
-``GATEWAY_UPSTREAM_SSRF_GUARD=1`` a channel's base URL may not reach a loopback, private,
-link-local, multicast, reserved or unspecified address. It is checked on the resolved address of
-every connection (a resolver that drops such addresses, so DNS tricks do not get around it) and
-on IP literals in the URL, which aiohttp does not resolve.
+``GATEWAY_UPSTREAM_SSRF_GUARD=1`` (or the global setting ``guard_channel_urls``) a channel's base
+URL may not reach a loopback, private, link-local, multicast, reserved or unspecified address.
 
-``address_blocked`` is the one address check; an outbound fetcher (image URLs) should use it too."""
+There is one address check, :func:`gateway.fetch.refusal_reason`, shared with the image fetcher:
+the upstream client uses ``gateway.fetch.GuardedResolver`` (resolved addresses, so DNS tricks do
+not get around it) and ``gateway.fetch.check_channel_url`` (IP literals, which aiohttp does not
+resolve). This module keeps the names issue 13 exposed."""
 
 from __future__ import annotations
 
 import ipaddress
-import socket
-from functools import lru_cache
-from typing import Any
-from urllib.parse import urlsplit
 
-from aiohttp.abc import AbstractResolver
-from aiohttp.resolver import DefaultResolver
+from gateway.fetch import AddressRefused, refusal_reason
 
-
-class BlockedAddress(OSError):
-    """The upstream's address is refused by the SSRF guard (a transport failure for the proxy)."""
+BlockedAddress = AddressRefused  # the upstream's address is refused (a transport failure for the proxy)
 
 
 def address_blocked(ip: str) -> bool:
@@ -28,36 +22,4 @@ def address_blocked(ip: str) -> bool:
         addr = ipaddress.ip_address(ip.split("%", 1)[0])
     except ValueError:
         return True
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return (addr.is_private or addr.is_loopback or addr.is_link_local or addr.is_multicast or addr.is_reserved
-            or addr.is_unspecified)
-
-
-@lru_cache(maxsize=1024)
-def url_blocked(url: str) -> bool:
-    """An IP literal host in ``url`` that ``address_blocked`` refuses (names are checked when
-    they are resolved)."""
-    try:
-        host = urlsplit(url).hostname or ""
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address_blocked(host)
-
-
-class GuardedResolver(AbstractResolver):
-    """The default resolver, minus refused addresses; nothing left raises ``BlockedAddress``."""
-
-    def __init__(self) -> None:
-        self._inner = DefaultResolver()
-
-    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
-        results = await self._inner.resolve(host, port, family)
-        allowed = [r for r in results if not address_blocked(r["host"])]
-        if not allowed:
-            raise BlockedAddress(f"upstream host {host!r} resolves only to addresses the SSRF guard refuses")
-        return allowed
-
-    async def close(self) -> None:
-        await self._inner.close()
+    return refusal_reason(addr) is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.errors import ProtocolError
 from gateway.urp import (
     INTERNAL_PREFIX,
     EnvelopeExtraNode,
@@ -47,9 +48,14 @@ DEFAULT_EXTRA_WHITELIST: dict[str, frozenset[str]] = {
         "stop_sequences", "top_k", "inference_geo", "context_management", "mcp_servers",
     }),
     "gemini": frozenset({"generationConfig", "safetySettings", "cachedContent", "labels"}),
+    "openai_image": frozenset({
+        "n", "size", "quality", "background", "output_format", "output_compression", "moderation", "style",
+        "response_format", "user", "input_fidelity", "partial_images",
+    }),
 }
 
 RESPONSES_STATE_KEYS = ("store", "conversation", "previous_response_id")
+RULE_ADDED_TOOL = "_gw_rule_added"  # ToolDef.extra marker: a native tool a transform added for its origin_protocol
 
 
 def _internal_only(extra: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +104,24 @@ def _tool_passes(tool: ToolDef, upstream_protocol: str, same_family: bool) -> bo
         return upstream_protocol in ("chat_completion", "responses")
     if tool.kind == "namespace":
         return same_family and upstream_protocol == "responses"
-    return same_family and (tool.origin_protocol in (None, upstream_protocol))
+    # A native tool a rule added on purpose (image_enable_openai_generation_tool) names its
+    # protocol and goes there whatever the client spoke.
+    return (same_family or bool(tool.extra.get(RULE_ADDED_TOOL))) and tool.origin_protocol in (None, upstream_protocol)
+
+
+def refuse_unconverted_custom_tools(tools: list[ToolDef], upstream_protocol: str) -> None:
+    """Custom (free-form input) tools exist only in Chat and Responses. Dropping them silently
+    for another upstream leaves a model that cannot call a tool the client relies on, so the
+    request is refused (400) and the message names the rule that converts them. Runs after the
+    request chains: when ``field_custom_tools_to_function`` applies, no custom tool is left."""
+    if upstream_protocol in ("chat_completion", "responses"):
+        return
+    names = [t.name or "?" for t in tools if t.kind == "custom"]
+    if names:
+        raise ProtocolError(
+            f"custom tools ({', '.join(sorted(names)[:5])}) cannot be sent to a {upstream_protocol} upstream, "
+            "which has no custom tools; add the transform field_custom_tools_to_function to this model's "
+            "provider or API key to convert them to function tools", param="tools")
 
 
 def _names(tools: Iterable[ToolDef]) -> tuple[set[str], set[str], set[str]]:
@@ -168,6 +191,7 @@ def _filter_tool_choice(choice: Any, names: set[str], kinds: set[str], labels: s
 def filter_tools(req: Request, upstream_protocol: str, same_family: bool) -> None:
     if req.tools is None:
         return
+    refuse_unconverted_custom_tools(req.tools, upstream_protocol)
     kept = [t for t in req.tools if _tool_passes(t, upstream_protocol, same_family)]
     if len(kept) == len(req.tools):
         return

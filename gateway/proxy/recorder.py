@@ -33,6 +33,10 @@ recorder that wants a duration computes it when the hook runs):
   ``"code: message"`` when the pipeline answered with an error)
 
 Hooks must not raise into the pipeline and must not block: anything slow goes to a queue.
+
+Besides the hooks, ``rule_trace()`` lets a recorder watch the request and whole-response chains
+rule by rule (a ``chain.RuleTrace``); the default answers None and the engine then does no
+per-rule work at all.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ if TYPE_CHECKING:
 
     from .attempt import Attempt
     from .call import Call
-    from .chain import ExecutedRule
+    from .chain import ExecutedRule, RuleTrace
     from .exchange import Exchange
     from .snapshot import KeySnap, Snapshot
 
@@ -77,6 +81,10 @@ class Recorder:
     def on_client_frame(self, data: bytes) -> None: ...
     def on_finish(self, ex: Exchange, error: str | None) -> None: ...
 
+    def rule_trace(self) -> RuleTrace | None:
+        """A tracer for the next chain run (per-rule snapshots), or None: nothing to trace."""
+        return None
+
 
 class NullRecorder(Recorder):
     """Records nothing: what every request gets when no recorder wants it."""
@@ -103,6 +111,14 @@ class FanOutRecorder(Recorder):
 
     def __init__(self, recorders: Iterable[Recorder]) -> None:
         self.recorders = tuple(recorders)
+
+    def rule_trace(self) -> RuleTrace | None:
+        """The first recorder's tracer that wants one (one tracer per chain run is enough)."""
+        for recorder in self.recorders:
+            trace = recorder.rule_trace()
+            if trace is not None:
+                return trace
+        return None
 
 
 for _name in HOOKS:

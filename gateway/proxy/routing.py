@@ -10,11 +10,14 @@ from .globs import any_glob
 from .snapshot import ChannelSnap, KeySnap, Route, Snapshot
 
 
-def resolve_logical_model(key: KeySnap, model: str) -> str:
-    """The key's redirects are regexes matched against the whole name; the first match rewrites
-    the model (once). The result is the logical model: what routing, transform globs and the
-    client-facing ``model`` field use."""
+def resolve_logical_model(key: KeySnap, model: str, global_redirects: tuple = ()) -> str:
+    """Redirects are regexes matched against the whole name: the key's rules, then the global
+    ones (settings); the first match rewrites the model (once). The result is the logical model:
+    what routing, transform globs and the client-facing ``model`` field use."""
     for pattern, replace in key.redirects:
+        if pattern.fullmatch(model):
+            return replace
+    for pattern, replace in global_redirects:
         if pattern.fullmatch(model):
             return replace
     return model

@@ -108,13 +108,13 @@ def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
         raise ClientError(400, "invalid_request", exc.message, param=exc.param) from None
     if not isinstance(req.model, str) or not req.model:
         raise ClientError(400, "invalid_request", "model is required", param="model")
-    logical = resolve_logical_model(key, req.model)
+    logical = resolve_logical_model(key, req.model, snapshot.settings.redirects)
     logical = effort_suffix.apply(req, logical, snapshot.routes, snapshot.settings.effort_suffixes)
     if not model_allowed(key, logical):
         raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
                           error_type="permission_error")
     include_usage = True
-    if ex.protocol == "chat_completion":
+    if ex.protocol in ("chat_completion", "completions"):
         so = body.get("stream_options")
         include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
     call = Call(rt=rt, ex=ex, snapshot=snapshot, key=key, req=req, logical_model=logical,

@@ -77,6 +77,8 @@ class ProviderSnap:
     breaker_window: float | None = None
     breaker_cooldown: float | None = None
     multiplier: Decimal = Decimal(1)
+    affinity_mode: str = "off"  # off | sticky | prefer_higher_priority (see affinity.py)
+    affinity_failback: float = 300.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,6 +93,7 @@ class KeySnap:
     chain: tuple[CompiledRule, ...]
     limits: KeyLimits | None = None  # None: nothing to count or check (the common case)
     reasoning_envelopes: bool = False  # wrap encrypted reasoning in mz2. envelopes (gateway.proxy.envelopes)
+    owner_username: str | None = None  # identity for transforms (TransformContext.username)
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,7 +103,10 @@ class SettingsSnap:
     request_timeout: float = 300.0
     connect_timeout: float = 10.0
     idle_timeout: float = 120.0
+    fetch_allow_private: bool = False
+    guard_channel_urls: bool = False
     effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
+    redirects: tuple[tuple[re.Pattern, str], ...] = ()  # global model redirects, after the key's
 
 
 @dataclass(slots=True, frozen=True)
@@ -202,9 +208,16 @@ class SnapshotHolder:
         self._lock = threading.Lock()
         # Called with (previous, new) after every swap, in the thread that swapped (the poller).
         self.listeners: list[Callable[[Snapshot | None, Snapshot], None]] = []
+        # monotonic time of the last poll that reached the source (the database): /readyz
+        self.last_poll_ok: float | None = None
+        self.stale_after = max(5 * poll_seconds, 3.0)  # no good poll for this long: not ready
 
     def set(self, snapshot: Snapshot) -> None:
         """Install a snapshot directly (tests, or a caller that built one itself)."""
+        from gateway import fetch
+
+        fetch.set_setting_allow_private(snapshot.settings.fetch_allow_private)
+        fetch.set_setting_guard_channels(snapshot.settings.guard_channel_urls)
         previous = self.current
         self.current = snapshot
         self.ready.set()
@@ -237,6 +250,7 @@ class SnapshotHolder:
     def reload_if_changed(self) -> bool:
         """One poll: rebuild when the version moved. True when a new snapshot was installed."""
         version = self.source.version()
+        self.last_poll_ok = time.monotonic()
         if version == self._version and self.current is not None:
             return False
         snapshot = self.source.build(version)
@@ -244,6 +258,16 @@ class SnapshotHolder:
         self.set(snapshot)
         log.info("configuration snapshot %s loaded", version)
         return True
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready for traffic: a snapshot is loaded and the poller reached the source (the
+        database) recently. Read on the loop without I/O: the poller thread did the check."""
+        if self.current is None:
+            return False, "configuration not loaded"
+        last = self.last_poll_ok
+        if last is None or time.monotonic() - last > self.stale_after:
+            return False, "configuration source (database) not reachable"
+        return True, "ok"
 
     def _flush_last_used(self) -> None:
         if not self._last_used:

@@ -57,7 +57,7 @@ async def stream_one(call: Call, att: Attempt) -> None:
         if resp.status >= 300:
             data = await _read_timed(ex, resp, MAX_ERROR_BODY, swallow=True, secrets=att.secrets)
             call.rec.on_upstream_body(data)
-            raise status_failure(resp.status, data, att.secrets)
+            raise status_failure(resp.status, data, att.secrets, resp.headers.get("retry-after"))
         if resp.content_type == "application/json":  # the upstream ignored stream=true
             data = await _read_timed(ex, resp, MAX_UPSTREAM_BODY, swallow=False, secrets=att.secrets)
             eof = True
@@ -270,16 +270,20 @@ class StreamPump:
         return out, stop
 
     def _observe(self, event: ev.Event) -> None:
-        """Breaker and usage bookkeeping for one upstream event."""
-        if isinstance(event, ev.ResponseDone):
+        """Breaker, usage and sticky-routing bookkeeping for one upstream event."""
+        if isinstance(event, ev.ResponseStart):
+            self.att.response_id = event.id
+        elif isinstance(event, ev.ResponseDone):
+            self.att.completed = True
             if self.breaker is not None:
                 self.breaker.record_success(self.att.channel.id)
             self.rec.on_usage(event.usage)
-        elif isinstance(event, ev.StreamError) and self.breaker is not None and (event.code or "").startswith(
-                "upstream_"):
-            self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
-                                           window=self.att.provider.breaker_window,
-                                           cooldown=self.att.provider.breaker_cooldown)
+        elif isinstance(event, ev.StreamError):
+            self.att.completed = False
+            if self.breaker is not None and (event.code or "").startswith("upstream_"):
+                self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
+                                            window=self.att.provider.breaker_window,
+                                            cooldown=self.att.provider.breaker_cooldown)
 
     async def _finish(self) -> None:
         ex = self.ex

@@ -11,7 +11,7 @@ import asyncio
 
 import aiohttp
 
-from .netguard import BlockedAddress, GuardedResolver, url_blocked
+from gateway.fetch import GuardedResolver, channels_unguarded, check_channel_url
 
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
@@ -32,15 +32,22 @@ class UpstreamClient:
 
     def __init__(self, *, ssrf_guard: bool = False) -> None:
         self._session: aiohttp.ClientSession | None = None
-        self.ssrf_guard = ssrf_guard  # refuse private/loopback upstream addresses (``netguard``)
+        # GATEWAY_UPSTREAM_SSRF_GUARD: always refuse private/loopback upstream addresses; else the
+        # global setting guard_channel_urls decides (one address check: gateway.fetch).
+        self.ssrf_guard = ssrf_guard
+
+    def _unguarded(self) -> bool:
+        """The resolver's policy, consulted per resolution so a settings change applies at once."""
+        return not self.ssrf_guard and channels_unguarded()
 
     @property
     def session(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
+            # The guarded resolver only refuses when the operator turned guard_channel_urls on.
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60,
                                              ttl_dns_cache=300, enable_cleanup_closed=False,
-                                             resolver=GuardedResolver() if self.ssrf_guard else None)
+                                             resolver=GuardedResolver(allow=self._unguarded))
             session = self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",),
                 timeout=aiohttp.ClientTimeout(total=None))
@@ -57,8 +64,8 @@ class UpstreamClient:
     def post(self, url: str, body: bytes, headers: dict[str, str], *, total: float | None,
              connect: float | None, sock_read: float | None):
         """An ``async with`` context manager yielding the aiohttp response."""
-        if self.ssrf_guard and url_blocked(url):
-            raise BlockedAddress("upstream address refused by the SSRF guard")
+        # raises AddressRefused (an OSError) when a guard refuses an IP literal host
+        check_channel_url(url, force=self.ssrf_guard)
         return self.session.post(
             url, data=body, headers=headers, allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read))

@@ -30,7 +30,7 @@ from gateway.urp.synth import response_to_events
 
 from .attempt import Attempt
 from .call import MAX_ERROR_BODY, MAX_UPSTREAM_BODY, Call
-from .chain import run_response, wrap_stream_encoder
+from .chain import run_response_async, wrap_stream_encoder
 from .errors import from_stream_error, is_retryable_status, mask, status_failure, transport_failure
 from .recorder import Recorder
 from .upstream import TRANSPORT_ERRORS
@@ -89,6 +89,12 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
 
 def decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Response:
     """A successful upstream body as a Response; AttemptFailed when it cannot be read."""
+    resp = _decode_whole(att, data, ctype, rec)
+    att.response_id, att.completed = resp.id, True  # what sticky routing binds after the answer
+    return resp
+
+
+def _decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Response:
     if att.upstream_stream and (ctype == "text/event-stream" or data[:6] in (b"data: ", b"event:")):
         return collect_sse(att, data, rec)
     try:
@@ -118,6 +124,7 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
                                        connect=att.connect_timeout, sock_read=None) as resp:
             status = resp.status
             ctype = resp.content_type
+            retry_after = resp.headers.get("retry-after") if status == 429 else None
             data = await read_bounded(resp, MAX_UPSTREAM_BODY if status < 300 else MAX_ERROR_BODY)
     except AttemptFailed:
         raise
@@ -128,7 +135,7 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
     call.rec.on_upstream_response(status, t)
     if status >= 300:
         call.rec.on_upstream_body(data)
-        raise status_failure(status, data, att.secrets)
+        raise status_failure(status, data, att.secrets, retry_after)
     resp_obj = decode_whole(att, data, ctype, call.rec)
     if att.provider.circuit_breaker_enabled:
         call.rt.breaker.record_success(att.channel.id)
@@ -138,7 +145,7 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
 async def whole_one(call: Call, att: Attempt) -> None:
     """One attempt for a client that wants a whole response."""
     resp = await fetch_whole(call, att)
-    executed = run_response(att.response_rules, resp, att.tctx)
+    executed = await run_response_async(att.response_rules, resp, att.tctx, call.rec.rule_trace())
     ccodec = codec(call.ex.protocol)
     out = ccodec.encode_response(resp, EncodeContext(model=call.logical_model, source_protocol=att.channel.protocol))
     raw = orjson.dumps(out)
@@ -154,7 +161,7 @@ async def synth_one(call: Call, att: Attempt) -> None:
 
 async def emit_whole(call: Call, att: Attempt, resp: Response) -> None:
     """A whole response -> response rules -> synthesised events -> the client's stream."""
-    executed = run_response(att.response_rules, resp, att.tctx)
+    executed = await run_response_async(att.response_rules, resp, att.tctx, call.rec.rule_trace())
     events = response_to_events(resp)
     # Response rules may wrap the client's encoder (the stream-encoder hook).
     enc = wrap_stream_encoder(att.response_rules, call.new_encoder(att.channel.protocol), att.tctx)

@@ -131,3 +131,38 @@ def test_waiting_captures_are_written_together_and_one_bad_row_costs_only_itself
     assert transactions == [["batch-3", "batch-bad", "batch-4"], ["batch-3"], ["batch-bad"], ["batch-4"]]
     assert sorted(Capture.objects.values_list("request_id", flat=True)) == ["batch-1", "batch-2", "batch-3", "batch-4"]
     assert [p.suffix for p in spool.iterdir()] == [".cap"]  # the bad one waits in the spool, not lost
+
+
+def test_shutdown_spools_what_the_writer_could_not_drain_in_time(spool, monkeypatch):
+    """At shutdown the queue gets ``CAPTURE_FLUSH_SECONDS`` to drain; records still queued then
+    are spooled (the next process delivers them), none dropped."""
+    writer = sink.Writer()
+    gate = threading.Event()
+    delivered: list[str] = []
+
+    def slow(self, rows):  # a broker that answers only after the flush timeout
+        gate.wait(5)
+        delivered.extend(meta["request_id"] for meta, _ in rows)
+
+    monkeypatch.setattr(sink.Writer, "deliver", slow)
+    for i in range(5):
+        writer.submit(record(f"shut-{i}"))
+    time.sleep(0.1)  # the writer thread has taken the first batch and is stuck delivering it
+    for i in range(5, 8):
+        writer.submit(record(f"shut-{i}"))
+    dropped = sink.stats().get("dropped", 0)
+    result = writer.shutdown(0.3)
+    spooled = sorted(p.name.split("-", 3)[3].removesuffix(".cap") for p in spool.iterdir())
+    assert result == {"queued": 8, "spooled": 3} and spooled == ["shut-5", "shut-6", "shut-7"]
+    gate.set()  # the broker answers: the stuck batch lands, then the spool is retried
+    deadline = time.monotonic() + 20
+    while len(delivered) < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(delivered) == [f"shut-{i}" for i in range(8)]  # each once, none lost
+    assert sink.stats().get("dropped", 0) == dropped
+
+
+def test_shutdown_with_an_idle_writer_does_nothing(spool):
+    writer = sink.Writer()
+    assert writer.shutdown(0.1) == {"queued": 0, "spooled": 0}
+    assert not spool.exists() or list(spool.iterdir()) == []

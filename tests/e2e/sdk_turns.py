@@ -288,3 +288,96 @@ class MessagesConversation(Conversation):
 
 CONVERSATIONS: dict[str, type[Conversation]] = {
     "chat_completion": ChatConversation, "responses": ResponsesConversation, "messages": MessagesConversation}
+
+
+# -- Gemini (google-genai) ------------------------------------------------------------------------------
+
+
+class GeminiConversation(Conversation):
+    """Gemini as a client (issue 19) through the ``google-genai`` SDK, ``generateContent`` or
+    ``generateContentStream`` (``alt=sse``). The model's parts (thoughts with their signatures,
+    function calls) are replayed as the SDK returned them, merged per kind when streamed."""
+
+    protocol = "gemini"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from google import genai
+        from google.genai import types
+
+        super().__init__(*args, **kwargs)
+        self.types = types
+        self.client = genai.Client(api_key=self.api_key,
+                                   http_options=types.HttpOptions(base_url=self.base_url, timeout=30_000))
+        self.names: dict[str, str] = {}
+
+    def _config(self) -> Any:
+        types = self.types
+        decls = [types.FunctionDeclaration(name=name, description=f"{name} tool", parameters_json_schema=TOOL_SCHEMAS[name])
+                 for name in self.tool_names]
+        return types.GenerateContentConfig(
+            tools=[types.Tool(function_declarations=decls)] if decls else None,
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+
+    def _send(self) -> TurnResult:
+        types = self.types
+        if self.stream:
+            chunks = list(self.client.models.generate_content_stream(model=self.model, contents=self.history,
+                                                                     config=self._config()))
+        else:
+            chunks = [self.client.models.generate_content(model=self.model, contents=self.history,
+                                                          config=self._config())]
+        result = TurnResult(raw=chunks)
+        parts: list[Any] = []
+        for chunk in chunks:
+            if chunk.usage_metadata is not None:
+                result.input_tokens = chunk.usage_metadata.prompt_token_count or 0
+                result.output_tokens = (chunk.usage_metadata.candidates_token_count or 0) + (
+                    chunk.usage_metadata.thoughts_token_count or 0)
+            result.model = chunk.model_version or result.model
+            for candidate in chunk.candidates or []:
+                if candidate.finish_reason is not None:
+                    result.finish = candidate.finish_reason.name
+                for part in (candidate.content.parts if candidate.content else None) or []:
+                    last = parts[-1] if parts else None
+                    if part.function_call is not None:
+                        call = part.function_call
+                        result.tool_calls.append(ToolCallSeen(call.id or "", call.name or "", dict(call.args or {})))
+                        self.names[call.id or ""] = call.name or ""
+                        parts.append(part)
+                    elif part.text is not None or part.thought_signature:
+                        kind = bool(part.thought)
+                        if part.thought:
+                            result.reasoning_text += part.text or ""
+                        else:
+                            result.text += part.text or ""
+                        if part.thought_signature:
+                            result.reasoning_opaque.append(part.thought_signature.decode("latin-1")
+                                                           if isinstance(part.thought_signature, bytes)
+                                                           else str(part.thought_signature))
+                        if last is not None and last.function_call is None and bool(last.thought) == kind \
+                                and not last.thought_signature:
+                            parts[-1] = types.Part(text=(last.text or "") + (part.text or ""), thought=last.thought,
+                                                   thought_signature=part.thought_signature)
+                        else:
+                            parts.append(types.Part(text=part.text or "", thought=part.thought,
+                                                    thought_signature=part.thought_signature))
+        if result.tool_calls:
+            result.finish = "tool_calls"
+        self.history.append(types.Content(role="model", parts=[p for p in parts if p.function_call is not None
+                                                                or p.text or p.thought_signature]))
+        return result
+
+    def ask(self, text: str) -> TurnResult:
+        self.history.append(self.types.Content(role="user", parts=[self.types.Part(text=text)]))
+        return self._send()
+
+    def answer_tools(self, results: dict[str, str]) -> TurnResult:
+        types = self.types
+        self.history.append(types.Content(role="user", parts=[
+            types.Part(function_response=types.FunctionResponse(id=call_id, name=self.names.get(call_id, ""),
+                                                                response={"result": output}))
+            for call_id, output in results.items()]))
+        return self._send()
+
+
+CONVERSATIONS["gemini"] = GeminiConversation

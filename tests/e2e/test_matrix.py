@@ -1,5 +1,6 @@
-"""The cross-protocol matrix, end to end: every client protocol (official SDK) × every upstream
-protocol (the bundled mock upstream) × stream / non-stream = 24 cells, through our production
+"""The cross-protocol matrix, end to end: every client protocol (official SDK; Gemini through
+``google-genai``) × every upstream protocol (the bundled mock upstream) × stream / non-stream =
+32 cells, through our production
 ASGI server. Each cell checks the echoed text, a full tool-call round trip (call → result → final
 answer), usage, and what the upstream actually received (its own protocol and path, the upstream
 model and key, the stream flag, the tool result as a native tool result, never the client's key).
@@ -14,7 +15,7 @@ from gateway.mock_upstream import inbound
 from tests.e2e.sdk_turns import CONVERSATIONS, TIME_ARGS, WEATHER_ARGS
 from tests.servers import make_key, make_route
 
-CLIENTS = ("chat_completion", "responses", "messages")
+CLIENTS = ("chat_completion", "responses", "messages", "gemini")
 UPSTREAMS = ("chat_completion", "responses", "messages", "gemini")
 UPSTREAM_PATHS = {"chat_completion": "/v1/chat/completions", "responses": "/v1/responses",
                   "messages": "/v1/messages"}

@@ -136,6 +136,7 @@ def _provider_post(**overrides) -> dict[str, str]:
     data = {"name": "prov", "enabled": "on", "priority": "0", "max_retries": "-1", "channel_max_retries": "0",
             "channel_retry_interval_ms": "0", "request_timeout_seconds": "", "circuit_breaker_enabled": "on", "multiplier": "1",
             "strip_cross_protocol_nested": "inherit", "extra_fields_whitelist": "null",
+            "affinity_mode": "off", "affinity_failback_seconds": "300",
             **_management("channels", total=1), **_management("transform_rules", total=1),
             "channels-0-name": "main", "channels-0-protocol": "responses",
             "channels-0-base_url": "http://127.0.0.1:9100/v1", "channels-0-api_key": "sk-inline-key",

@@ -308,7 +308,7 @@ def test_demo_config_loads():
     assert report.generated_secrets == {}
     served = {m.model: m.channel.protocol for m in ChannelModel.objects.select_related("channel")}
     assert served == {"demo-chat": "chat_completion", "demo-responses": "responses",
-                      "demo-messages": "messages", "demo-gemini": "gemini"}
+                      "demo-messages": "messages", "demo-gemini": "gemini", "demo-image": "openai_image"}
     assert all(c.get_api_key() == "sk-mock" for c in Channel.objects.all())
     key = ApiKey.objects.get(name="demo")
     assert key.key_hash == crypto.hash_api_key("sk-demo-0001") and key.capture_mode == "all"

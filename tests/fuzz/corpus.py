@@ -148,8 +148,25 @@ MESSAGES_SEED: dict[str, Any] = {
     "stream": False,
 }
 
+# Gemini as a client (issue 19): the proxy puts the URL's model and stream flag into the body.
+GEMINI_SEED: dict[str, Any] = {
+    "model": "fuzz-gemini", "stream": False,
+    "systemInstruction": {"parts": [{"text": "Be brief."}]},
+    "contents": [
+        {"role": "user", "parts": [{"text": "hi"}, {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}]},
+        {"role": "model", "parts": [{"text": "thinking", "thought": True, "thoughtSignature": "c2ln"},
+                                    {"functionCall": {"id": "c1", "name": "lookup", "args": {"a": 1}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "c1", "name": "lookup", "response": {"r": "ok"}}}]},
+    ],
+    "generationConfig": {"temperature": 0.5, "topP": 0.9, "maxOutputTokens": 100, "stopSequences": ["END"],
+                         "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True}},
+    "tools": [{"functionDeclarations": [{"name": "lookup", "description": "look",
+                                         "parameters": {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}}}}]}],
+    "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}},
+}
+
 REQUEST_SEEDS: dict[str, dict[str, Any]] = {
-    "chat_completion": CHAT_SEED, "responses": RESPONSES_SEED, "messages": MESSAGES_SEED,
+    "chat_completion": CHAT_SEED, "responses": RESPONSES_SEED, "messages": MESSAGES_SEED, "gemini": GEMINI_SEED,
 }
 
 WIRES = {"chat_completion": chat_wire, "responses": responses_wire, "messages": messages_wire,

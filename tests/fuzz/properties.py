@@ -32,7 +32,7 @@ from gateway.urp.nodes import INTERNAL_PREFIX
 from gateway.urp.synth import response_to_events
 
 TERMINALS = (ev.ResponseDone, ev.StreamError)
-REQUIRED_FIELDS = frozenset({"model", "messages", "input", "max_tokens"})
+REQUIRED_FIELDS = frozenset({"model", "messages", "input", "max_tokens", "contents"})
 
 
 def internal_keys(value: Any, found: set[str] | None = None) -> set[str]:
@@ -71,8 +71,12 @@ def check_request(protocol: str, body: Any) -> Request | None:
     sent = internal_keys(body)
     for upstream in UPSTREAM_PROTOCOLS:
         areq = clone(req)
-        prepare_for_upstream(areq, upstream_protocol=upstream, source_protocol=protocol, strip_nested=True,
-                             extra_whitelist=None)
+        try:  # custom tools towards an upstream without them: a 400 naming ``tools`` (issue 19)
+            prepare_for_upstream(areq, upstream_protocol=upstream, source_protocol=protocol, strip_nested=True,
+                                 extra_whitelist=None)
+        except ProtocolError as exc:
+            _assert_names_field(exc, f"{protocol}->{upstream}.prepare")
+            continue
         try:
             out = codec(upstream).encode_request(areq, EncodeContext(model="up-model", source_protocol=protocol))
         except ProtocolError as exc:

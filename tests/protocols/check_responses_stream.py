@@ -42,10 +42,10 @@ def parse_frames(raw: bytes) -> list[tuple[str | None, str]]:
 def check_responses_stream(raw: bytes) -> list[dict[str, Any]]:
     frames = parse_frames(raw)
     assert frames, "empty stream"
-    assert frames[-1] == (None, "[DONE]"), f"stream must end with one data: [DONE], got {frames[-1]!r}"
-    assert sum(1 for _, d in frames if d == "[DONE]") == 1, "exactly one [DONE]"
+    # Like OpenAI's Responses API, no ``data: [DONE]``: the terminal event ends the stream.
+    assert all(d != "[DONE]" for _, d in frames), "a Responses stream has no [DONE]"
     events: list[dict[str, Any]] = []
-    for i, (name, data) in enumerate(frames[:-1]):
+    for i, (name, data) in enumerate(frames):
         payload = orjson.loads(data)
         assert isinstance(payload, dict), f"frame {i} is not an object"
         assert name == payload.get("type"), f"frame {i}: event {name!r} != type {payload.get('type')!r}"
@@ -54,12 +54,12 @@ def check_responses_stream(raw: bytes) -> list[dict[str, Any]]:
 
     terminals = [e for e in events if e["type"] in TERMINALS]
     assert len(terminals) == 1, f"exactly one terminal event, got {[e['type'] for e in terminals]}"
-    assert events[-1]["type"] in TERMINALS, "terminal event must be the last event before [DONE]"
+    assert events[-1]["type"] in TERMINALS, "the terminal event must be the last event"
     terminal = events[-1]
     assert terminal["response"]["status"] != "in_progress"
 
     if events[0]["type"] == "error":
-        # Pre-stream error form: error, response.failed, [DONE].
+        # Pre-stream error form: error, response.failed.
         assert [e["type"] for e in events] == ["error", "response.failed"], [e["type"] for e in events]
         assert events[0].get("message") and "code" in events[0]
         assert terminal["response"]["error"]["code"] == events[0]["code"]

@@ -29,6 +29,11 @@ from .check_chat_stream import check_chat_stream
 from .check_messages_stream import check_messages_stream
 from .check_responses_stream import check_responses_stream
 
+# The codec-level matrix has hand-written client bodies and readers for the three original client
+# protocols; Gemini as a client (issue 19) is covered end to end by tests/e2e/test_matrix.py (all
+# upstreams, stream and not, tools, reasoning) and tests/e2e/test_gemini_client.py (images too).
+MATRIX_CLIENTS = tuple(p for p in CLIENT_PROTOCOLS if p != "gemini")
+
 LOGICAL = "matrix-model"
 UPSTREAM_MODEL = "up-model"
 USER_TEXT = "Hello matrix"
@@ -543,7 +548,7 @@ def _anthropic_messages(out: Any, stream: bool) -> dict[str, Any]:
 
 # -- the grid -----------------------------------------------------------------------------------
 
-CELLS = [(c, u, s, st) for c in CLIENT_PROTOCOLS for u in UPSTREAM_PROTOCOLS for s in SCENARIOS
+CELLS = [(c, u, s, st) for c in MATRIX_CLIENTS for u in UPSTREAM_PROTOCOLS for s in SCENARIOS
          for st in (False, True)]
 
 
@@ -566,7 +571,7 @@ def test_cell(client, upstream, scenario, stream):
 
 # -- same-protocol losslessness -------------------------------------------------------------------
 
-SAME = [(p, s, st) for p in CLIENT_PROTOCOLS for s in SCENARIOS for st in (False, True)]
+SAME = [(p, s, st) for p in MATRIX_CLIENTS for s in SCENARIOS for st in (False, True)]
 
 
 @pytest.mark.parametrize("proto,scenario,stream", SAME,
@@ -580,7 +585,7 @@ def test_same_protocol_request_is_lossless(proto, scenario, stream):
     assert codec.encode_request(attempt, EncodeContext(model=LOGICAL, source_protocol=proto)) == body
 
 
-@pytest.mark.parametrize("proto,scenario", [(p, s) for p in CLIENT_PROTOCOLS for s in SCENARIOS])
+@pytest.mark.parametrize("proto,scenario", [(p, s) for p in MATRIX_CLIENTS for s in SCENARIOS])
 def test_same_protocol_response_is_lossless(proto, scenario):
     codec = _codec(proto)
     reply = UPSTREAM_REPLIES[proto](reply_for(scenario), False)

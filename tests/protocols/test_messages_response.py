@@ -127,7 +127,15 @@ def test_embedded_errors_and_garbage_raise_upstream_protocol_error():
 def test_error_body_shape():
     body = messages.error_body(400, "invalid_request", "bad field", param="messages[0].role")
     assert body["type"] == "error"
-    assert body["error"]["type"] == "invalid_request" and body["error"]["message"] == "bad field"
+    # Anthropic's own error type, our code beside it (issue 19)
+    assert body["error"]["type"] == "invalid_request_error" and body["error"]["message"] == "bad field"
+    assert body["error"]["code"] == "invalid_request"
+    for status, code, etype in [(401, "unauthorized", "authentication_error"), (403, "model_not_allowed",
+                                 "permission_error"), (404, "model_not_found", "not_found_error"),
+                                (429, "rate_limit_exceeded", "rate_limit_error"), (422, "x", "invalid_request_error"),
+                                (500, "internal_error", "api_error"), (502, "upstream_error", "api_error"),
+                                (503, "no_healthy_upstream", "overloaded_error")]:
+        assert messages.error_body(status, code, "m", error_type="server_error")["error"]["type"] == etype
     assert messages.error_body(529, "", "busy")["error"]["type"] == "overloaded_error"
     assert messages.error_body(502, "upstream_error", "x", error_type="api_error")["error"]["type"] == "api_error"
 

@@ -356,7 +356,7 @@ def test_mid_stream_error_sends_message_start_then_error():
     raw = enc.encode(StreamError(message="boom", code="overloaded_error", status=529)) + enc.close()
     events = check_messages_stream(raw, allow_error=True)
     assert [n for n, _ in events] == ["message_start", "error"]
-    assert events[1][1]["error"] == {"type": "overloaded_error", "message": "boom"}
+    assert events[1][1]["error"] == {"type": "overloaded_error", "message": "boom", "code": "overloaded_error"}
 
 
 def test_pre_stream_error_keepalive_and_incomplete_close():
@@ -372,7 +372,8 @@ def test_pre_stream_error_keepalive_and_incomplete_close():
     partial += enc.encode(NodeDelta(index=0, kind=ev.TEXT, delta="hi"))
     raw = partial + enc.close()
     events = check_messages_stream(raw, allow_error=True)
-    assert events[-1][1]["error"]["type"] == "upstream_stream_incomplete"
+    assert events[-1][1]["error"]["type"] == "api_error"  # Anthropic's own types only (issue 19)
+    assert events[-1][1]["error"]["code"] == "upstream_stream_incomplete"
     assert enc.close() == b""
 
 

@@ -3,6 +3,9 @@ Responses-only state, orphan tool exchanges."""
 
 from __future__ import annotations
 
+import pytest
+
+from gateway.errors import ProtocolError
 from gateway.proxy.prepare import prepare_for_upstream
 from gateway.urp import (
     EnvelopeExtraNode,
@@ -70,10 +73,15 @@ def tools_request() -> Request:
     ])
 
 
+def without_custom(req: Request) -> Request:
+    req.tools = [t for t in req.tools if t.kind != "custom"]
+    return req
+
+
 def test_tool_filtering_per_upstream_family():
     assert [t.kind for t in prep(tools_request(), "chat_completion", "responses").tools] == ["function", "custom"]
-    assert [t.kind for t in prep(tools_request(), "messages", "responses").tools] == ["function"]
-    assert [t.kind for t in prep(tools_request(), "gemini", "responses").tools] == ["function"]
+    assert [t.kind for t in prep(without_custom(tools_request()), "messages", "responses").tools] == ["function"]
+    assert [t.kind for t in prep(without_custom(tools_request()), "gemini", "responses").tools] == ["function"]
     same = prep(tools_request(), "responses", "responses").tools
     assert [t.kind for t in same] == ["function", "custom", "namespace", "web_search"]
     assert same[0].extra == {"cache_control": {"type": "ephemeral"}}
@@ -81,11 +89,20 @@ def test_tool_filtering_per_upstream_family():
     assert cross[0].extra == {}
 
 
+@pytest.mark.parametrize("upstream", ["messages", "gemini"])
+def test_custom_tools_without_a_conversion_rule_are_refused_naming_the_transform(upstream):
+    """Issue 19: custom tools used to vanish silently for upstreams without custom tools."""
+    with pytest.raises(ProtocolError) as info:
+        prep(tools_request(), upstream, "responses")
+    assert "field_custom_tools_to_function" in info.value.message and "apply_patch" in info.value.message
+    assert info.value.param == "tools"
+
+
 def test_tool_choice_naming_a_filtered_tool_is_dropped():
-    req = tools_request()
-    req.tool_choice = {"type": "custom", "custom": {"name": "apply_patch"}}
+    req = without_custom(tools_request())
+    req.tool_choice = {"type": "namespace", "name": "ns"}
     assert prep(req, "messages", "responses").tool_choice is None
-    req = tools_request()
+    req = without_custom(tools_request())
     req.tool_choice = {"type": "function", "function": {"name": "f"}}
     assert prep(req, "messages", "responses").tool_choice == {"type": "function", "function": {"name": "f"}}
     req = tools_request()

@@ -139,7 +139,9 @@ def test_same_protocol_pipeline_passes_the_lifecycle_checker():
     assert completed["id"] == "resp_up" and completed["service_tier"] == "auto"
     assert completed["output"] == items
     assert completed["usage"] == USAGE
-    assert raw.endswith(b"response.completed\",\"sequence_number\":%d}\n\ndata: [DONE]\n\n" % len(parsed))
+    # no data: [DONE] after the terminal event, like OpenAI's Responses API (issue 19)
+    assert raw.endswith(b"response.completed\",\"sequence_number\":%d}\n\n" % len(parsed))
+    assert b"[DONE]" not in raw
 
 
 def test_cross_protocol_stream_with_interleaved_nodes():
@@ -325,7 +327,7 @@ def test_checker_rejects_broken_streams():
     with pytest.raises(AssertionError):
         check_responses_stream(broken)
     with pytest.raises(AssertionError):
-        check_responses_stream(good.replace(b"data: [DONE]\n\n", b""))
+        check_responses_stream(good + b"data: [DONE]\n\n")  # the real API sends no [DONE]
     with pytest.raises(AssertionError):
         check_responses_stream(good.replace(b'"sequence_number":5', b'"sequence_number":6', 1))
 

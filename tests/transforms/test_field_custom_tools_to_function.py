@@ -402,3 +402,89 @@ def test_default_config_converts_only_apply_patch():
     run_req(req, {})
     assert req.tools[0].kind == "function"
     assert req.tools[2].tools[0].kind == "custom"
+
+
+# -- issue 19 fidelity fixes -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    # a Markdown rule and bold text in a new file are content, not the end of the section
+    ("*** Begin Patch\n*** Add File: notes.md\n# Notes\n***\n*** bold ***\nend\n*** End Patch",
+     "*** Begin Patch\n*** Add File: notes.md\n+# Notes\n+***\n+*** bold ***\n+end\n*** End Patch\n"),
+    # the grammar's own markers still end it
+    ("*** Begin Patch\n*** Add File: a\nx\n*** Delete File: b\n*** Update File: c\n@@\n-o\n+n\n*** End Patch",
+     "*** Begin Patch\n*** Add File: a\n+x\n*** Delete File: b\n*** Update File: c\n@@\n-o\n+n\n*** End Patch\n"),
+])
+def test_only_patch_markers_end_an_add_file_section(raw, expected):
+    assert normalize_patch(raw) == expected
+
+
+def test_restored_call_gets_a_custom_call_item_id():
+    c = run_req(responses_request())
+    resp = response_with(fcall(orjson.dumps({"input": "*** Begin Patch\n*** End Patch"}).decode()))
+    run_response(select(chains(), "response", MODEL), resp, c)
+    assert resp.output[0].tool_type == "custom" and resp.output[0].id == "ctc_9"
+
+
+def test_stream_restored_call_header_and_node_share_the_custom_call_id():
+    events = stream_events([wire_arguments()])
+    events[3].node.id = "fc_abc"
+    events[6].node.id = "fc_abc"
+    events[7].output[1].id = "fc_abc"
+    out = run_stream(events)
+    start = next(e for e in out if isinstance(e, NodeStart) and e.index == 1)
+    done = next(e for e in out if isinstance(e, NodeDone) and e.index == 1)
+    assert start.node.id == done.node.id == out[-1].output[1].id == "ctc_abc"
+
+
+def test_tool_choice_follows_the_converted_identity_not_the_configured_name():
+    # "*" selects every custom tool by name, but a choice naming an undeclared tool converts nothing
+    req = responses_request(tool_choice={"type": "custom", "name": "not_declared"})
+    run_req(req, {"names": ["*"]})
+    assert req.tool_choice == {"type": "custom", "name": "not_declared"}
+    # a namespaced tool chosen with its namespace is converted ...
+    req = responses_request(tool_choice={"type": "custom", "name": "write_note", "namespace": "fs"})
+    run_req(req, {"names": ["*"]})
+    assert req.tool_choice == {"type": "function", "name": "write_note", "namespace": "fs"}
+    # ... and with another namespace it is not
+    req = responses_request(tool_choice={"type": "custom", "name": "write_note", "namespace": "other"})
+    run_req(req, {"names": ["*"]})
+    assert req.tool_choice["type"] == "custom"
+
+
+def test_bare_name_shared_by_a_top_level_and_a_namespaced_tool_is_ambiguous():
+    config = {"names": ["*"]}
+    tools = [custom_tool("note"), ToolDef(kind="namespace", name="b", tools=[custom_tool("note")])]
+    c = run_req(responses_request(tools=tools), config)
+    resp = response_with(fcall('{"input":"hi"}', "note"), fcall('{"input":"yo"}', "note", "c2", "b"))
+    run_response(select(chains(config), "response", MODEL), resp, c)
+    assert resp.output[0].tool_type == "function"  # the seed: ambiguous, not the top-level tool
+    assert resp.output[1].tool_type == "custom" and resp.output[1].namespace == "b"
+
+
+def test_stream_calls_without_call_id_are_matched_by_their_rank_among_calls():
+    """Stream indices count every node; output positions differ (here the text comes last in the
+    authoritative output). Looking a call up by its output position used to hand the second call
+    the first call's restored node."""
+    first = wire_arguments("*** Begin Patch\n*** Add File: a\none\n*** End Patch")
+    second = wire_arguments("*** Begin Patch\n*** Add File: b\ntwo\n*** End Patch")
+    call_a = ToolCallNode(call_id="", name="apply_patch", arguments=first)
+    call_b = ToolCallNode(call_id="", name="apply_patch", arguments=second)
+    text = TextNode(role="assistant", content="Patching.")
+    events = [
+        ResponseStart(id="r1", model="up"),
+        NodeStart(index=0, node=TextNode(role="assistant")),
+        NodeDelta(index=0, kind=ev.TEXT, delta="Patching."),
+        NodeDone(index=0, node=text),
+        NodeStart(index=1, node=ToolCallNode(call_id="", name="apply_patch")),
+        NodeDelta(index=1, kind=ev.ARGUMENTS, delta=first),
+        NodeDone(index=1, node=call_a),
+        NodeStart(index=2, node=ToolCallNode(call_id="", name="apply_patch")),
+        NodeDelta(index=2, kind=ev.ARGUMENTS, delta=second),
+        NodeDone(index=2, node=call_b),
+        ResponseDone(output=[call_a, call_b, text], finish_reason="tool_calls"),
+    ]
+    final = run_stream(events)[-1]
+    assert [n.arguments for n in final.output[:2]] == [
+        "*** Begin Patch\n*** Add File: a\n+one\n*** End Patch\n",
+        "*** Begin Patch\n*** Add File: b\n+two\n*** End Patch\n"]
+    assert all(n.tool_type == "custom" for n in final.output[:2]) and final.output[2] is text

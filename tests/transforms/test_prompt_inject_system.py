@@ -91,3 +91,51 @@ def test_schema_requires_content_and_position():
     assert errors["config"][0].startswith("content:")
     assert validate_rule(transform=TYPE_ID, scope="global", phase="request", models=["gpt-*"],
                          config={"content": "x", "position": "append", "note": "kept"}) == {}
+
+
+# -- issue 19: a string system message stays a string ---------------------------------------------
+
+def _through(client_protocol: str, body: dict, config: dict) -> list:
+    """Decode a client body, run the rule, encode for a Chat upstream; the upstream's messages."""
+    from gateway.protocols import codec
+    from gateway.protocols.base import EncodeContext
+
+    cls = registry()[TYPE_ID]
+    rule = CompiledRule(1, "provider", "request", None, cls(config))
+    req = codec(client_protocol).decode_request(body)
+    run_request(select([(rule,), (), ()], "request", "m"), req,
+                TransformContext(logical_model="m", client_protocol=client_protocol))
+    out = codec("chat_completion").encode_request(req, EncodeContext(model="m", source_protocol=client_protocol))
+    return out["messages"]
+
+
+@pytest.mark.parametrize("position", ["append", "prepend"])
+def test_a_chat_clients_string_system_message_stays_a_string(position):
+    messages = _through("chat_completion", {"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]},
+        {"content": "Injected.", "position": position})
+    system = [m for m in messages if m["role"] == "system"]
+    assert all(isinstance(m["content"], str) for m in system), system
+    text = "\n\n".join(m["content"] for m in system)
+    assert "Be brief." in text and "Injected." in text
+    assert text.index("Injected.") < text.index("Be brief.") if position == "prepend" else (
+        text.index("Be brief.") < text.index("Injected."))
+
+
+@pytest.mark.parametrize("client_protocol, body", [
+    ("responses", {"model": "m", "instructions": "Be brief.", "input": "hi"}),
+    ("messages", {"model": "m", "max_tokens": 5, "system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}),
+])
+def test_a_string_system_prompt_from_other_clients_stays_a_string(client_protocol, body):
+    messages = _through(client_protocol, body, {"content": "Injected.", "position": "append"})
+    system = [m for m in messages if m["role"] in ("system", "developer")]
+    assert all(isinstance(m["content"], str) for m in system), system
+    assert "Be brief." in "".join(m["content"] for m in system) and "Injected." in system[0]["content"] + \
+        system[-1]["content"]
+
+
+def test_a_chat_clients_array_system_message_stays_an_array():
+    messages = _through("chat_completion", {"model": "m", "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}, {"role": "user", "content": "hi"}]},
+        {"content": "Injected.", "position": "append"})
+    assert messages[0]["content"] == [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Injected."}]

@@ -13,7 +13,8 @@ Request rule
     become function calls with ``{"input": <raw>}`` arguments, their results become function
     results, and both drop their optional item id (a custom item id is not a valid function item
     id) while ``call_id`` stays. ``tool_choice`` selectors, including those inside
-    ``allowed_tools``, are rewritten to match. Plain function tools are never converted, even with
+    ``allowed_tools``, are rewritten when they name a converted tool by its identity (namespace
+    and name), not merely a configured name. Plain function tools are never converted, even with
     ``"*"``. A declared function tool with the same namespace and name as a custom tool being
     converted makes the request ambiguous: it is rejected before forwarding (400 in the client's
     shape; the reference answered 500).
@@ -25,7 +26,8 @@ Response rule
     a converted tool; an omitted namespace is restored only when the name identifies exactly one
     tool in the request. The arguments are unwrapped (``input``; also ``patch``/``command``/
     ``content`` holding a patch; a whole-argument JSON string is decoded) and ``apply_patch``
-    text is normalised (see ``field_custom_tools_patch``).
+    text is normalised (see ``field_custom_tools_patch``). A restored call's item id becomes a
+    custom-call id (``fc_x`` -> ``ctc_x``).
 
 Streaming
     A converted call's argument fragments are buffered until the call completes; then the whole
@@ -116,8 +118,8 @@ class ConversionRecord:
         if namespace is not None:
             ident = (namespace, name)
             return ident if ident in self.tools else None
-        if (None, name) in self.tools:
-            return (None, name)
+        # The upstream omitted the namespace: restore only when the bare name identifies exactly
+        # one tool of the request (seed: otherwise ambiguous, even when one of them is top-level).
         namespaces = self.known.get(name)
         if namespaces is not None and len(namespaces) == 1:
             ident = (next(iter(namespaces)), name)
@@ -145,11 +147,23 @@ def unwrap_arguments(arguments: str) -> str:
     return arguments
 
 
+def custom_item_id(item_id: str | None) -> str | None:
+    """The item id a restored custom call carries: the upstream's function-call id (``fc_...``)
+    becomes a custom-call id (``ctc_...``, OpenAI's prefix), deterministically, so a stream's
+    header and its finished node agree and a Responses client never sees a custom call with a
+    function-style id."""
+    if not item_id or item_id.startswith("ctc_"):
+        return item_id
+    head, sep, rest = item_id.partition("_")
+    return "ctc_" + (rest if sep and head in ("fc", "call", "toolu") and rest else item_id)
+
+
 def restore_call(node: ToolCallNode, ident: Identity, arguments: str | None = None) -> ToolCallNode:
     text = unwrap_arguments(node.arguments if arguments is None else arguments)
     if ident[1] == APPLY_PATCH:
         text = normalize_patch(text)
-    return replace(node, tool_type="custom", namespace=ident[0], arguments=text, extra=dict(node.extra))
+    return replace(node, id=custom_item_id(node.id), tool_type="custom", namespace=ident[0], arguments=text,
+                   extra=dict(node.extra))
 
 
 class FieldCustomToolsToFunction(Transform):
@@ -261,26 +275,34 @@ class FieldCustomToolsToFunction(Transform):
                 if isinstance(node, ToolResultNode) and node.tool_type == "custom" and node.call_id in record.call_ids:
                     req.input[i] = replace(node, tool_type="function", id=None)
         if isinstance(req.tool_choice, dict):
-            req.tool_choice = self._convert_choice(req.tool_choice)
+            req.tool_choice = self._convert_choice(req.tool_choice, record)
         if record.active:
             ctx.shared[TYPE_ID] = record
 
-    def _convert_choice(self, choice: dict[str, Any]) -> dict[str, Any]:
+    def _convert_choice(self, choice: dict[str, Any], record: ConversionRecord) -> dict[str, Any]:
+        """A custom selector becomes a function selector only when it names a tool this rule
+        converted, by its identity (namespace and name): a configured name alone (a tool that is
+        not declared, or a namespaced one selected by another namespace) is left alone."""
         kind = choice.get("type")
         if kind == "custom":
             inner = choice.get("custom")
-            name = inner.get("name") if isinstance(inner, dict) else None
-            if not self.selects(name or choice.get("name")):
+            source = inner if isinstance(inner, dict) else choice
+            name = source.get("name")
+            namespace = source.get("namespace", choice.get("namespace"))
+            if not isinstance(name, str) or not isinstance(namespace, str | None):
+                return choice
+            ident = record.resolve(name, namespace, None)
+            if ident is None or ident not in record.tools:
                 return choice
             return {("function" if k == "custom" else k): ("function" if k == "type" else v) for k, v in choice.items()}
         if kind == "allowed_tools":
             out = dict(choice)
             if isinstance(out.get("tools"), list):
-                out["tools"] = [self._convert_choice(t) if isinstance(t, dict) else t for t in out["tools"]]
+                out["tools"] = [self._convert_choice(t, record) if isinstance(t, dict) else t for t in out["tools"]]
             nested = out.get("allowed_tools")
             if isinstance(nested, dict) and isinstance(nested.get("tools"), list):
-                out["allowed_tools"] = {**nested, "tools": [self._convert_choice(t) if isinstance(t, dict) else t
-                                                            for t in nested["tools"]]}
+                out["allowed_tools"] = {**nested, "tools": [self._convert_choice(t, record) if isinstance(t, dict)
+                                                            else t for t in nested["tools"]]}
             return out
         return choice
 
@@ -338,14 +360,16 @@ class FieldCustomToolsToFunction(Transform):
             return []
         if isinstance(event, NodeStart):
             node = event.node
+            if isinstance(node, ToolCallNode):
+                st.call_order.append(event.index)
             if isinstance(node, ToolCallNode) and node.tool_type == "function":
                 if not node.name:
                     st.pending[event.index] = _Pending(event, None, held=[event])
                     return []
                 ident = self._resolve(record, node)
                 if ident is not None:
-                    event.node = replace(node, tool_type="custom", namespace=ident[0], arguments="",
-                                         extra=dict(node.extra))
+                    event.node = replace(node, id=custom_item_id(node.id), tool_type="custom",
+                                         namespace=ident[0], arguments="", extra=dict(node.extra))
                     st.pending[event.index] = _Pending(event, ident, emitted=True)
             return [event]
         if isinstance(event, NodeDone):
@@ -389,14 +413,26 @@ class FieldCustomToolsToFunction(Transform):
         before: list[Event] = []
         by_call = {p.start.node.call_id: p for p in st.pending.values() if getattr(p.start.node, "call_id", None)}
         output = event.output
+        ordinal = -1
         for pos, node in enumerate(output):
-            if not isinstance(node, ToolCallNode) or node.tool_type != "function":
+            if not isinstance(node, ToolCallNode):
                 continue
-            restored = st.restored_call.get(node.call_id) if node.call_id else st.restored_index.get(pos)
+            ordinal += 1
+            if node.tool_type != "function":
+                continue
+            # A call without a call_id is matched to its stream node by its rank among the tool
+            # calls: stream indices count every node (text, reasoning...) and need not equal the
+            # call's position in the authoritative output.
+            sidx = st.call_order[ordinal] if ordinal < len(st.call_order) else None
+            if node.call_id:
+                restored = st.restored_call.get(node.call_id)
+            else:
+                restored = st.restored_index.get(sidx) if sidx is not None else None
             if restored is None:
                 pending = by_call.get(node.call_id) if node.call_id else None
-                if pending is None and pos in st.pending and not getattr(st.pending[pos].start.node, "call_id", None):
-                    pending = st.pending[pos]
+                if (pending is None and not node.call_id and sidx in st.pending
+                        and not getattr(st.pending[sidx].start.node, "call_id", None)):
+                    pending = st.pending[sidx]
                 if pending is not None:
                     st.pending.pop(pending.start.index, None)
                     before.extend(self._finish(record, st, pending, node, {}))
@@ -428,6 +464,7 @@ class _StreamState:
     pending: dict[int, _Pending] = field(default_factory=dict)
     restored_call: dict[str, ToolCallNode] = field(default_factory=dict)
     restored_index: dict[int, ToolCallNode] = field(default_factory=dict)
+    call_order: list[int] = field(default_factory=list)  # stream indices of tool calls, in order
     failed: bool = False
 
 

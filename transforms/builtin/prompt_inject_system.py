@@ -24,6 +24,10 @@ class PromptInjectSystem(Transform):
     Control nodes directly before the insertion point keep introducing the envelope they
     belonged to (the new node goes before them), and empty ``content`` is refused on save
     (an empty system segment is rejected by several upstreams).
+
+    A Chat upstream still gets a string system message when the client sent a string: the Chat
+    encoder joins plain-text system segments with a blank line instead of turning the message
+    into a part array, which some OpenAI-compatible servers reject (issue 19).
     """
 
     type_id = "prompt_inject_system"
@@ -70,14 +74,16 @@ class PromptInjectSystem(Transform):
                   "zh": "与参考实现不同，prepend 放在第一个 system 段之前（参考实现放在其后，与 append 相同）。"},
         ),
         TransformExample(
-            title="append: after the last system segment (Chat folds it into that message)",
+            title="append: after the last system segment (Chat folds it into that message, still a string)",
             phase="request",
             config={"content": "A", "position": "append"},
             input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S1"}, {"role": "user", "content": "U"},
                                                    {"role": "system", "content": "S2"}]},
             expected={"messages": [{"role": "system", "content": "S1"}, {"role": "user", "content": "U"},
-                                   {"role": "system", "content": [{"type": "text", "text": "S2"},
-                                                                  {"type": "text", "text": "A"}]}]},
+                                   {"role": "system", "content": "S2\n\nA"}]},
+            note={"en": "The client sent a string, so the system message stays a string (some OpenAI-compatible "
+                        "servers reject a part array there).",
+                  "zh": "客户端发送的是字符串，因此 system 消息仍为字符串（部分 OpenAI 兼容服务器会拒绝部件数组）。"},
         ),
         TransformExample(
             title="No system message: the new one goes first",

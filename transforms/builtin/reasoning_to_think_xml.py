@@ -117,60 +117,68 @@ class ReasoningToThinkXml(Transform):
                 return []
             return [event]
         if isinstance(event, NodeDelta):
-            index = event.index
-            held = state.held.pop(index, None)
-            if held is not None:
-                if event.kind == ev.REASONING_CONTENT:
-                    state.as_text.add(index)
-                    state.open_tag.add(index)
-                    event.kind = ev.TEXT
-                    event.delta = self.open_tag + event.delta
-                    return [NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra), event]
+            return self._delta(event, state)
+        if isinstance(event, NodeDone):
+            return self._done(event, state)
+        if isinstance(event, ResponseDone):
+            return self._response_done(event, state)
+        return [event]
+
+    def _delta(self, event: NodeDelta, state: _State) -> list[Event]:
+        index = event.index
+        held = state.held.pop(index, None)
+        if held is not None:
+            if event.kind == ev.REASONING_CONTENT:
+                state.as_text.add(index)
+                state.open_tag.add(index)
+                event.kind = ev.TEXT
+                event.delta = self.open_tag + event.delta
+                return [NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra), event]
+            state.as_reasoning.add(index)
+            return [held, event]
+        if index in state.as_text:
+            if event.kind != ev.REASONING_CONTENT:
+                return [NodeDelta(index=index, kind=ev.TEXT, delta="", extra=event.extra)] if event.extra else []
+            event.kind = ev.TEXT
+            if index not in state.open_tag and event.delta:  # more thought after the tag was closed
+                event.delta = f"{self.open_tag}{event.delta}{self.close_tag}"
+        return [event]
+
+    def _done(self, event: NodeDone, state: _State) -> list[Event]:
+        index = event.index
+        held = state.held.pop(index, None)
+        if held is not None:  # no delta: decide from the complete node
+            converted = self.convert(event.node)
+            if converted is event.node:
                 state.as_reasoning.add(index)
                 return [held, event]
-            if index in state.as_text:
-                if event.kind != ev.REASONING_CONTENT:
-                    return [NodeDelta(index=index, kind=ev.TEXT, delta="", extra=event.extra)] if event.extra else []
-                event.kind = ev.TEXT
-                if index not in state.open_tag and event.delta:  # more thought after the tag was closed
-                    event.delta = f"{self.open_tag}{event.delta}{self.close_tag}"
-            return [event]
-        if isinstance(event, NodeDone):
-            index = event.index
-            held = state.held.pop(index, None)
-            if held is not None:  # no delta: decide from the complete node
-                converted = self.convert(event.node)
-                if converted is event.node:
-                    state.as_reasoning.add(index)
-                    return [held, event]
-                state.as_text.add(index)
-                event.node = converted
-                return [NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra),
-                        NodeDelta(index=index, kind=ev.TEXT, delta=self._text(event.node)), event]
-            if index in state.as_text:
-                node = event.node
-                content = node.content if type(node) is ReasoningNode else None
-                event.node = TextNode(role="assistant", content=f"{self.open_tag}{content or ''}{self.close_tag}")
-                if index in state.open_tag:
-                    state.open_tag.discard(index)
-                    return [NodeDelta(index=index, kind=ev.TEXT, delta=self.close_tag), event]
-                return [event]
-            return [event]
-        if isinstance(event, ResponseDone):
-            out: list[Event] = []
-            for index, held in list(state.held.items()):  # started, never completed
-                state.as_reasoning.add(index)
-                out.append(held)
-            state.held.clear()
-            output = []
-            for i, node in enumerate(event.output):
-                if i in state.as_text and type(node) is ReasoningNode:
-                    node = TextNode(role="assistant", content=f"{self.open_tag}{node.content or ''}{self.close_tag}")
-                elif i not in state.as_reasoning:
-                    node = self.convert(node)
-                output.append(node)
-            event.output = output
-            drop_reasoning_scalars(output)
-            out.append(event)
-            return out
+            state.as_text.add(index)
+            event.node = converted
+            return [NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra),
+                    NodeDelta(index=index, kind=ev.TEXT, delta=self._text(event.node)), event]
+        if index in state.as_text:
+            node = event.node
+            content = node.content if type(node) is ReasoningNode else None
+            event.node = TextNode(role="assistant", content=f"{self.open_tag}{content or ''}{self.close_tag}")
+            if index in state.open_tag:
+                state.open_tag.discard(index)
+                return [NodeDelta(index=index, kind=ev.TEXT, delta=self.close_tag), event]
         return [event]
+
+    def _response_done(self, event: ResponseDone, state: _State) -> list[Event]:
+        out: list[Event] = []
+        for index, held in list(state.held.items()):  # started, never completed
+            state.as_reasoning.add(index)
+            out.append(held)
+        state.held.clear()
+        output = []
+        for i, node in enumerate(event.output):
+            if i in state.as_text and type(node) is ReasoningNode:
+                node = TextNode(role="assistant", content=f"{self.open_tag}{node.content or ''}{self.close_tag}")
+            elif i not in state.as_reasoning:
+                node = self.convert(node)
+            output.append(node)
+        event.output = output
+        drop_reasoning_scalars(output)
+        out.append(event)
+        return out

@@ -9,7 +9,10 @@ complete patch text:
 - ``*** End of File`` markers (also ``*** End of File ***``, any case) are removed, and an outer
   ``<invoke ...>...</invoke>`` wrapper is reduced to its trimmed inner text;
 - content lines of an ``*** Add File`` section get a ``+`` prefix unless they already start with
-  ``+``, ``-`` or ``\\``; the section ends at the next ``***`` line or ``@@`` header;
+  ``+``, ``-`` or ``\\``; the section ends at the next patch marker (``*** Add File``,
+  ``*** Update File``, ``*** Delete File``, ``*** Move to``, ``*** End Patch``) or ``@@`` header.
+  Only the grammar's own markers end a section: a content line that merely starts with ``***``
+  (a Markdown rule or bold text in a new ``.md`` file) is content and gets its ``+``;
 - inside ``*** Update File`` sections, deletions are kept, and a hunk without context lines whose
   deleted lines equal its added lines (a no-op) is removed; a section left without hunks (and
   without a ``*** Move to``) is removed with its header.
@@ -27,6 +30,14 @@ END = "*** End Patch"
 ADD = "*** Add File"
 UPDATE = "*** Update File"
 MOVE = "*** Move to"
+DELETE = "*** Delete File"
+_SECTION_MARKERS = (ADD, UPDATE, DELETE, MOVE, BEGIN, END)
+
+
+def is_marker(line: str) -> bool:
+    """Whether ``line`` is one of the patch grammar's own ``***`` lines (not content that merely
+    starts with ``***``)."""
+    return line.strip().startswith(_SECTION_MARKERS)
 _EOF_MARKERS = frozenset({"*** end of file", "*** end of file ***"})
 
 
@@ -61,7 +72,7 @@ def normalize_patch(text: str) -> str:
             out.append(END)
             in_add = False
             continue
-        if stripped.startswith("***"):
+        if is_marker(stripped):
             in_add = stripped.startswith(ADD)
             out.append(line)
             continue
@@ -90,7 +101,7 @@ def _drop_noop_hunks(lines: list[str]) -> list[str]:
             header.append(lines[i])
             i += 1
         body_start = i
-        while i < n and not lines[i].startswith("***"):
+        while i < n and not is_marker(lines[i]):
             i += 1
         hunks = _split_hunks(lines[body_start:i])
         kept = [h for h in hunks if not _is_noop(h)]

@@ -47,4 +47,71 @@
       });
     });
   });
+  // Chips: open the rule's own before/after diff.
+  Array.prototype.forEach.call(document.querySelectorAll(".chip-open"), function (b) {
+    b.addEventListener("click", function () {
+      var box = document.getElementById("chip-diff-" + b.getAttribute("data-chip"));
+      if (!box) { return; }
+      var open = box.hidden;
+      Array.prototype.forEach.call(document.querySelectorAll(".chip-diff"), function (d) { d.hidden = true; });
+      Array.prototype.forEach.call(document.querySelectorAll(".chip-open"), function (x) { x.setAttribute("aria-expanded", "false"); });
+      box.hidden = !open;
+      b.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  });
+  // JSON panels as a collapsible tree with search (the <pre> stays for Copy).
+  function node(key, value, depth) {
+    var label = key === null ? "" : key;
+    if (value !== null && typeof value === "object") {
+      var isArr = Array.isArray(value), keys = isArr ? value.map(function (_, i) { return i; }) : Object.keys(value);
+      var d = document.createElement("details");
+      if (depth < 2) { d.open = true; }
+      var sum = document.createElement("summary");
+      if (label !== "") { var k = document.createElement("span"); k.className = "k"; k.textContent = label + ": "; sum.appendChild(k); }
+      sum.appendChild(document.createTextNode(isArr ? "[" : "{"));
+      var c = document.createElement("span"); c.className = "count"; c.textContent = " " + keys.length + (isArr ? " items ]" : " keys }"); sum.appendChild(c);
+      d.appendChild(sum);
+      keys.forEach(function (kk) { d.appendChild(node(isArr ? "[" + kk + "]" : kk, value[kk], depth + 1)); });
+      return d;
+    }
+    var leaf = document.createElement("div"); leaf.className = "leaf";
+    if (label !== "") { var kl = document.createElement("span"); kl.className = "k"; kl.textContent = label + ": "; leaf.appendChild(kl); }
+    var v = document.createElement("span");
+    v.className = typeof value === "string" ? "s" : value === null ? "z" : "n";
+    v.textContent = JSON.stringify(value);
+    leaf.appendChild(v);
+    return leaf;
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("pre.code.json"), function (pre) {
+    var data;
+    try { data = JSON.parse(pre.textContent); } catch (e) { return; }
+    if (data === null || typeof data !== "object") { return; }
+    var tree = document.createElement("div"); tree.className = "tree"; tree.appendChild(node(null, data, 0));
+    var tools = document.createElement("div"); tools.className = "tree-tools";
+    var search = document.createElement("input"); search.type = "search"; search.placeholder = "Search keys and values"; search.className = "tree-search";
+    var count = document.createElement("span"); count.className = "muted";
+    var raw = document.createElement("button"); raw.type = "button"; raw.textContent = "Raw";
+    tools.appendChild(search); tools.appendChild(count); tools.appendChild(raw);
+    pre.hidden = true;
+    pre.parentNode.insertBefore(tools, pre);
+    pre.parentNode.insertBefore(tree, pre);
+    raw.addEventListener("click", function () { pre.hidden = !pre.hidden; tree.hidden = !pre.hidden; raw.textContent = pre.hidden ? "Raw" : "Tree"; });
+    var timer = null;
+    search.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () {
+        var q = search.value.trim().toLowerCase(), hits = 0;
+        Array.prototype.forEach.call(tree.querySelectorAll(".hit"), function (h) { h.classList.remove("hit"); });
+        if (!q) { count.textContent = ""; return; }
+        Array.prototype.forEach.call(tree.querySelectorAll(".k, .s, .n, .z"), function (span) {
+          if (span.textContent.toLowerCase().indexOf(q) === -1) { return; }
+          hits += 1;
+          span.classList.add("hit");
+          for (var p = span.parentNode; p && p !== tree; p = p.parentNode) { if (p.tagName === "DETAILS") { p.open = true; } }
+        });
+        count.textContent = hits + " match" + (hits === 1 ? "" : "es");
+        var first = tree.querySelector(".hit"); if (first) { first.scrollIntoView({block: "nearest"}); }
+      }, 150);
+    });
+  });
 })();

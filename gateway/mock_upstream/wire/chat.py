@@ -15,7 +15,7 @@ def error_body(status: int, message: str) -> dict:
 def _usage(turn: Turn) -> dict:
     return {"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
             "total_tokens": turn.input_tokens + turn.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": turn.cache_read_tokens, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens, "audio_tokens": 0,
                                           "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
 

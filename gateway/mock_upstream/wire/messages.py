@@ -40,7 +40,9 @@ def _stop_reason(turn: Turn) -> str:
 
 
 def _usage(turn: Turn, output_tokens: int) -> dict:
-    return {"input_tokens": turn.input_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+    """Anthropic's input_tokens excludes cache reads and writes."""
+    return {"input_tokens": turn.input_tokens - turn.cache_read_tokens - turn.cache_write_tokens,
+            "cache_creation_input_tokens": turn.cache_write_tokens, "cache_read_input_tokens": turn.cache_read_tokens,
             "output_tokens": output_tokens, "service_tier": "standard"}
 
 
@@ -82,6 +84,6 @@ def stream(turn: Turn, ctx: WireContext) -> Iterator[bytes]:
                                                     "delta": {"type": "input_json_delta", "partial_json": piece}})
         yield event("content_block_stop", {"index": index})
     yield event("message_delta", {"delta": {"stop_reason": _stop_reason(turn), "stop_sequence": None},
-                                  "usage": {"input_tokens": turn.input_tokens, "cache_creation_input_tokens": 0,
-                                            "cache_read_input_tokens": 0, "output_tokens": turn.output_tokens}})
+                                  "usage": {k: v for k, v in _usage(turn, turn.output_tokens).items()
+                                            if k != "service_tier"}})
     yield event("message_stop", {})

@@ -14,7 +14,7 @@ def error_body(status: int, message: str) -> dict:
 
 
 def _usage(turn: Turn) -> dict:
-    return {"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": 0},
+    return {"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
             "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
             "total_tokens": turn.input_tokens + turn.output_tokens}
 
@@ -29,6 +29,10 @@ def _items(turn: Turn, ctx: WireContext) -> list[dict]:
     if turn.text:
         items.append({"id": f"msg_{ctx.response_id}", "type": "message", "status": "completed", "role": "assistant",
                       "content": [{"type": "output_text", "text": turn.text, "annotations": [], "logprobs": []}]})
+    if turn.image_b64:
+        items.append({"id": f"ig_{ctx.response_id}", "type": "image_generation_call", "status": "completed",
+                      "background": "opaque", "output_format": "png", "quality": "low", "size": "1024x1024",
+                      "result": turn.image_b64})
     for call in turn.tool_calls:
         if call.kind == "custom":
             items.append({"id": f"ctc_{short_id(call.call_id)}", "type": "custom_tool_call", "status": "completed",
@@ -102,6 +106,11 @@ def stream(turn: Turn, ctx: WireContext) -> Iterator[bytes]:
             yield event("response.function_call_arguments.done",
                         {"item_id": item_id, "output_index": index, "name": item["name"],
                          "arguments": item["arguments"]})
+        elif kind == "image_generation_call":
+            yield event("response.output_item.added", {"output_index": index, "item": {
+                "id": item_id, "type": "image_generation_call", "status": "in_progress"}})
+            yield event("response.image_generation_call.in_progress", {"item_id": item_id, "output_index": index})
+            yield event("response.image_generation_call.completed", {"item_id": item_id, "output_index": index})
         else:  # custom_tool_call
             yield event("response.output_item.added", {"output_index": index, "item": {**item, "input": ""}})
             for piece in split_text(item["input"], ctx.arg_chunk):

@@ -16,7 +16,7 @@ PROTOCOL = "chat_completion"
 MSG_SHAPE = "_gw_chat_msg"  # on a message's first node: its content shape (string|array|null|absent)
 RESULT_SHAPE = "_gw_chat_content"  # on a tool result: its content shape (string|array)
 INNER_EXTRA = "_gw_chat_inner"  # unknown keys of a part's inner object (image_url, file, function...)
-REASONING_DETAIL = "_gw_chat_reasoning_detail"  # the raw reasoning_details[] entry
+REASONING_DETAIL = "_gw_chat_reasoning_detail"  # the raw reasoning_details[] entry (or entries, a list)
 REASONING_SURFACE = "_gw_chat_reasoning_surface"  # "reasoning" | "reasoning_content" scalar origin
 REASONING_EFFORT_RAW = "_gw_chat_reasoning_effort"  # the client's exact reasoning_effort string
 REASONING_CONFIG = "_gw_chat_reasoning_config"  # OpenRouter-style `reasoning` object
@@ -135,6 +135,34 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
 
 def data_url(media_type: str | None, data: str) -> str:
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"
+
+
+def raw_details(raw: Any) -> list[dict[str, Any]]:
+    """A node's raw ``reasoning_details`` entries: one dict, or a list when a text entry and the
+    encrypted entry after it were folded into one node (see ``folds_into``)."""
+    if isinstance(raw, dict):
+        return [raw]
+    if isinstance(raw, list):
+        return [r for r in raw if isinstance(r, dict)]
+    return []
+
+
+def folds_into(prev_entry: Any, prev_node: Any, entry: dict[str, Any]) -> bool:
+    """Whether an encrypted ``reasoning_details`` entry belongs to the text entry just before it.
+
+    OpenRouter sends a model's reasoning as a ``reasoning.text`` entry and its opaque payload as
+    a separate ``reasoning.encrypted`` entry. As two nodes they reach an Anthropic client as two
+    thinking blocks (text with an empty signature, then an empty one with the signature); one
+    node gives one block with both. Only a text entry without a payload of its own, with a
+    compatible id, takes the encrypted entry."""
+    if entry.get("type") != "reasoning.encrypted" or not isinstance(entry.get("data"), str):
+        return False
+    if not isinstance(prev_entry, dict) or prev_entry.get("type") != "reasoning.text":
+        return False
+    if getattr(prev_node, "encrypted", None) not in (None, "") or getattr(prev_node, "summary", None):
+        return False
+    ids = (prev_entry.get("id"), entry.get("id"))
+    return ids[0] is None or ids[1] is None or ids[0] == ids[1]
 
 
 def default_error_type(status: int) -> str:

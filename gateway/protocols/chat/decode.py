@@ -43,6 +43,7 @@ from .common import (
     REASONING_DETAIL,
     REASONING_SURFACE,
     RESULT_SHAPE,
+    folds_into,
 )
 
 _MESSAGE_KEYS = frozenset({
@@ -165,7 +166,19 @@ def _reasoning_nodes(msg: dict[str, Any], env: dict[str, Any]) -> list[Node]:
         for key in ("reasoning", "reasoning_content"):
             if key in msg:
                 env[key] = msg[key]
-        return [reasoning_from_detail(d) for d in details if isinstance(d, dict)]
+        nodes: list[Node] = []
+        for entry in details:
+            if not isinstance(entry, dict):
+                continue
+            prev = nodes[-1] if nodes else None
+            prev_raw = prev.extra.get(REASONING_DETAIL) if isinstance(prev, ReasoningNode) else None
+            if prev is not None and folds_into(prev_raw, prev, entry):
+                folded = reasoning_from_detail(entry)
+                prev.encrypted = folded.encrypted
+                prev.extra[REASONING_DETAIL] = [prev_raw, folded.extra[REASONING_DETAIL]]
+                continue
+            nodes.append(reasoning_from_detail(entry))
+        return nodes
     if "reasoning_details" in msg:
         env["reasoning_details"] = details
     nodes: list[Node] = []

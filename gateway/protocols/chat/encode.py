@@ -41,6 +41,7 @@ from .common import (
     RESULT_SHAPE,
     data_url,
     encode_usage,
+    raw_details,
 )
 from .decode import reasoning_from_detail
 
@@ -145,10 +146,17 @@ def reasoning_entries(node: ReasoningNode, start: int) -> list[dict[str, Any]]:
     return out
 
 
-def raw_detail_matches(node: ReasoningNode, raw: dict[str, Any]) -> bool:
-    """True while the node still says what its raw ``reasoning_details`` entry says, so the raw
-    entry can be replayed exactly; a transform that rewrote the node wins over the raw entry."""
-    ref = reasoning_from_detail(raw)
+def raw_detail_matches(node: ReasoningNode, raw: Any) -> bool:
+    """True while the node still says what its raw ``reasoning_details`` entries say, so they
+    can be replayed exactly; a transform that rewrote the node wins over the raw entries. A
+    text entry with the encrypted entry folded into it (a list) says the text of the first and
+    the payload of the second."""
+    entries = raw_details(raw)
+    if not entries:
+        return False
+    ref = reasoning_from_detail(entries[0])
+    for extra in entries[1:]:
+        ref.encrypted = reasoning_from_detail(extra).encrypted
     return (ref.content, ref.summary, ref.encrypted) == (node.content, node.summary, node.encrypted)
 
 
@@ -179,8 +187,8 @@ class _Message:
             if node.extra.get(SUMMARY_AS_CHAT_CONTENT) and node.summary:
                 node = replace(node, summary=None)  # shown as reasoning_content instead of a detail
         raw = node.extra.get(REASONING_DETAIL)
-        if isinstance(raw, dict) and raw_detail_matches(node, raw):
-            self.details.append(without_internal(raw))
+        if raw_detail_matches(node, raw):
+            self.details.extend(without_internal(entry) for entry in raw_details(raw))
             return
         surface = node.extra.get(REASONING_SURFACE)
         if surface in ("reasoning", "reasoning_content") and not node.summary and node.encrypted in (None, ""):
@@ -201,6 +209,12 @@ class _Message:
                 msg["content"] = self.parts
         else:
             content = _content(self.parts, self.shape)
+            if (isinstance(content, list) and len(content) > 1 and self.shape != "array"
+                    and self.role in ("system", "developer") and all(_plain_text(p) for p in content)):
+                # Several plain system segments (an injected prompt next to the client's string,
+                # or folded system nodes): one string, as the client sent it or as any server
+                # takes it; some OpenAI-compatible servers reject a system part array.
+                content = "\n\n".join(p["text"] for p in content)
             if content is not None or self.shape != "absent":
                 if content is None and self.role != "assistant":
                     content = ""

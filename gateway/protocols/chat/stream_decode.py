@@ -36,6 +36,7 @@ from .common import (
     chat_id,
     decode_usage,
     finish_from_wire,
+    folds_into,
 )
 
 
@@ -58,6 +59,7 @@ class StreamDecoder:
         self._scalar: int | None = None
         self._details: dict[Any, int] = {}
         self._raw: dict[int, dict[str, Any]] = {}
+        self._folded: dict[int, dict[str, Any]] = {}  # encrypted entries folded into a text node
         self._calls: dict[Any, int] = {}
         self._native_finish: str | None = None
         self._usage = None
@@ -115,7 +117,8 @@ class StreamDecoder:
         self.finished = True
         out: list[ev.Event] = []
         for idx, raw in self._raw.items():
-            self._nodes[idx].extra[REASONING_DETAIL] = raw
+            folded = self._folded.get(idx)
+            self._nodes[idx].extra[REASONING_DETAIL] = raw if folded is None else [raw, folded]
         for idx, node in enumerate(self._nodes):
             out.append(ev.NodeDone(index=idx, node=node))
         extra = {NATIVE_FINISH: self._native_finish} if self._native_finish else {}
@@ -135,6 +138,17 @@ class StreamDecoder:
         else:
             key = None
         idx = self._details.get(key) if key is not None else None
+        if idx is None and self._nodes and self._nodes[-1] is not None:
+            last = len(self._nodes) - 1
+            if folds_into(self._raw.get(last), self._nodes[last], entry):
+                # the encrypted payload of the text entry just before: one node (chat_common.folds_into)
+                idx = last
+                folded = {k: v for k, v in entry.items() if not str(k).startswith("_gw_")}
+                self._folded[idx] = folded
+                if key is not None:
+                    self._details[key] = idx
+                self._delta(idx, ev.REASONING_ENCRYPTED, entry["data"], out)
+                return
         if idx is None:
             node = ReasoningNode(id=entry.get("id") if isinstance(entry.get("id"), str) else None,
                                  source=entry.get("format") or None if isinstance(entry.get("format"), str) else None)
@@ -143,7 +157,7 @@ class StreamDecoder:
                 self._details[key] = idx
             self._raw[idx] = {k: v for k, v in entry.items() if not str(k).startswith("_gw_")}
         else:
-            raw = self._raw[idx]
+            raw = self._folded[idx] if dtype == "reasoning.encrypted" and idx in self._folded else self._raw[idx]
             for k, v in entry.items():
                 if str(k).startswith("_gw_"):
                     continue

@@ -36,6 +36,7 @@ from .common import (
     default_error_type,
     encode_usage,
     finish_to_wire,
+    raw_details,
 )
 
 
@@ -102,7 +103,7 @@ class StreamEncoder:
             state = _NodeState("reasoning")
             surface = node.extra.get(REASONING_SURFACE)
             state.surface = surface if surface in ("reasoning", "reasoning_content") else None
-            raw = node.extra.get(REASONING_DETAIL)
+            raw = next(iter(raw_details(node.extra.get(REASONING_DETAIL))), None)
             if node.id:
                 state.ident["id"] = node.id
             if node.source:
@@ -201,7 +202,7 @@ class StreamEncoder:
                 out += self._write(state, ev.REASONING_SUMMARY, node.summary[state.sent_summary:])
             if node.encrypted not in (None, ""):
                 entry = {"type": "reasoning.encrypted", "data": node.encrypted, **state.ident}
-                if "index" not in entry:
+                if "index" not in entry or state.sent or state.sent_summary:  # its own entry, its own index
                     entry["index"] = self._detail_index
                     self._detail_index += 1
                 out += self._chunk({"reasoning_details": [entry]})

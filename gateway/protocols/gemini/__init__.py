@@ -1,6 +1,7 @@
-"""Google Gemini codec (upstream only): ``generateContent`` / ``streamGenerateContent?alt=sse``.
+"""Google Gemini codec: ``generateContent`` / ``streamGenerateContent?alt=sse``, upstream and (see
+``client``) client side.
 
-Gemini has no client endpoint here, so every hop into it is cross-family: the encoder writes
+Every hop into a Gemini upstream is treated as cross-family: the encoder writes
 what Gemini can express (text, inline/file data, function calls and responses, thought parts
 with their signatures) and skips the rest. Gemini has no tool-call ids on most models, so the
 decoders synthesise stable ones, and a ``functionResponse`` names the *function* (looked up from
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from .client import StreamEncoder, decode_request, encode_response, error_body
 from .common import API_VERSION, NATIVE_FINISH, PROTOCOL, SIGNATURE, WIRE_CALL_ID
 from .request import SKIP_SIGNATURE, clean_schema, encode_request, thinking_config
 from .response import decode_response
 from .stream_decode import StreamDecoder
 
 __all__ = [
+    "StreamEncoder", "decode_request", "encode_response", "error_body",
     "API_VERSION", "NATIVE_FINISH", "PROTOCOL", "SIGNATURE", "SKIP_SIGNATURE", "StreamDecoder", "WIRE_CALL_ID",
     "clean_schema", "decode_response", "encode_request", "thinking_config", "upstream_headers", "upstream_path",
 ]

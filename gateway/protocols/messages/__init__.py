@@ -7,9 +7,7 @@ usage, stop reasons shared by all of them) and ``thinking`` (thinking/effort rul
 
 from __future__ import annotations
 
-from typing import Any
-
-from .common import PROTOCOL, error_type_for
+from .common import PROTOCOL, error_object
 from .request import decode_request, encode_request
 from .response import decode_response, encode_response
 from .stream_decode import StreamDecoder
@@ -27,8 +25,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 def error_body(status: int, code: str, message: str, *, param: str | None = None,
                error_type: str | None = None) -> dict:
-    """Anthropic error envelope ``{"type": "error", "error": {"type", "message"}}``."""
-    err: dict[str, Any] = {"type": error_type_for(status, code, error_type), "message": message}
+    """Anthropic error envelope ``{"type": "error", "error": {"type", "message", "code"}}`` with one of
+    Anthropic's own error types and our code beside it."""
+    err = error_object(status, code, message, error_type)
     if param:
         err["param"] = param
     return {"type": "error", "error": err}

@@ -455,9 +455,31 @@ _STATUS_TYPES = {
     404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
     502: "api_error", 503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error",
 }
+# Anthropic's own ``error.type`` values: the SDKs and Claude Code branch on these, so nothing
+# else (our codes such as ``invalid_request``, OpenAI's ``server_error``) goes in that field.
+ANTHROPIC_ERROR_TYPES = frozenset({
+    "invalid_request_error", "authentication_error", "billing_error", "permission_error", "not_found_error",
+    "request_too_large", "rate_limit_error", "api_error", "timeout_error", "overloaded_error",
+})
 
 
 def error_type_for(status: int, code: str | None, error_type: str | None = None) -> str:
-    """The Anthropic ``error.type``: the upstream's type when known, else our code, else the
-    type Anthropic uses for that HTTP status."""
-    return error_type or code or _STATUS_TYPES.get(status, "api_error")
+    """The Anthropic ``error.type``: the given type when it is one of Anthropic's, else the type
+    Anthropic uses for that HTTP status. Our own code travels in a separate ``code`` field (see
+    ``error_object``)."""
+    if error_type in ANTHROPIC_ERROR_TYPES:
+        return error_type
+    if code in ANTHROPIC_ERROR_TYPES:
+        return code
+    found = _STATUS_TYPES.get(status)
+    if found is not None:
+        return found
+    return "invalid_request_error" if 400 <= status < 500 else "api_error"
+
+
+def error_object(status: int, code: str | None, message: str, error_type: str | None = None) -> dict[str, Any]:
+    """The inner Anthropic error object: ``{"type", "message", "code"?}``."""
+    err: dict[str, Any] = {"type": error_type_for(status, code, error_type), "message": message}
+    if code:
+        err["code"] = code
+    return err

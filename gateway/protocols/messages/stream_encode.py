@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from copy import copy
+from dataclasses import replace
 from typing import Any
 
 from gateway.urp import (
@@ -31,21 +32,18 @@ from .common import (
     START_USAGE,
     client_signature,
     encode_usage,
-    error_type_for,
+    error_object,
     scrub,
     stop_to_wire,
 )
-
-
-def _error_type(status: int | None, code: str | None, error_type: str | None) -> str:
-    return error_type_for(status or 500, code, error_type)
 
 
 class _Out:
     """One URP node on its way to the client: which block type it becomes, whether its block is
     open, what was already streamed, and events buffered while an earlier block is open."""
 
-    __slots__ = ("index", "kind", "header", "block", "streamed", "rkind", "buffer", "done", "parked")
+    __slots__ = ("index", "kind", "header", "block", "streamed", "rkind", "buffer", "done", "parked", "encrypted",
+                 "signed")
 
     def __init__(self, index: int, kind: str, header: Node) -> None:
         self.index = index
@@ -57,6 +55,8 @@ class _Out:
         self.buffer: list[tuple[str, Any]] = []
         self.done = False
         self.parked = False  # its block was closed early so a later node could stream
+        self.encrypted = ""  # reasoning payload fragments seen so far (thinking blocks)
+        self.signed: str | None = None  # the signature already written into its block
 
 
 def _classify(node: Node) -> str:
@@ -172,6 +172,9 @@ class StreamEncoder:
             if event.kind != out.rkind:
                 return b""  # render one text per block: whichever of content/summary came first
             return self._text_delta(out, event.delta)
+        if kind == "thinking" and event.kind == ev.REASONING_ENCRYPTED:
+            out.encrypted += event.delta
+            return b""
         if kind == "tool" and event.kind == ev.ARGUMENTS and event.delta:
             append_text(out, "streamed", event.delta)
             return self._delta_frame(out, {"type": "input_json_delta", "partial_json": event.delta})
@@ -200,6 +203,8 @@ class StreamEncoder:
             if full.startswith(out.streamed):
                 parts.append(self._text_delta(out, full[len(out.streamed):]))
             sig = client_signature(node)
+            if sig and sig == out.signed:
+                sig = None  # written when the block was parked
             if sig:
                 if out.block is None:
                     parts.append(self._open(out, {"type": "thinking", "thinking": "", "signature": ""}))
@@ -269,7 +274,15 @@ class StreamEncoder:
         return out.kind == "tool" and event.kind == ev.ARGUMENTS
 
     def _park(self, out: _Out) -> bytes:
-        data = self._stop_frame(out) if out.block is not None else b""
+        data = b""
+        if out.block is not None and out.kind == "thinking" and out.encrypted:
+            # The payload is already known (Chat sends it whole, right after the text): sign this
+            # block now rather than open a second, empty thinking block just for the signature.
+            sig = client_signature(replace(out.header, encrypted=out.encrypted))
+            if sig:
+                out.signed = sig
+                data = self._delta_frame(out, {"type": "signature_delta", "signature": sig})
+        data += self._stop_frame(out) if out.block is not None else b""
         out.block = None
         out.parked = True
         self._active = None
@@ -368,7 +381,7 @@ class StreamEncoder:
     def _error_terminal(self, status: int | None, code: str | None, message: str, error_type: str | None) -> bytes:
         head = b"" if self.started else self._message_start(None)
         self.finished = True
-        err = {"type": "error", "error": {"type": _error_type(status, code, error_type), "message": message}}
+        err = {"type": "error", "error": error_object(status or 500, code, message, error_type)}
         return head + frame(err, "error")
 
     def keepalive(self) -> bytes:
@@ -377,7 +390,7 @@ class StreamEncoder:
     def error(self, status: int, code: str, message: str) -> bytes:
         """Pre-stream error: a lone ``event: error`` (no message_start, no [DONE])."""
         self.finished = True
-        err = {"type": "error", "error": {"type": _error_type(status, code, None), "message": message}}
+        err = {"type": "error", "error": error_object(status, code, message)}
         return frame(err, "error")
 
     def close(self) -> bytes:

@@ -49,6 +49,7 @@ M_OUTPUT = "_gw_rsp_output"  # tool output shape: "array" | "object" (string whe
 M_INSTR = "_gw_rsp_instr"  # node derived from ``instructions``
 M_BODY = "_gw_rsp_body"  # raw native item an ImageNode was decoded from (image_generation_call)
 FILE_ID_ORIGIN = "_gw_file_id_origin"  # "openai" for Chat/Responses file ids
+BREAKPOINT = "prompt_cache_breakpoint"  # OpenAI explicit prompt-cache breakpoint on a content entry
 DOWNSTREAM_ONLY = "_gw_reasoning_downstream_only"  # reasoning shown to a client, never replayed upstream
 # Reasoning summary parts are joined with a blank line in URP (each OpenAI part is a "**Title**\n\nbody"
 # paragraph; joining them without a separator, as the reference does, runs titles into sentences).
@@ -419,7 +420,11 @@ def encode_tool_result(node: ToolResultNode, same: bool) -> dict[str, Any]:
                 p = {"type": "input_text", "text": n.content}
                 if M_PART in n.extra:
                     p["type"] = n.extra[M_PART]
-                parts.append(put_extra(p, n.extra) if same else p)
+                if same:
+                    put_extra(p, n.extra)
+                elif BREAKPOINT in n.extra:  # cache_openai_tool_use marks entries on any hop
+                    p[BREAKPOINT] = n.extra[BREAKPOINT]
+                parts.append(p)
             else:
                 p = encode_part(n, same, False)
                 if p is not None:

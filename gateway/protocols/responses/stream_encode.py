@@ -14,6 +14,8 @@ Deliberate choices:
   clients never see empty assistant messages.
 - Same-protocol native events about an announced item are replayed with our coordinates;
   others are dropped so the lifecycle stays valid.
+- No ``data: [DONE]`` after the terminal event (issue 19): OpenAI's Responses API does not send
+  one, and strict stream parsers treat it as a malformed event. The reference sends it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from gateway.urp.nodes import (
 )
 
 from ..base import EncodeContext, json_text, new_id, without_internal
-from ..sse import DONE
 from .common import M_BODY, M_IS_PART, M_SUMMARY, PROTOCOL, SUMMARY_SEP
 from .response import (
     X_OBJECT,
@@ -545,17 +546,17 @@ class StreamEncoder:
         name = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(status,
                                                                                             "response.failed")
         self._terminal = True
-        return buf + self._frame(name, {"response": obj}) + DONE
+        return buf + self._frame(name, {"response": obj})
 
     def _failed(self, code: str, message: str) -> bytes:
         buf = self._close_open("incomplete")
         err = {"code": code, "message": message}
         obj = self._object("failed", [it.final for it in self._items if it.final is not None], error=err)
         self._terminal = True
-        return buf + self._frame("response.failed", {"response": obj}) + DONE
+        return buf + self._frame("response.failed", {"response": obj})
 
     def error(self, status: int, code: str, message: str) -> bytes:
-        """Pre-stream error: ``error`` then ``response.failed`` then ``[DONE]`` (§4.9)."""
+        """Pre-stream error: ``error`` then ``response.failed`` (§4.9, without its ``[DONE]``)."""
         if self._terminal:
             return b""
         if self._started:
@@ -566,7 +567,7 @@ class StreamEncoder:
         self._terminal = True
         buf = self._frame("error", {"code": code, "message": message, "param": None})
         obj = self._object("failed", [], error={"code": code, "message": message})
-        return buf + self._frame("response.failed", {"response": obj}) + DONE
+        return buf + self._frame("response.failed", {"response": obj})
 
     def close(self) -> bytes:
         if self._terminal:

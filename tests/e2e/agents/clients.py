@@ -27,7 +27,7 @@ PACKAGE_JSON = HERE / "package.json"
 INSTALL_TIMEOUT = 900
 RUN_TIMEOUT = 90
 
-BINARIES = {"codex": "codex", "claude": "claude"}
+BINARIES = {"codex": "codex", "claude": "claude", "gemini": "gemini"}
 _STRIPPED_PREFIXES = ("OPENAI_", "ANTHROPIC_", "CODEX_", "CLAUDE_", "AWS_", "GOOGLE_", "VERTEX_")
 
 
@@ -36,7 +36,7 @@ def node_dir() -> Path:
 
 
 def ensure_installed() -> tuple[dict[str, Path] | None, str]:
-    """``({"codex": path, "claude": path}, "")`` once installed, or ``(None, reason)``."""
+    """``({"codex": path, "claude": path, "gemini": path}, "")`` once installed, or ``(None, reason)``."""
     npm = shutil.which("npm")
     if shutil.which("node") is None or npm is None:
         return None, "node and npm are not installed (the agent CLIs install from the npm registry)"
@@ -154,4 +154,30 @@ def run_claude(binary: Path, *, base_url: str, api_key: str, model: str, small_m
     })
     cmd = [str(binary), "-p", prompt, "--output-format", "json", "--permission-mode", "acceptEdits",
            "--allowedTools", "Write", "--model", model]
+    return run(cmd, workdir=workdir, env=env)
+
+
+GEMINI_SETTINGS = {
+    # Without this the CLI picks another auth type and refuses it in -p mode.
+    "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+    # Usage statistics, telemetry and update checks would look up Google hosts.
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+}
+
+
+def run_gemini(binary: Path, *, base_url: str, api_key: str, model: str, prompt: str, tmp: Path) -> AgentRun:
+    """``gemini -p`` in ``tmp/work`` with a private ``~/.gemini/settings.json`` (issue 19: what
+    version 0.61.0 needs to run offline and non-interactively). ``-m`` skips the routing model;
+    the key goes out as ``x-goog-api-key``."""
+    import json
+
+    workdir, home = tmp / "work", tmp / "home"
+    for folder in (workdir, home / ".gemini"):
+        folder.mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
+    env = clean_env(home, {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": api_key,
+                           "GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_TELEMETRY_ENABLED": "false"})
+    cmd = [str(binary), "-p", prompt, "-m", model, "--approval-mode", "auto_edit", "--output-format", "json"]
     return run(cmd, workdir=workdir, env=env)

@@ -56,11 +56,13 @@ def save_rules(specs: list[RuleSpec], *, route: Route | None, key: Any) -> None:
 
 
 def setup(mock_upstream, upstream: str, model: str, rules: Sequence[RuleSpec] = (), *,
-          upstream_model: str = "") -> Setup:
+          upstream_model: str = "", fault: str = "", **key_fields: Any) -> Setup:
     """A route ``model`` → ``upstream_model`` (default ``up-<model>``) on the mock speaking
-    ``upstream``, a fresh key, and ``rules``."""
-    route = make_route(upstream, model, mock_upstream.base_url(upstream), upstream_model=upstream_model or f"up-{model}")
-    key, secret = make_key("transform-e2e")
+    ``upstream`` (``fault``: a mock option prefix such as ``prompt-cache=1``), a fresh key (with
+    ``key_fields``, e.g. ``owner``), and ``rules``."""
+    route = make_route(upstream, model, mock_upstream.base_url(upstream, fault),
+                       upstream_model=upstream_model or f"up-{model}")
+    key, secret = make_key("transform-e2e", **key_fields)
     save_rules(list(rules), route=route, key=key)
     return Setup(route, key, secret, model)
 

@@ -31,7 +31,9 @@ def test_api_key_rule_injects_a_system_segment(gateway, mock_upstream, position)
     assert reply.content[0].text == "Echo: hi"
     body = last_upstream_body(mock_upstream)
     expected = [OPERATOR, "Client rules."] if position == "prepend" else ["Client rules.", OPERATOR]
-    assert chat_system_texts(body) == expected
+    # the client sent a string: the upstream gets one string system message (issue 19)
+    assert chat_system_texts(body) == ["\n\n".join(expected)]
+    assert isinstance(body["messages"][0]["content"], str)
     assert body["messages"][0]["role"] == "system"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
@@ -52,4 +54,4 @@ def test_chains_run_provider_then_global_then_api_key(gateway, mock_upstream):
     anthropic_client(gateway, s.secret).messages.create(model=s.model, max_tokens=64, system="Client rules.",
                                                         messages=[{"role": "user", "content": "hi"}])
     assert chat_system_texts(last_upstream_body(mock_upstream)) == [
-        "Client rules.", "from provider", "from global", "from key"]
+        "Client rules.\n\nfrom provider\n\nfrom global\n\nfrom key"]

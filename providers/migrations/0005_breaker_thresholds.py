@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('providers', '0002_prices_and_provider_multiplier'),
+        ('providers', '0004_provider_affinity'),
     ]
 
     operations = [

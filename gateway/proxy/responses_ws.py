@@ -1,0 +1,151 @@
+"""The Responses WebSocket transport (issue 19; reference §6.1, ``WS1-WS19``): ``GET /v1/responses``
+upgraded to a WebSocket, as Codex uses it.
+
+Each client text frame ``{"type": "response.create", ...}`` carries the body of a
+``POST /v1/responses`` (without ``stream``); the turn runs through the same pipeline as the HTTP
+endpoint (rule chains, routing, failover, capture) as a streamed request, and every SSE event
+of the answer goes back as one JSON text frame (no ``[DONE]``). ``previous_response_id`` naming
+the connection's last response continues the conversation from the connection's own history
+(the previous turn's input and output items), so a continuation works whatever the upstream
+protocol; an id the connection does not know is forwarded as is (a Responses upstream may).
+Authentication is the handshake's ``Authorization`` / ``x-api-key`` header; errors are
+``{"type": "error", ...}`` frames and the connection stays open. Protocol-level pings are the
+server's (uvicorn answers and sends WebSocket pings).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from gateway.protocols.sse import SSEParser
+
+from .exchange import Exchange, client_request_id_from, read_headers
+from .limits import client_ip, ip_allowed
+from .serve import serve
+
+log = logging.getLogger("gateway.proxy")
+
+RESPONSES_WS_PATHS = frozenset({"/v1/responses", "/responses", "/api/v1/responses", "/api/responses"})
+MAX_FRAME = 50 * 1024 * 1024
+
+
+class _Connection:
+    """Per-connection continuation state: the last response's id and the conversation so far."""
+
+    def __init__(self) -> None:
+        self.last_id: str | None = None
+        self.history: list[Any] = []
+
+
+def _as_items(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return list(value) if isinstance(value, list) else []
+
+
+async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> None:
+    """One WebSocket connection, until the client closes it."""
+    first = await receive()
+    if first["type"] != "websocket.connect":
+        return
+    headers = read_headers(scope)
+    snapshot = app.holder.current or await app._wait_snapshot()
+    key = app.authenticate(headers, snapshot.keys_by_hash, time.time()) if snapshot is not None else None
+    if key is None:
+        await send({"type": "websocket.close", "code": 1008, "reason": "invalid or missing API key"})
+        return
+    if key.limits is not None and key.limits.ip_allow and not ip_allowed(
+            key.limits, client_ip(scope, headers, app.config.trusted_proxies)):
+        await send({"type": "websocket.close", "code": 1008, "reason": "this API key may not be used from this address"})
+        return
+    await send({"type": "websocket.accept"})
+    conn = _Connection()
+    while True:
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        if message["type"] != "websocket.receive":
+            continue
+        text = message.get("text")
+        if text is None and message.get("bytes") is not None:
+            text = message["bytes"].decode("utf-8", "replace")
+        await _turn(app, conn, key, headers, text or "", send)
+
+
+async def _error(send: Any, code: str, message: str, status: int = 400) -> None:
+    await send({"type": "websocket.send", "text": orjson.dumps(
+        {"type": "error", "status": status, "error": {"type": "invalid_request_error", "code": code,
+                                                      "message": message}}).decode()})
+
+
+async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
+    if len(text) > MAX_FRAME:
+        await _error(send, "request_too_large", "frame too large")
+        return
+    try:
+        event = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        await _error(send, "invalid_request", "frame is not valid JSON")
+        return
+    if not isinstance(event, dict) or event.get("type") != "response.create":
+        await _error(send, "invalid_request", "expected a response.create event")
+        return
+    body = {k: v for k, v in event.items() if k != "type"}
+    if isinstance(body.get("response"), dict):  # some clients nest the body
+        body = {**body.pop("response"), **body}
+    body["stream"] = True
+    input_items = _as_items(body.get("input"))
+    previous = body.get("previous_response_id")
+    if previous is not None and previous == conn.last_id:
+        body.pop("previous_response_id")
+        input_items = conn.history + input_items
+    body["input"] = input_items
+
+    snapshot = app.holder.current
+    parser = SSEParser()
+    state: dict[str, Any] = {"status": 200, "error_body": b"", "completed": None}
+
+    async def on_send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            state["status"] = message["status"]
+            return
+        chunk = message.get("body", b"")
+        if state["status"] != 200:
+            state["error_body"] += chunk
+            return
+        for _name, data in parser.feed(chunk):
+            await _forward(data)
+
+    async def _forward(data: str) -> None:
+        if not data or data == "[DONE]":
+            return
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(payload, dict) and payload.get("type") == "response.completed":
+            state["completed"] = payload.get("response")
+        await send({"type": "websocket.send", "text": data})
+
+    ex = Exchange(on_send, "responses", uuid.uuid4().hex, time.perf_counter())  # our own identity
+    ex.client_request_id = client_request_id_from(headers)
+    await serve(app.runtime, ex, snapshot, key, orjson.dumps(body))
+    for _name, data in parser.close():
+        await _forward(data)
+    if state["status"] != 200:
+        try:
+            err = orjson.loads(state["error_body"]).get("error", {})
+        except (orjson.JSONDecodeError, AttributeError):
+            err = {}
+        await send({"type": "websocket.send", "text": orjson.dumps(
+            {"type": "error", "status": state["status"], "error": err}).decode()})
+        return
+    completed = state["completed"]
+    if isinstance(completed, dict) and isinstance(completed.get("id"), str):
+        conn.last_id = completed["id"]
+        conn.history = input_items + [item for item in completed.get("output") or [] if isinstance(item, dict)]

@@ -1,0 +1,112 @@
+"""What the capture recorder keeps for the viewer: per-rule URP states (only when capturing),
+the failed attempt's target and error class, the model of a rejected request; and how the
+viewer turns them into chips with their own diffs."""
+
+from __future__ import annotations
+
+import pytest
+
+from captures import recorder as capture_recorder_module
+from captures.recorder import capture_recorder
+from captures.steps import chips
+from gateway.crypto import hash_api_key
+from gateway.live_config import DatabaseConfigSource
+from gateway.proxy.app import ProxyApp
+from gateway.proxy.chain import CompiledRule
+from gateway.proxy.recorder import NULL_RECORDER, RecorderSet
+from gateway.proxy.snapshot import SettingsSnap
+from gateway.wiring import authenticate, proxy_config
+from tests.proxy.helpers import SECRET, FakeUpstream, call, channel, key, provider, snapshot
+from transforms.builtin.prompt_inject_system import PromptInjectSystem
+from transforms.builtin.role_merge_consecutive import RoleMergeConsecutive
+
+pytestmark = pytest.mark.asyncio
+CHAT = "/v1/chat/completions"
+
+
+@pytest.fixture
+async def upstream():
+    up = FakeUpstream()
+    await up.start()
+    yield up
+    await up.stop()
+
+
+@pytest.fixture
+def submitted(monkeypatch):
+    out = []
+    monkeypatch.setattr(capture_recorder_module.sink, "submit", out.append)
+    return out
+
+
+def make_app(upstream, *, base=None, allowed=None, capture=True):
+    rules = (CompiledRule(11, "global", "request", None, PromptInjectSystem({"content": "Be brief."})),
+             CompiledRule(12, "global", "request", None, RoleMergeConsecutive({})))
+    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet([capture_recorder]))
+    app.holder.set(snapshot(
+        [provider(1, [channel(1, base_url=base or f"{upstream.base}/ok", models={"m": "m"})])],
+        keys={hash_api_key(SECRET): key(capture_mode="all", allowed=allowed)}, global_chain=rules,
+        settings=SettingsSnap(capture_enabled=capture, request_timeout=10.0)))
+    return app
+
+
+def body(**kw):
+    return {"model": "m", "messages": [{"role": "user", "content": "q"}], **kw}
+
+
+async def test_request_rules_leave_one_state_per_changing_rule(upstream, submitted):
+    app = make_app(upstream)
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 200
+    finally:
+        await app.client.close()
+    (rec,) = submitted
+    att = rec.attempts[0]
+    run = att.rule_steps["request"]
+    assert run["before"]["input"][0]["role"] == "user"
+    inject, merge = run["steps"]
+    assert (inject["transform"], inject["changed"]) == ("prompt_inject_system", True)
+    assert inject["after"]["input"][0]["role"] == "system"
+    assert (merge["transform"], merge["changed"], merge["after"]) == ("role_merge_consecutive", False, None)
+    # The viewer: one chip per executed rule, the first with its own diff.
+    chain = chips(att.executed_chain, att.rule_steps)
+    assert [c["ordinal"] for c in chain] == [1, 2]
+    assert chain[0]["changed"] is True and chain[1]["changed"] is False
+    added = [c for c in chain[0]["diff"].changes if c.op == "added"]
+    assert added and "Be brief." in str(added[0].new)
+    assert chain[1]["diff"] is None
+
+
+async def test_nothing_is_traced_when_capture_is_off(upstream, submitted):
+    app = make_app(upstream, capture=False)
+    snap = app.holder.current
+    assert app.runtime.recorders.start(None, snap, next(iter(snap.keys_by_hash.values())), b"") is NULL_RECORDER
+    assert NULL_RECORDER.rule_trace() is None
+
+
+async def test_failed_attempts_name_target_and_error_class(upstream, submitted):
+    app = make_app(upstream, base="http://127.0.0.1:1/v1")
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 502
+    finally:
+        await app.client.close()
+    assert submitted[0].attempts[0].error_detail == "connect refused 127.0.0.1:1"
+
+    app = make_app(upstream, base=f"{upstream.base}/s500")
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 502
+    finally:
+        await app.client.close()
+    detail = submitted[1].attempts[0].error_detail
+    port = upstream.base.rsplit(":", 1)[1]
+    assert detail.startswith(f"upstream status 500 from 127.0.0.1:{port}")
+
+
+async def test_rejected_request_keeps_its_model(upstream, submitted):
+    app = make_app(upstream, allowed=("other-*",))
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 403
+    finally:
+        await app.client.close()
+    assert submitted[0].logical_model == "m"
+    assert submitted[0].attempts == []
