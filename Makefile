@@ -59,8 +59,9 @@ run: migrate
 	@# --no-access-log: the gateway logs its own line per /v1 request (logger gateway.access;
 	@# GATEWAY_LOG_FORMAT=json for JSON). PROMETHEUS_MULTIPROC_DIR: /metrics sums every worker.
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
-	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
-		--loop uvloop --http httptools --no-access-log --lifespan on --timeout-graceful-shutdown $(GRACE)
+	GATEWAY_SECURE_COOKIES=$${GATEWAY_SECURE_COOKIES:-0} PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
+		--loop uvloop --http gateway.serving:GuardedHttpToolsProtocol --timeout-keep-alive 5 \
+		--no-access-log --lifespan on --timeout-graceful-shutdown $(GRACE)
 
 # Two pytest-xdist workers (one per core); each has its own Redis databases (tests/conftest.py),
 # and the agent CLIs stay on one worker.

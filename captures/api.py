@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 from rest_framework import generics, serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from captures import filters
@@ -15,7 +16,7 @@ from captures.views import find_capture
 class CaptureSerializer(serializers.ModelSerializer):
     class Meta:
         model = Capture
-        fields = ["id", "request_id", "created_at", "api_key", "api_key_name", "owner_id", "client_protocol",
+        fields = ["id", "request_id", "client_request_id", "created_at", "api_key", "api_key_name", "owner_id", "client_protocol",
                   "stream", "logical_model", "status", "is_error", "attempt_count", "truncated", "raw_bytes",
                   "size_bytes"]
 
@@ -25,7 +26,10 @@ class CaptureListView(generics.ListAPIView):
 
     def get_queryset(self):
         qs = Capture.objects.visible_to(self.request.user).listing().order_by("-created_at", "-id")
-        return filters.apply(qs, self.request.query_params)[0]
+        try:
+            return filters.apply(qs, self.request.query_params)[0]
+        except filters.InvalidFilter as exc:
+            raise ValidationError({exc.name: [str(exc)]}) from None
 
 
 class CaptureDetailView(generics.GenericAPIView):

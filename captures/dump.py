@@ -41,6 +41,7 @@ class DumpMeta:
     """What the Capture row stores next to the blob (the list never opens blobs)."""
 
     request_id: str
+    client_request_id: str
     created_at: float
     api_key_id: int | None
     api_key_name: str
@@ -108,6 +109,18 @@ def _obj(parts: list[tuple[str, bytes]]) -> bytes:
     return b"{" + b",".join(b'"' + k.encode() + b'":' + v for k, v in parts) + b"}"
 
 
+def mask_known(data: bytes, secrets: set[str] | tuple[str, ...]) -> bytes:
+    """``data`` (JSON) with every known secret replaced by ``***`` as it appears inside a JSON
+    string (escaped), longest first so a URL goes before its host."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) < 4:
+            continue
+        needle = orjson.dumps(secret)[1:-1]
+        if needle in data:
+            data = data.replace(needle, b"***")
+    return data
+
+
 def is_error(record: CaptureRecord) -> bool:
     status = record.client_status or 0
     return status == 0 or status >= 400 or record.error is not None
@@ -121,6 +134,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     head: list[tuple[str, bytes]] = [
         ("version", b"%d" % SCHEMA_VERSION),
         ("request_id", orjson.dumps(_ident(record.request_id))),
+        ("client_request_id", orjson.dumps(_ident(record.client_request_id) or None)),
         ("created_at", orjson.dumps(created)),
         ("api_key_id", orjson.dumps(record.api_key_id)),
         ("api_key_name", orjson.dumps(_ident(record.api_key_name))),
@@ -176,9 +190,10 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     trunc = orjson.dumps({"truncated": truncated, "omitted_attempts": omitted_attempts,
                           "omitted_frames": budget.omitted_frames, "omitted_bytes": omitted_bytes,
                           "cut_frames": budget.cut_frames, "retained_bytes": retained})
-    data = _obj(body_parts + [("capture_truncation", trunc)])
+    data = mask_known(_obj(body_parts + [("capture_truncation", trunc)]), record.secrets)
     meta = DumpMeta(
-        request_id=_ident(record.request_id), created_at=record.created_at, api_key_id=record.api_key_id,
+        request_id=_ident(record.request_id), client_request_id=_ident(record.client_request_id),
+        created_at=record.created_at, api_key_id=record.api_key_id,
         api_key_name=_ident(record.api_key_name), client_protocol=record.client_protocol,
         stream=bool(record.stream), logical_model=_ident(record.logical_model),
         status=record.client_status or 0, is_error=is_error(record),

@@ -26,7 +26,9 @@ class CaptureQuerySet(models.QuerySet):
 
 
 class Capture(models.Model):
-    request_id = models.CharField(max_length=256, db_index=True)
+    request_id = models.CharField(max_length=256, db_index=True, help_text="The gateway's own id for the request.")
+    client_request_id = models.CharField(max_length=256, blank=True, default="", db_index=True,
+                                         help_text="The client's x-request-id, as sent (data, not identity).")
     created_at = models.DateTimeField(db_index=True)
     api_key = models.ForeignKey("keys.ApiKey", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="captures")

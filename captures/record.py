@@ -61,6 +61,10 @@ class CaptureRecord:
     duration_ms: float | None = None
     ttfb_ms: float | None = None  # first byte sent to the client, from the request's start
     budget: Budget | None = None  # shared frame/attempt counters (set in __post_init__)
+    client_request_id: str | None = None  # the client's x-request-id, as data (identity: request_id)
+    # The secrets of every channel an attempt went to: removed verbatim from the stored dump, so
+    # an upstream that echoes its key, URL or host does not hand them to the key's owner.
+    secrets: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.budget is None:

@@ -31,7 +31,8 @@ def capture_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> Captu
         return None
     record = CaptureRecord(request_id=ex.request_id, created_at=time.time(), api_key_id=key.id,
                            api_key_name=key.name, client_protocol=ex.protocol, stream=False, logical_model="",
-                           client_request=raw_body.decode("utf-8", "replace"))
+                           client_request=raw_body.decode("utf-8", "replace"),
+                           client_request_id=getattr(ex, "client_request_id", None))
     return CaptureRecorder(record, key.capture_mode, ex.t0)
 
 
@@ -104,6 +105,7 @@ class CaptureRecorder(Recorder):
         self.steps = {}
         self.events = []
         self.record.attempts.append(self.attempt)
+        self.record.secrets.update(getattr(att, "secrets", ()))
 
     def on_upstream_response(self, status: int, started: float) -> None:
         if self.attempt is not None:

@@ -1,5 +1,6 @@
 """Hand-off point from the proxy to capture persistence (the machinery is
-``gateway.handoff.HandOff``, shared with request logs).
+``gateway.handoff.HandOff``, shared with request logs: fail-fast publish, the outage circuit,
+batch spooling, backoff and dead-letter, pick-up at start, drain to the spool at shutdown).
 
 ``submit`` runs on the proxy's event loop after the client's response is finished; the writer
 thread then, per batch:
@@ -8,10 +9,17 @@ thread then, per batch:
 2. with ``settings.REDIS_URL``: publishes ``captures.tasks.persist_capture`` (meta + base64 blob)
    to the ``captures`` queue, for a Celery worker to insert; without Redis: inserts the rows
    here (``captures.store``, one transaction) and applies the size budget;
-3. when that fails the blob is spooled to ``DATA_DIR/capture-spool`` and retried.
+3. when that fails the blob is spooled to ``DATA_DIR/capture-spool`` (mode 0600) and retried; a
+   capture that keeps failing for its own sake is moved to ``capture-spool/dead/``
+   (``manage.py capturespool`` lists, requeues or purges them).
+
+What can still be lost is bounded and counted: a SIGKILL loses at most the queue
+(``CAPTURE_QUEUE_MAX`` records) plus the batch in flight (``BATCH_MAX``).
 
 Knobs (``gateway_settings``): ``CAPTURE_QUEUE_MAX`` (1000 records), ``CAPTURE_SPOOL_MAX_MB``
-(256), ``CAPTURE_RETRY_SECONDS`` (2).
+(256), ``CAPTURE_RETRY_SECONDS`` (2), ``CAPTURE_BROKER_TIMEOUT`` (1),
+``CAPTURE_BROKER_COOLDOWN_SECONDS`` (5), ``CAPTURE_DEAD_LETTER_AFTER`` (6),
+``CAPTURE_SHUTDOWN_SECONDS`` (5).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from django.conf import settings
 
 from captures.record import CaptureRecord
 from gateway.conf import gateway_settings
-from gateway.handoff import CLAIM_TTL, HandOff
+from gateway.handoff import CLAIM_TTL, DeliveryPaused, HandOff, configure_fail_fast, is_outage
 
 log = logging.getLogger("captures")
 
@@ -40,12 +48,30 @@ BATCH_MAX = 64  # captures written in one database transaction by the in-process
 TASK_NAME = "captures.tasks.persist_capture"
 TASK_QUEUE = "captures"
 
-STATS: Counter[str] = Counter()  # submitted, persisted, published, spooled, retried, dropped
-__all__ = ["CLAIM_TTL", "STATS", "Writer", "stats", "submit", "writer"]
+# submitted, persisted, published, spooled, retried, dropped, dead_lettered, outages,
+# spooled_at_shutdown, lost_in_flight
+STATS: Counter[str] = Counter()
+__all__ = [
+    "CLAIM_TTL",
+    "STATS",
+    "DeliveryPaused",
+    "Writer",
+    "configure_fail_fast",
+    "dead_dir",
+    "is_outage",
+    "spool_dir",
+    "stats",
+    "submit",
+    "writer",
+]
 
 
 def spool_dir() -> Path:
     return Path(settings.DATA_DIR) / "capture-spool"
+
+
+def dead_dir() -> Path:
+    return spool_dir() / "dead"
 
 
 class Writer(HandOff):
@@ -81,17 +107,23 @@ class Writer(HandOff):
 
     def decode_spool(self, data: bytes) -> tuple[dict[str, Any], bytes]:
         head, _, blob = data.partition(b"\n")
-        return orjson.loads(head), blob
+        meta = orjson.loads(head)
+        if not isinstance(meta, dict):
+            raise ValueError("spool file head is not an object")
+        return meta, blob
 
     def deliver(self, rows: list[tuple[dict[str, Any], bytes]]) -> None:
         """Publish each (meta, blob) to Celery (with Redis) or write the rows here; raises on
-        failure (with Redis, rows before the failing one may already be published)."""
+        failure. Published rows are removed from ``rows`` as they go (with Redis, rows before
+        the failing one are already published), so only the rest is spooled."""
         if settings.REDIS_URL:
             app = self.celery_app()
-            for meta, blob in rows:
+            while rows:
+                meta, blob = rows[0]
                 app.send_task(
                     TASK_NAME, args=[meta, base64.b64encode(blob).decode()], queue=TASK_QUEUE, retry=False
                 )
+                del rows[0]
                 STATS["published"] += 1
             return
         self._save_rows(rows)
@@ -123,7 +155,7 @@ class Writer(HandOff):
 
 
 writer = Writer()
-atexit.register(writer.flush, 5.0)
+atexit.register(writer.shutdown)
 
 
 def shutdown(timeout: float | None = None) -> None:

@@ -25,7 +25,8 @@ def save(meta: dict[str, Any], blob: bytes) -> Capture:
         else:
             key_id = None  # the key was deleted meanwhile: keep the capture, with the copied name
     cap = Capture.objects.create(
-        request_id=meta["request_id"], created_at=datetime.fromtimestamp(meta["created_at"], UTC),
+        request_id=meta["request_id"], client_request_id=(meta.get("client_request_id") or "")[:256],
+        created_at=datetime.fromtimestamp(meta["created_at"], UTC),
         api_key_id=key_id, api_key_name=meta.get("api_key_name") or "", owner_id=owner_id,
         client_protocol=meta.get("client_protocol") or "", stream=bool(meta.get("stream")),
         logical_model=meta.get("logical_model") or "", status=min(int(meta.get("status") or 0), 32767),

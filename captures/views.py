@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.urls import reverse_lazy
 from django.utils.http import urlencode
@@ -53,7 +53,10 @@ def load_dump(cap: Capture) -> dict[str, Any]:
 @viewer_required
 def capture_list(request: HttpRequest) -> HttpResponse:
     visible = Capture.objects.visible_to(request.user)
-    qs, cleaned = filters.apply(visible.listing(), request.GET)
+    try:
+        qs, cleaned = filters.apply(visible.listing(), request.GET)
+    except filters.InvalidFilter as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     page = Paginator(qs.order_by("-created_at", "-id"), PAGE_SIZE).get_page(request.GET.get("page"))
     from keys.models import ApiKey
 

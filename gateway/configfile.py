@@ -104,11 +104,53 @@ class LoadReport:
 # Reading and writing files
 
 
+MAX_YAML_NODES = 100_000  # nodes of a YAML document with every alias expanded
+
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` that refuses a document whose aliases expand beyond
+    ``MAX_YAML_NODES`` nodes (issue 13: a 1.6 KB alias bomb ran the process out of memory).
+    The expanded size is counted on the composed node graph, each distinct node once."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        sizes: dict[int, int] = {}
+
+        def size(n: yaml.Node) -> int:
+            known = sizes.get(id(n))
+            if known is not None:
+                return known
+            sizes[id(n)] = MAX_YAML_NODES + 1  # a cycle counts as too big
+            total = 1
+            if isinstance(n, yaml.SequenceNode):
+                for child in n.value:
+                    total += size(child)
+                    if total > MAX_YAML_NODES:
+                        break
+            elif isinstance(n, yaml.MappingNode):
+                for k, v in n.value:
+                    total += size(k) + size(v)
+                    if total > MAX_YAML_NODES:
+                        break
+            sizes[id(n)] = total
+            return total
+
+        if size(node) > MAX_YAML_NODES:
+            raise ConfigError([f"(file): YAML aliases expand to more than {MAX_YAML_NODES} nodes; refusing it"])
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def parse_text(text: str, *, json_format: bool = False) -> Any:
     try:
-        return orjson.loads(text) if json_format else yaml.safe_load(text)
+        return orjson.loads(text) if json_format else _yaml_load(text)
     except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError([f"(file): not valid {'JSON' if json_format else 'YAML'}: {exc}"]) from exc
+    except RecursionError:
+        raise ConfigError(["(file): nested too deeply"]) from None
 
 
 def read_file(path: str | Path) -> Any:
@@ -117,6 +159,8 @@ def read_file(path: str | Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"(file): cannot read {path}: {exc.strerror or exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"(file): {path} is not valid UTF-8 (byte {exc.start}): save it as UTF-8"]) from None
     text, errors = substitute(text)
     if errors:
         raise ConfigError(errors)

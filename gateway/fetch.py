@@ -79,10 +79,11 @@ def channels_unguarded() -> bool:
     return not _setting_guard_channels
 
 
-def check_channel_url(url: str) -> None:
+def check_channel_url(url: str, force: bool = False) -> None:
     """Raise ``AddressRefused`` for a channel URL whose host is a forbidden IP literal while
-    ``guard_channel_urls`` is on (names are checked by the upstream client's resolver)."""
-    if not _setting_guard_channels:
+    ``guard_channel_urls`` is on, or ``force`` (GATEWAY_UPSTREAM_SSRF_GUARD) is set (names are
+    checked by the upstream client's resolver)."""
+    if not (_setting_guard_channels or force):
         return
     addr = literal_address(URL(url).raw_host or "")
     if addr is not None:

@@ -9,12 +9,30 @@ drains it in batches:
    request-log row is already a small dict);
 2. ``deliver`` publishes the payloads to Celery (with ``settings.REDIS_URL``) or writes them to
    the database here (without Redis), in one transaction per batch;
-3. when that fails (Redis unreachable, database locked) each payload is spooled to
-   ``DATA_DIR/<spool_name>`` (temp file + rename) and retried every few seconds, oldest first.
-   Several processes may share the spool: a file is claimed by renaming it before delivery.
+3. when that fails (Redis unreachable, database locked) the payloads are spooled to
+   ``DATA_DIR/<spool_name>`` (one file each, temp file + rename, mode 0600) and retried every few
+   seconds, oldest first. Several processes may share the spool: a file is claimed by renaming
+   it before delivery.
 
-Nothing here can delay or change the client's response. Every drop (queue full, spool full or
-unwritable, a record that cannot be prepared) is counted in ``stats`` and logged.
+Outages (issue 13). Publishing fails fast (``broker_timeout`` for connect and send) and an outage
+(a connection error or timeout, from the broker or the database) opens a circuit: for
+``cooldown_seconds`` nothing is tried and whole batches go straight to the spool, so the writer
+keeps up with the request rate instead of waiting on a dead broker row by row. A spooled payload
+that fails for its own sake (not an outage) is retried with exponential backoff without blocking
+the ones behind it, and after ``dead_letter_after`` failures moved to ``<spool>/dead/`` (counted,
+logged; ``manage.py capturespool`` lists the capture spool). ``start`` (at worker start) picks up
+every spool file, including claims and half-renamed temp files left by a killed process.
+``shutdown`` (lifespan shutdown and ``atexit``) delivers for up to ``shutdown_seconds`` and spools
+the rest of the queue.
+
+What can still be lost is bounded and counted: a SIGKILL loses at most the queue (``queue_max``)
+plus the batch in flight (``batch_max``); a full queue or spool drops and counts. Nothing here can
+delay or change the client's response. Every drop (queue full, spool full or unwritable, a record
+that cannot be prepared) is counted in ``stats`` and logged.
+
+The outage knobs default to ``GATEWAY_CAPTURE_BROKER_TIMEOUT``, ``..._BROKER_COOLDOWN_SECONDS``,
+``..._DEAD_LETTER_AFTER`` and ``..._SHUTDOWN_SECONDS`` for every hand-off (their names predate
+the shared class).
 """
 
 from __future__ import annotations
@@ -31,8 +49,73 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.conf import gateway_settings
+
 CLAIM_TTL = 300.0  # seconds before another process's unfinished claim is taken back
+MAX_BACKOFF = 300.0  # seconds between retries of one failing spooled payload, at most
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
+_CLAIM = re.compile(r"\.claim(\d+)$")
+
+
+class DeliveryPaused(Exception):
+    """The circuit around the broker (or database) is open: nothing was tried."""
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether a failed delivery says the target is down (retry later, the payload is fine)
+    rather than that this payload cannot be written."""
+    if isinstance(exc, DeliveryPaused | ConnectionError | TimeoutError | OSError):
+        return True
+    try:
+        from kombu.exceptions import OperationalError as KombuOperationalError
+
+        if isinstance(exc, KombuOperationalError):
+            return True
+    except ImportError:  # pragma: no cover - kombu comes with celery
+        pass
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    from django.db import InterfaceError
+    from django.db import OperationalError as DbOperationalError
+
+    return isinstance(exc, DbOperationalError | InterfaceError)
+
+
+def configure_fail_fast(app: Any, timeout: float | None = None) -> Any:
+    """Short connect and send timeouts and no reconnect loop on a Celery app's broker: a publish
+    to a dead or silent broker fails within about ``timeout`` seconds."""
+    t = gateway_settings.CAPTURE_BROKER_TIMEOUT if timeout is None else timeout
+    opts = dict(app.conf.broker_transport_options or {})
+    opts.update(socket_connect_timeout=t, socket_timeout=t, max_retries=0, connect_retries_timeout=t)
+    app.conf.broker_transport_options = opts
+    app.conf.broker_connection_timeout = t
+    return app
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Create ``path`` readable by its owner only from the start (spooled payloads hold request
+    bodies and usage)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class HandOff:
@@ -48,12 +131,19 @@ class HandOff:
     spool_max_bytes = 256 * 1024 * 1024
     retry_seconds = 2.0
     claim_ttl = CLAIM_TTL
+    broker_timeout = gateway_settings.CAPTURE_BROKER_TIMEOUT
+    cooldown_seconds = gateway_settings.CAPTURE_BROKER_COOLDOWN_SECONDS
+    dead_letter_after = gateway_settings.CAPTURE_DEAD_LETTER_AFTER
+    shutdown_seconds = gateway_settings.CAPTURE_SHUTDOWN_SECONDS
+    max_backoff = MAX_BACKOFF
     # Seconds to wait for more records once one arrived (0: write what is there at once).
     linger_seconds = 0.0
     # Seconds of idleness before the database connection is given back (0: after every batch
     # that empties the queue; opening a connection again costs more than a small insert).
     idle_release_seconds = 0.0
-    stats: Counter[str] = Counter()  # submitted, persisted, published, spooled, retried, dropped
+    # submitted, persisted, published, spooled, retried, dropped, dead_lettered, outages,
+    # spooled_at_shutdown, lost_in_flight
+    stats: Counter[str] = Counter()
     log = logging.getLogger("gateway.handoff")
 
     def __init__(self) -> None:
@@ -66,6 +156,11 @@ class HandOff:
         # directory for every record cost more than writing the record.
         self._spool_seen: tuple[Path, bool, float] | None = None
         self._spool_used: tuple[Path, int] | None = None  # bytes in the spool, kept up to date
+        self.paused_until = 0.0  # the circuit: until then deliveries are not tried (monotonic)
+        self.closing = False  # shutting down: queued records go to the spool
+        self.in_flight = 0  # records of the batch being handled
+        self._failures: dict[str, tuple[int, float]] = {}  # spool file -> (failures, next try)
+        self._seq = 0
 
     # -- to implement -------------------------------------------------------------------------
     def prepare(self, record: Any) -> Any:
@@ -79,7 +174,8 @@ class HandOff:
         return ""
 
     def deliver(self, payloads: list[Any]) -> None:
-        """Publish or write the payloads; raise on failure."""
+        """Publish or write the payloads; raise on failure. An implementation that delivers one
+        by one removes what it delivered from ``payloads`` so that only the rest is spooled."""
         raise NotImplementedError
 
     def encode_spool(self, payload: Any) -> bytes:
@@ -90,6 +186,9 @@ class HandOff:
 
     def spool_dir(self) -> Path:
         return Path(settings.DATA_DIR) / self.spool_name
+
+    def dead_dir(self) -> Path:
+        return self.spool_dir() / "dead"
 
     # -- request path -------------------------------------------------------------------------
     def submit(self, record: Any) -> None:
@@ -106,6 +205,18 @@ class HandOff:
                 self.queue_max,
                 self.record_id(record),
             )
+
+    def start(self) -> None:
+        """At worker start: take back what dead processes left in the spool (claims, temp
+        files), then start the writer thread, which delivers the spool at once."""
+        try:
+            self._adopt_orphans(self.spool_dir(), at_start=True)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self.log.warning("could not inspect the %s spool", self.label, exc_info=True)
+        self._spool_changed()
+        self._start()
 
     def _start(self) -> None:
         with self.lock:
@@ -131,7 +242,7 @@ class HandOff:
                 if holding_db and self.queue.empty():
                     self._release_db()
                     holding_db = False
-            if batch and self.linger_seconds:
+            if batch and self.linger_seconds and not self.closing:
                 # Let a burst gather: one transaction for many rows costs little more than one.
                 deadline = time.monotonic() + self.linger_seconds
                 while len(batch) < self.batch_max and (left := deadline - time.monotonic()) > 0:
@@ -146,11 +257,13 @@ class HandOff:
                     break
             if batch:
                 self.busy = True
+                self.in_flight = len(batch)
                 try:
                     self._handle(batch)
                 except Exception:  # the thread must survive anything
                     self.log.exception("%s writer failed on a batch", self.label)
                 finally:
+                    self.in_flight = 0
                     holding_db = True
                     if self.idle_release_seconds <= 0 and self.queue.empty():
                         self._release_db()
@@ -183,7 +296,7 @@ class HandOff:
         except Exception:
             pass
 
-    def _handle(self, records: list[Any]) -> None:
+    def _build(self, records: list[Any]) -> list[Any]:
         built: list[Any] = []
         for record in records:
             try:
@@ -193,56 +306,96 @@ class HandOff:
                 self.log.exception(
                     "%s dropped: could not build request_id=%s", self.label, self.record_id(record)
                 )
+        return built
+
+    def _handle(self, records: list[Any]) -> None:
+        built = self._build(records)
         if not built:
+            return
+        if self.closing or self.paused():
+            self._spool_many(built)
             return
         if self._spool_pending():
             # Keep the order: older spooled payloads go first, these wait behind them.
             self.retry_spool()
-            if self._spool_pending():
-                for payload in built:
-                    self._spool(payload)
+            if self._spool_pending() or self.paused():
+                self._spool_many(built)
                 return
-        if len(built) > 1:
-            try:
-                self.deliver(built)
+        try:
+            self._deliver(built)
+            return
+        except Exception as exc:
+            if is_outage(exc):  # the target is down: the whole rest of the batch to the spool at once
+                self.log.warning("%s delivery failed (%r); spooling %d", self.label, exc, len(built))
+                self._spool_many(built)
                 return
-            except Exception as exc:  # one bad row must not cost the others: go one by one
-                self.log.warning("%s batch delivery failed (%r); delivering one by one", self.label, exc)
-        for payload in built:
+            if len(built) == 1:
+                self.log.warning(
+                    "%s delivery failed, spooling request_id=%s: %r", self.label, self.payload_id(built[0]), exc
+                )
+                self._spool_many(built)
+                return
+            self.log.warning("%s batch delivery failed (%r); delivering one by one", self.label, exc)
+        for i, payload in enumerate(built):  # one bad row must not cost the others
+            if self.paused():
+                self._spool_many(built[i:])
+                return
             try:
-                self.deliver([payload])
+                self._deliver([payload])
             except Exception as exc:
                 self.log.warning(
-                    "%s delivery failed, spooling request_id=%s: %r",
-                    self.label,
-                    self.payload_id(payload),
-                    exc,
+                    "%s delivery failed, spooling request_id=%s: %r", self.label, self.payload_id(payload), exc
                 )
-                self._spool(payload)
+                self._spool_many([payload])
+
+    def _deliver(self, payloads: list[Any]) -> None:
+        """``deliver`` behind the circuit: while it is open this raises ``DeliveryPaused``
+        without trying; an outage opens it. What ``deliver`` removed from ``payloads`` is
+        delivered; what is left is the caller's to spool."""
+        if self.paused():
+            raise DeliveryPaused()
+        try:
+            self.deliver(payloads)
+        except Exception as exc:
+            if is_outage(exc):
+                self._trip(exc)
+            raise
+        del payloads[:]
+
+    # -- the circuit ----------------------------------------------------------------------------
+    def paused(self) -> bool:
+        return time.monotonic() < self.paused_until
+
+    def _trip(self, exc: BaseException) -> None:
+        if not self.paused():
+            self.stats["outages"] += 1
+            self.log.warning(
+                "%s delivery target unavailable (%r); spooling for %.0f s", self.label, exc, self.cooldown_seconds
+            )
+        self.paused_until = time.monotonic() + self.cooldown_seconds
 
     def celery_app(self):
         if self._celery is None:
             from gateway.celery import app
 
             # Fail fast instead of hanging the writer on a broker that does not answer.
-            opts = dict(app.conf.broker_transport_options or {})
-            opts.setdefault("socket_connect_timeout", 3)
-            opts.setdefault("socket_timeout", 10)
-            app.conf.broker_transport_options = opts
-            self._celery = app
+            self._celery = configure_fail_fast(app, self.broker_timeout)
         return self._celery
 
     # -- spool --------------------------------------------------------------------------------
     def _spool_pending(self) -> bool:
-        """Whether spooled payloads wait. Our own spooling and retries are seen at once; files
-        another process spooled are noticed within ``retry_seconds``."""
+        """Whether spooled payloads wait (and are not backing off). Our own spooling and retries
+        are seen at once; files another process spooled are noticed within ``retry_seconds``."""
         d = self.spool_dir()
         now = time.monotonic()
         seen = self._spool_seen
         if seen is not None and seen[0] == d and now - seen[2] < self.retry_seconds:
             return seen[1]
+        wall = time.time()
         try:
-            pending = any(p.suffix == self.suffix for p in d.iterdir())
+            pending = any(
+                p.suffix == self.suffix and self._failures.get(p.name, (0, 0.0))[1] <= wall for p in d.iterdir()
+            )
         except FileNotFoundError:
             pending = False
         self._spool_seen = (d, pending, now)
@@ -259,30 +412,55 @@ class HandOff:
         return used[1]
 
     def _spool(self, payload: Any) -> None:
+        self._spool_many([payload])
+
+    def _spool_many(self, payloads: list[Any]) -> None:
+        """Write payloads to the spool, one file each (so one bad payload can be set aside
+        alone), sizing the directory once per batch rather than once per payload."""
+        if not payloads:
+            return
         d = self.spool_dir()
-        rid = self.payload_id(payload)
         try:
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
             used = self._used_bytes(d)
-            data = self.encode_spool(payload)
+        except OSError:
+            self.stats["dropped"] += len(payloads)
+            self.log.exception("%s dropped: spool not writable (%d)", self.label, len(payloads))
+            return
+        spooled = False
+        for payload in payloads:
+            rid = self.payload_id(payload)
+            try:
+                data = self.encode_spool(payload)
+            except Exception:
+                self.stats["dropped"] += 1
+                self.log.exception("%s dropped: could not encode for the spool; request_id=%s", self.label, rid)
+                continue
             if used + len(data) > self.spool_max_bytes:
                 self.stats["dropped"] += 1
                 self.log.error("%s dropped: spool full (%d bytes); request_id=%s", self.label, used, rid)
-                return
-            name = f"{time.time_ns():020d}-{os.getpid()}-{_SAFE.sub('_', rid[:40])}"
+                continue
+            self._seq += 1
+            name = f"{time.time_ns():020d}-{os.getpid()}-{self._seq:06d}-{_SAFE.sub('_', rid[:40])}"
             tmp = d / (name + ".tmp")
-            tmp.write_bytes(data)
-            tmp.rename(d / (name + self.suffix))
-            self._spool_seen = (d, True, time.monotonic())
-            self._spool_used = (d, used + len(data))
+            try:
+                write_private(tmp, data)
+                tmp.rename(d / (name + self.suffix))
+            except OSError:
+                self.stats["dropped"] += 1
+                self.log.exception("%s dropped: spool not writable; request_id=%s", self.label, rid)
+                continue
+            used += len(data)
+            spooled = True
             self.stats["spooled"] += 1
-        except Exception:
-            self.stats["dropped"] += 1
-            self.log.exception("%s dropped: spool not writable; request_id=%s", self.label, rid)
+        if spooled:
+            self._spool_seen = (d, True, time.monotonic())
+        self._spool_used = (d, used)
 
     def retry_spool(self) -> int:
-        """Deliver spooled payloads oldest first; stop at the first failure. Returns how many
-        were delivered."""
+        """Deliver spooled payloads oldest first; stop at an outage. A payload that fails for
+        its own sake waits (exponential backoff) without blocking the others, and is moved to
+        ``dead/`` after ``dead_letter_after`` failures. Returns how many were delivered."""
         d = self.spool_dir()
         self._spool_changed()
         try:
@@ -291,7 +469,13 @@ class HandOff:
         except FileNotFoundError:
             return 0
         done = 0
+        now = time.time()
         for path in files:
+            if self.paused():
+                break
+            failures, next_at = self._failures.get(path.name, (0, 0.0))
+            if next_at > now:
+                continue
             claimed = path.with_suffix(f".claim{os.getpid()}")
             try:
                 path.rename(claimed)  # another process may have claimed it
@@ -300,61 +484,84 @@ class HandOff:
                 continue
             try:
                 payload = self.decode_spool(claimed.read_bytes())
-            except Exception:
-                self.stats["dropped"] += 1
-                self.log.error("%s dropped: unreadable spool file %s", self.label, claimed.name)
-                claimed.unlink(missing_ok=True)
+            except Exception as exc:
+                self._dead_letter(claimed, path.name, f"unreadable: {exc!r}")
                 continue
             try:
-                self.deliver([payload])
+                self._deliver([payload])
             except Exception as exc:
                 claimed.rename(path)
-                self.log.info(
-                    "spooled %s still undeliverable (%r); %d waiting", self.label, exc, len(files) - done
+                if is_outage(exc):
+                    self.log.info(
+                        "spooled %s still undeliverable (%r); %d waiting", self.label, exc, len(files) - done
+                    )
+                    self._spool_changed()
+                    return done
+                failures += 1
+                if failures >= self.dead_letter_after:
+                    self._dead_letter(path, path.name, repr(exc))
+                    continue
+                delay = min(self.retry_seconds * (2**failures), self.max_backoff)
+                self._failures[path.name] = (failures, time.time() + delay)
+                self.log.warning(
+                    "spooled %s %s failed (%d of %d): %r; next try in %.0f s",
+                    self.label,
+                    path.name,
+                    failures,
+                    self.dead_letter_after,
+                    exc,
+                    delay,
                 )
-                return done
+                continue
             claimed.unlink(missing_ok=True)
+            self._failures.pop(path.name, None)
             self.stats["retried"] += 1
             done += 1
+        self._spool_changed()
         return done
 
-    def _adopt_orphans(self, d: Path) -> None:
-        """A claim older than ``claim_ttl`` belongs to a process that died mid-delivery: put it
-        back in the spool (a duplicate delivery is better than a lost record)."""
+    def _dead_letter(self, path: Path, name: str, why: str) -> None:
+        """Move a payload that can never be written out of the way, counted and logged, so the
+        ones behind it flow (staff list and requeue captures with ``manage.py capturespool``)."""
+        self._failures.pop(name, None)
+        target = self.dead_dir()
+        try:
+            target.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.rename(target / (Path(name).stem + self.suffix))
+        except OSError:
+            self.log.exception("could not move spooled %s %s to dead/", self.label, name)
+            return
+        self.stats["dead_lettered"] += 1
+        self.log.error("spooled %s %s moved to %s: %s", self.label, name, target, why)
+
+    def _adopt_orphans(self, d: Path, *, at_start: bool = False) -> None:
+        """Put back in the spool what a process left behind: a claim whose process is gone (or
+        older than ``claim_ttl``; a duplicate delivery is better than a lost record), and a temp
+        file older than a minute that decodes (the writer died between write and rename).
+        At start our own pid's claims are stale too (the pid was reused)."""
         now = time.time()
+        me = os.getpid()
         for p in d.iterdir():
-            if p.suffix.startswith(".claim"):
-                try:
-                    if now - p.stat().st_mtime > self.claim_ttl:
+            try:
+                if p.suffix.startswith(".claim"):
+                    m = _CLAIM.search(p.name)
+                    pid = int(m.group(1)) if m else -1
+                    stale = (
+                        now - p.stat().st_mtime > self.claim_ttl
+                        or (pid == me and at_start)
+                        or (pid != me and not _alive(pid))
+                    )
+                    if stale:
                         p.rename(p.with_suffix(self.suffix))
-                except FileNotFoundError:
-                    continue
-
-    def shutdown(self, timeout: float) -> dict[str, int]:
-        """Process exit: let the writer drain the queue to the broker or the database for up to
-        ``timeout``; whatever is still queued then goes to the spool (picked up by the next
-        process to start), so a record queued at SIGTERM is persisted or spooled, never dropped
-        silently. Returns what it did."""
-        done = {"queued": self.queue.unfinished_tasks, "spooled": 0}
-        if self.thread is not None and self.thread.is_alive() and self.flush(timeout):
-            return done
-        while True:
-            try:
-                record = self.queue.get_nowait()
-            except queue.Empty:
-                break
-            try:
-                self._spool(self.prepare(record))
-                done["spooled"] += 1
-            except Exception:
-                self.stats["dropped"] += 1
-                self.log.exception("%s dropped at shutdown: request_id=%s", self.label, self.record_id(record))
-            finally:
-                self.queue.task_done()
-        if done["queued"] or done["spooled"]:
-            self.log.info("%s queue flushed at shutdown: %d queued, %d spooled", self.label, done["queued"],
-                          done["spooled"])
-        return done
+                elif p.suffix == ".tmp" and now - p.stat().st_mtime > 60.0:
+                    try:
+                        self.decode_spool(p.read_bytes())
+                    except Exception:
+                        self._dead_letter(p, p.name, "half-written temp file")
+                        continue
+                    p.rename(p.with_suffix(self.suffix))
+            except FileNotFoundError:
+                continue
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until the queue is drained (tests, shutdown). True when it was."""
@@ -364,3 +571,34 @@ class HandOff:
                 return False
             time.sleep(0.01)
         return True
+
+    def shutdown(self, timeout: float | None = None) -> dict[str, int]:
+        """Process exit (the lifespan shutdown hook, ``CAPTURE_FLUSH_SECONDS``): deliver what is
+        queued to the broker or the database for up to ``timeout`` seconds, then spool the rest
+        from this thread (the next process to start picks it up), so a record queued at SIGTERM is
+        persisted or spooled, never dropped silently. A batch the writer thread is still stuck on
+        is counted as ``lost_in_flight`` (logged). Returns what it found queued and what it spooled."""
+        timeout = self.shutdown_seconds if timeout is None else timeout
+        done = {"queued": self.queue.unfinished_tasks, "spooled": 0}
+        if self.flush(timeout * 0.8):
+            return done
+        self.closing = True
+        left: list[Any] = []
+        while True:
+            try:
+                left.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        if left:
+            before = self.stats["spooled"]
+            self._spool_many(self._build(left))
+            spooled = self.stats["spooled"] - before
+            self.stats["spooled_at_shutdown"] += spooled
+            done["spooled"] = spooled
+            for _ in left:
+                self.queue.task_done()
+            self.log.warning("shutdown: %d queued %s records spooled", len(left), self.label)
+        if not self.flush(max(timeout * 0.2, 0.5)) and self.in_flight:
+            self.stats["lost_in_flight"] += self.in_flight
+            self.log.error("shutdown: %d %s records still being delivered may be lost", self.in_flight, self.label)
+        return done

@@ -111,7 +111,9 @@ def provider_snap(p, chain: tuple[CompiledRule, ...], channels: tuple[ChannelSna
         strip_nested=p.strip_nested_override,
         extra_fields_whitelist=tuple(wl) if isinstance(wl, list) else None,
         chain=chain, channels=channels, multiplier=p.multiplier,
-        affinity_mode=p.affinity_mode, affinity_failback=float(p.affinity_failback_seconds))
+        affinity_mode=p.affinity_mode, affinity_failback=float(p.affinity_failback_seconds),
+        breaker_failures=p.breaker_failure_threshold, breaker_window=p.breaker_window_seconds,
+        breaker_cooldown=p.breaker_cooldown_seconds)
 
 
 def settings_snap() -> SettingsSnap:

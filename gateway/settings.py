@@ -20,7 +20,19 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("GATEWAY_DATA_DIR", BASE_DIR / "data"))
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` (if missing) readable by its owner only, and tighten an existing one: the
+    SQLite database holds encrypted channel keys, key hashes and captures (issue 13). SQLite
+    creates its -wal/-shm files with the database file's mode."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
 
 
 def _bool(name: str, default: bool) -> bool:
@@ -43,8 +55,9 @@ def _secret_key() -> str:
     if not DEBUG and _bool("GATEWAY_REQUIRE_SECRET_KEY", False):
         raise RuntimeError("SECRET_KEY must be set when DEBUG is off in production")
     key = secrets.token_urlsafe(50)
-    key_file.write_text(key)
-    key_file.chmod(0o600)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # private from the start
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key)
     return key
 
 
@@ -74,6 +87,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "gateway.security.SecurityHeadersMiddleware",
+    "gateway.security.LoginRateLimitMiddleware",
     # Static files for admin and viewer under the production ASGI server (the /v1 hot path never
     # reaches Django, so this costs it nothing).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -104,6 +119,24 @@ TEMPLATES = [
 WSGI_APPLICATION = "gateway.wsgi.application"
 ASGI_APPLICATION = "gateway.asgi.application"
 
+# Production hardening (issue 13; gateway.security). With DEBUG off: cookies only over HTTPS
+# (GATEWAY_SECURE_COOKIES=0 for a plain-HTTP set-up such as `make run`), HSTS on HTTPS answers,
+# a content security policy on every Django page, and login rate limiting.
+SECURE_COOKIES = _bool("GATEWAY_SECURE_COOKIES", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_COOKIES
+SESSION_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = 0 if DEBUG else int(os.environ.get("GATEWAY_HSTS_SECONDS", "31536000"))
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if os.environ.get("GATEWAY_TRUST_X_FORWARDED_PROTO") == "1":  # behind a TLS-terminating proxy
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CONTENT_SECURITY_POLICY = os.environ.get("GATEWAY_CONTENT_SECURITY_POLICY") or (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'")
+LOGIN_RATE_LIMIT = 0 if DEBUG else int(os.environ.get("GATEWAY_LOGIN_RATE_LIMIT", "10"))
+LOGIN_RATE_WINDOW = int(os.environ.get("GATEWAY_LOGIN_RATE_WINDOW", "300"))
+
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'gateway.sqlite3'}"),
@@ -111,6 +144,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    if DATABASES["default"].get("NAME") and DATABASES["default"]["NAME"] != ":memory:":
+        _private_file(Path(DATABASES["default"]["NAME"]))
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE",
@@ -154,6 +189,13 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Publishing from the gateway fails fast when the broker is unreachable or silent (issue 13: a
+# publish to a dead broker blocked ~6 s and the capture queue overflowed); the capture writer
+# spools instead. ``GATEWAY_CAPTURE_BROKER_TIMEOUT`` seconds for connect and for each send.
+_BROKER_TIMEOUT = float(os.environ.get("GATEWAY_CAPTURE_BROKER_TIMEOUT") or 1.0)
+CELERY_BROKER_CONNECTION_TIMEOUT = _BROKER_TIMEOUT
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": _BROKER_TIMEOUT, "socket_timeout": _BROKER_TIMEOUT,
+                                   "max_retries": 0, "connect_retries_timeout": _BROKER_TIMEOUT}
 CELERY_BEAT_SCHEDULE = {
     "captures-retention": {"task": "captures.tasks.enforce_retention", "schedule": 3600.0},
     "request-logs-retention": {"task": "requestlogs.tasks.enforce_retention", "schedule": 3600.0},
@@ -171,9 +213,28 @@ def flag(raw: object) -> bool:
 GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     # name: (type, default, what it does)
     "MAX_BODY_BYTES": (int, 50 * 1024 * 1024, "Largest client request body accepted on /v1/*, in bytes."),
+    "LARGE_BODY_BYTES": (int, 1024 * 1024, "A declared request body above this size counts as large."),
+    "LARGE_BODY_CONCURRENCY": (int, 4, "Large request bodies read and served at once per worker; others "
+                               "wait (0: no bound)."),
+    "LARGE_BODY_WAIT_SECONDS": (float, 30.0, "How long a large request waits for its turn before a 503."),
     "CONFIG_POLL_SECONDS": (float, 0.5, "How often each worker polls the config version (off the request path)."),
     "KEEPALIVE_SECONDS": (float, 15.0, "Keep-alive comment interval on idle client streams."),
     "UPSTREAM_IDLE_TIMEOUT": (float, 120.0, "Ceiling on the per-read upstream idle timeout, in seconds."),
+    # Upstream stream limits (issue 13), seconds; 0 disables the knob's own value.
+    "STREAM_FIRST_BYTE_TIMEOUT": (float, 0.0, "Longest wait for a stream's first content event (0: the "
+                                  "provider's request timeout)."),
+    "STREAM_IDLE_TIMEOUT": (float, 0.0, "Longest gap between upstream stream events; keep-alives do not "
+                            "count (0: the global upstream idle timeout)."),
+    "INSTANCE_ID": (str, "", "Loop guard id sent upstream in x-monogate-hop; default derived from SECRET_KEY "
+                    "(shared by every worker and instance of a deployment)."),
+    "UPSTREAM_SSRF_GUARD": (int, 0, "1: channel URLs may not reach loopback, private or link-local addresses "
+                            "(checked on every resolved address)."),
+    # Client connections (gateway.serving, the uvicorn protocol make run and the e2e tests use).
+    "CLIENT_HEADER_TIMEOUT": (float, 10.0, "Seconds a client has to send a request head (0: no limit)."),
+    "CLIENT_BODY_TIMEOUT": (float, 60.0, "Seconds a client has to send a request body after its head (0: no limit)."),
+    "CLIENT_MAX_CONNECTIONS": (int, 1000, "Open client connections per worker; more are closed at once and "
+                               "logged (0: no cap)."),
+    "STREAM_MAX_SECONDS": (float, 1800.0, "Longest an upstream stream may last (0: no cap)."),
     # Passive circuit breaker per channel (proxy): failures within the window open it for the cooldown.
     "BREAKER_FAILURES": (int, 3, "Failures within the window that open a channel's breaker."),
     "BREAKER_WINDOW_SECONDS": (float, 30.0, "The breaker's failure-counting window."),
@@ -194,6 +255,13 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
     "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),
     "CAPTURE_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed capture write."),
+    "CAPTURE_BROKER_TIMEOUT": (float, 1.0, "Connect and send timeout of a capture publish to the broker, in seconds."),
+    "CAPTURE_BROKER_COOLDOWN_SECONDS": (float, 5.0, "After a broker or database outage, captures go straight to "
+                                        "the spool for this long before delivery is tried again."),
+    "CAPTURE_DEAD_LETTER_AFTER": (int, 6, "Failed writes of one spooled capture (with backoff) before it is "
+                                  "moved to the spool's dead/ folder."),
+    "CAPTURE_SHUTDOWN_SECONDS": (float, 5.0, "On shutdown, how long queued captures may be delivered before "
+                                 "the rest is spooled to disk."),
     "CAPTURE_MAX_ATTEMPTS": (int, 16, "Upstream attempts recorded per capture (at least 1)."),
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),

@@ -8,6 +8,7 @@ imports none of these; a new recorder (request logs, metrics) is one more entry 
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from collections.abc import Mapping
 
@@ -34,7 +35,22 @@ def proxy_config() -> ProxyConfig:
         breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
         redis_url=settings.REDIS_URL or "",
         trusted_proxies=tuple(ipaddress.ip_network(c.strip(), strict=False)
-                              for c in str(gw.TRUSTED_PROXY_CIDRS).split(",") if c.strip()))
+                              for c in str(gw.TRUSTED_PROXY_CIDRS).split(",") if c.strip()),
+        stream_first_byte_timeout=float(gw.STREAM_FIRST_BYTE_TIMEOUT),
+        stream_idle_timeout=float(gw.STREAM_IDLE_TIMEOUT),
+        stream_max_seconds=float(gw.STREAM_MAX_SECONDS),
+        large_body_bytes=int(gw.LARGE_BODY_BYTES), large_body_concurrency=int(gw.LARGE_BODY_CONCURRENCY),
+        large_body_wait_seconds=float(gw.LARGE_BODY_WAIT_SECONDS),
+        instance_id=instance_id(), ssrf_guard=bool(int(gw.UPSTREAM_SSRF_GUARD)))
+
+
+def instance_id() -> str:
+    """The loop guard's id: ``GATEWAY_INSTANCE_ID``, or derived from ``SECRET_KEY`` so every
+    worker and instance of one deployment shares it (a hash: the key itself never leaves)."""
+    configured = str(gateway_settings.INSTANCE_ID or "").strip()
+    if configured:
+        return configured[:64]
+    return "mg-" + hashlib.sha256(b"monogate-hop:" + settings.SECRET_KEY.encode()).hexdigest()[:16]
 
 
 def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap], now: float) -> KeySnap | None:
@@ -59,6 +75,19 @@ def recorder_factories() -> list[RecorderFactory]:
     if request_logs is not None:
         factories.append(request_logs)
     return factories
+
+
+def startup_hooks() -> list:
+    """Callables the proxy runs at lifespan startup: the capture and request-log writers start and
+    pick up every spool file left by earlier processes (issue 13)."""
+    from captures.sink import writer as capture_writer
+
+    hooks = [capture_writer.start]
+    if gateway_settings.REQUEST_LOGS:  # the request-log writer shares that machinery (gateway.handoff)
+        from requestlogs.sink import writer as request_log_writer
+
+        hooks.append(request_log_writer.start)
+    return hooks
 
 
 def shutdown_hooks() -> list:
@@ -105,6 +134,9 @@ def websocket_app():
 
 def build_proxy_app() -> ProxyApp:
     app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    # The capture and request-log writers pick up every spool file at worker start and drain
+    # their queues (then spool the rest) at shutdown (issue 13).
+    app.startup_hooks.extend(startup_hooks())
     for hook in shutdown_hooks():
         app.on_shutdown(hook)
     return app

@@ -100,7 +100,9 @@ class ProviderAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "enabled", "priority")}),
         ("Retries and timeouts", {"fields": ("max_retries", "channel_max_retries", "channel_retry_interval_ms",
-                                             "request_timeout_seconds", "circuit_breaker_enabled")}),
+                                             "request_timeout_seconds", "circuit_breaker_enabled",
+                                             "breaker_failure_threshold", "breaker_window_seconds",
+                                             "breaker_cooldown_seconds")}),
         ("Sticky routing", {"fields": ("affinity_mode", "affinity_failback_seconds")}),
         ("Passthrough", {"fields": ("strip_cross_protocol_nested", "extra_fields_whitelist"),
                          "classes": ("collapse",)}),

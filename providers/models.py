@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -66,10 +66,27 @@ FORBIDDEN_HEADERS = frozenset({
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 
 
+_SECRET_PARAM = re.compile(r"(?i)^(?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|signature|"
+                           r"auth|authorization|code)$")
+
+
 def validate_base_url(value: str) -> None:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    """An absolute http(s) URL with a host and no credentials: a user name, password or
+    secret-looking query parameter would be stored and shown in clear (issue 13); the channel's
+    key belongs in its encrypted API key field (extra headers carry anything else)."""
+    try:
+        parts = urlsplit(value)
+        hostname = parts.hostname
+    except ValueError:
+        raise ValidationError("Base URL is not a valid URL.") from None
+    if parts.scheme not in ("http", "https") or not hostname:
         raise ValidationError("Base URL must be an absolute http(s) URL with a host.")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValidationError("Base URL must not contain credentials (user:password@); put the key in the "
+                              "channel's API key field.")
+    if any(_SECRET_PARAM.match(name) for name, _v in parse_qsl(parts.query, keep_blank_values=True)):
+        raise ValidationError("Base URL must not carry a key or token in its query string; put the key in the "
+                              "channel's API key field.")
 
 
 def _guarded_base_url_problem(url: str) -> str | None:
@@ -175,6 +192,17 @@ class Provider(models.Model):
                   "higher-priority provider after the fail-back delay.")
     affinity_failback_seconds = models.PositiveIntegerField(
         default=300, help_text="prefer_higher_priority: seconds after binding before normal priority order wins again.")
+    # Breaker thresholds for this provider's channels; empty: the global defaults
+    # (GATEWAY_BREAKER_FAILURES, _WINDOW_SECONDS, _COOLDOWN_SECONDS).
+    breaker_failure_threshold = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Failures within the window that open a channel's breaker; empty: the global default.")
+    breaker_window_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.1)],
+        help_text="The breaker's failure-counting window; empty: the global default.")
+    breaker_cooldown_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.1)],
+        help_text="How long an opened breaker keeps a channel out; empty: the global default.")
     multiplier = models.DecimalField(
         max_digits=18, decimal_places=9, default=Decimal("1"),
         validators=[MinValueValidator(Decimal("0.000000001"))],

@@ -150,9 +150,10 @@ class RequestLogAdmin(admin.ModelAdmin):
 
     @admin.display(description="Capture")
     def capture_link(self, obj: RequestLog) -> str:
-        if not obj.has_capture or not obj.x_request_id:
+        if not obj.has_capture:
             return "—"
-        return format_html('<a href="{}">open</a>', reverse("captures:detail", args=[obj.x_request_id]))
+        # a capture's identity is the gateway's own id (issue 13), the same as the row's
+        return format_html('<a href="{}">open</a>', reverse("captures:detail", args=[obj.request_id]))
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import Any
 
 from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
@@ -177,12 +176,14 @@ class RequestLogRecorder(Recorder):
             if price is not None:
                 cost = cost_nano(tokens, price)
         crid = ex.client_request_id
-        own_id = ex.request_id if crid is None or crid.strip() != ex.request_id else uuid.uuid4().hex
+        own_id = ex.request_id  # the gateway's own id (issue 13), also the capture's identity
         abnormal = len(self.attempts) != 1 or status != "success" or not self.usage
         client = ex.client
         return {
             "request_id": own_id,
-            "x_request_id": ex.request_id,
+            # the id echoed in x-request-id (the client's when it sent a sane one); since issue 13 a
+            # capture's identity is the gateway's own id, ``request_id``
+            "x_request_id": crid or ex.request_id,
             "client_request_id": (crid or "")[:256],
             "created_at": self.created_at,
             "api_key_id": key.id,
@@ -220,6 +221,8 @@ class RequestLogRecorder(Recorder):
             return "client_gone", "client_gone", "the client disconnected before the response was finished"
         if error is not None:
             code, _, message = error.partition(": ")
+            if code == "client_gone":  # the proxy cancelled the request because the client left
+                return "client_gone", code, message[:ERROR_TEXT_MAX]
             return "error", code, message[:ERROR_TEXT_MAX]
         if self.stream_error is not None:
             return "error", self.stream_error[0], self.stream_error[1][:ERROR_TEXT_MAX]

@@ -4,8 +4,10 @@ A payload is the recorder's row dict (JSON-able). The writer thread delivers eac
 go: with Redis, one Celery task (``requestlogs.tasks.persist_request_logs``, default queue) per
 batch; without Redis, one ``bulk_create`` here. Writes are idempotent by ``request_id``
 (``ignore_conflicts``), so a batch delivered twice (a retry after an unclear failure, an adopted
-spool claim) stores each row once. Through a Redis outage rows are spooled to
-``DATA_DIR/requestlog-spool`` and delivered when it is back.
+spool claim) stores each row once. Through a Redis or database outage rows are spooled
+to ``DATA_DIR/requestlog-spool`` (the hand-off's circuit, backoff, dead-letter to
+``requestlog-spool/dead/``, pick-up at start and drain at shutdown, files 0600) and delivered when
+it is back.
 
 Knobs (``gateway_settings``): ``REQUEST_LOG_QUEUE_MAX``, ``REQUEST_LOG_SPOOL_MAX_MB``,
 ``REQUEST_LOG_RETRY_SECONDS``.
@@ -75,7 +77,7 @@ class Writer(HandOff):
 
 
 writer = Writer()
-atexit.register(writer.flush, 5.0)
+atexit.register(writer.shutdown)
 
 
 def submit(row: dict[str, Any]) -> None:

@@ -164,6 +164,7 @@ class GatewayServer:
             "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
+            "GATEWAY_SECURE_COOKIES": "0",  # the browser tests log in over plain http://127.0.0.1
             "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir,
         })
         base.update(env or {})
@@ -172,8 +173,9 @@ class GatewayServer:
         self.client = httpx.Client(base_url=self.url, timeout=10)
 
     def start(self, timeout: float = 60) -> GatewayServer:
+        # The production protocol: httptools with header/body timeouts and a connection cap.
         cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
-               "httptools", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
+               "gateway.serving:GuardedHttpToolsProtocol", "--timeout-keep-alive", "5", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
                "--timeout-graceful-shutdown", self.env.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "3")]
         if self.workers > 1:
             cmd += ["--workers", str(self.workers)]

@@ -28,8 +28,8 @@ def too_deep(value: Any, raw: bytes | str | None = None) -> bool:
     deep and is not looked at; otherwise orjson itself measures (the value wrapped in ``_PAD``
     lists fails to serialise exactly when it is too deep), at C speed."""
     if raw is not None:
-        brackets = raw.count(b"[" if isinstance(raw, bytes) else "[") + raw.count(
-            b"{" if isinstance(raw, bytes) else "{")
+        binary = isinstance(raw, bytes | bytearray)
+        brackets = raw.count(b"[" if binary else "[") + raw.count(b"{" if binary else "{")
         if brackets <= MAX_DEPTH:
             return False
     if not isinstance(value, dict | list):

@@ -11,6 +11,7 @@ import asyncio
 import gc
 import logging
 import time
+import uuid
 from collections.abc import Callable
 
 import orjson
@@ -26,15 +27,16 @@ from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
-from .exchange import ClientGone, Exchange, read_body, read_headers, request_id_from, wait_disconnect
+from .exchange import ClientGone, Exchange, client_request_id_from, read_body, read_headers, wait_disconnect
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .images_api import IMAGES_PATHS, serve_images
 from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
+from .loopguard import HOP_HEADER, outgoing_hop
 from .models_list import models_answer
 from .recorder import RecorderSet
 from .responses_ws import RESPONSES_WS_PATHS, serve_responses_ws
 from .serve import serve
-from .snapshot import ConfigSource, Snapshot, SnapshotHolder
+from .snapshot import ConfigSource, Snapshot, SnapshotHolder, changed_channels
 from .upstream import UpstreamClient
 
 log = logging.getLogger("gateway.proxy")
@@ -99,19 +101,51 @@ class ProxyApp:
         self.breaker = BreakerBoard(
             threshold=config.breaker_failures, window=config.breaker_window_seconds,
             cooldown=config.breaker_cooldown_seconds, rate_limit_cooldown=config.breaker_rate_limit_cooldown_seconds)
-        self.client = UpstreamClient()
+        self.client = UpstreamClient(ssrf_guard=config.ssrf_guard)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.holder.listeners.append(self._config_changed)
         self.mirror: RedisMirror | None = None
         self.max_body = config.max_body_bytes
-        # Blocking callables run (in a thread) at lifespan shutdown, after uvicorn has let the
-        # in-flight requests finish: the project registers its queue flushes here (gateway.wiring).
-        self.shutdown_hooks: list[Callable[[], None]] = []
+        self.large_body_bytes = config.large_body_bytes
+        self.watch_delay = 1.0  # seconds before a non-stream request starts watching for a disconnect
+        self.large_bodies = (asyncio.Semaphore(config.large_body_concurrency)
+                             if config.large_body_concurrency > 0 else None)
+        # Sync callables the project hangs on the worker's lifespan, run in a thread so they never
+        # block the loop: at startup the capture writer's spool pick-up (issue 13); at shutdown,
+        # after uvicorn has let the in-flight requests finish, the queue flushes (gateway.wiring).
+        self.startup_hooks: list[Callable[[], object]] = []
+        self.shutdown_hooks: list[Callable[[], object]] = []
         self.draining = False
         self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
-                               recorders=recorders or RecorderSet())
+                               recorders=recorders or RecorderSet(),
+                               stream_first_byte_timeout=config.stream_first_byte_timeout,
+                               stream_idle_timeout=config.stream_idle_timeout,
+                               stream_max_seconds=config.stream_max_seconds)
         self.affinity_ready = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
+    def _config_changed(self, old: Snapshot | None, new: Snapshot) -> None:
+        """A provider or channel changed: forget its channels' breaker state (here and, through
+        the mirror, in the other workers), on the loop's thread."""
+        changed = changed_channels(old, new)
+        if not changed:
+            return
+
+        def clear() -> None:
+            for cid in changed:
+                self.breaker.record_success(cid)
+
+        loop = self._loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(clear)
+        else:
+            clear()
+
     async def startup(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        for hook in self.startup_hooks:
+            await loop.run_in_executor(None, hook)
         await self.client.start()
         self.holder.start()
         if self.config.redis_url and isinstance(self.runtime.limiter, LocalLimiter):
@@ -222,15 +256,17 @@ class ProxyApp:
             if protocol is None and (gemini := gemini_route(path)) is not None:
                 protocol = "gemini"
                 gemini_secret(headers, scope.get("query_string", b""))
-        ex = Exchange(send, protocol or "chat_completion", request_id_from(headers), t0)
+        ex = Exchange(send, protocol or "chat_completion", uuid.uuid4().hex, t0)  # our own identity
         ex.client = scope.get("client")
-        ex.client_request_id = headers.get("x-request-id")
+        ex.client_request_id = client_request_id_from(headers)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
         if path == "/readyz":  # never waits for the first snapshot: "not yet" is its answer
             await self._readyz(ex)
             return
         try:
+            if protocol is not None and self.config.instance_id:
+                ex.hop = outgoing_hop(headers.get(HOP_HEADER), self.config.instance_id)
             snapshot = self.holder.current or await self._wait_snapshot()
             if snapshot is None:
                 raise ClientError(503, "gateway_starting", "the gateway configuration is not loaded yet",
@@ -252,29 +288,96 @@ class ProxyApp:
                     key.limits, client_ip(scope, headers, self.config.trusted_proxies)):
                 raise ClientError(403, "ip_not_allowed", "this API key may not be used from this address",
                                   error_type="permission_error")
-            raw_body = await read_body(receive, self.max_body, headers)
-            if gemini is not None:
-                raw_body = gemini_body(raw_body, *gemini)
+            gate = self._large_body_gate(headers)
+            if gate is not None:
+                await self._enter(gate)
         except ClientGone:
             return
         except ClientError as err:
             await ex.send_error(err)
             return
-        if gemini is not None and gemini[1] == "countTokens":
-            await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
-            return
-        extra = EXTRA_ENDPOINTS.get(path)
-        if extra is not None:
-            await extra[1](self.runtime, ex, snapshot, key, raw_body)
-            return
-        if path in IMAGES_PATHS:
-            await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
-            return
-        if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
-            # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
-            await self._serve_watched(ex, snapshot, key, raw_body, receive)
-        else:
+        try:
+            try:
+                raw_body = await read_body(receive, self.max_body, headers)
+                if gemini is not None:
+                    raw_body = gemini_body(raw_body, *gemini)
+            except ClientGone:
+                return
+            except ClientError as err:
+                await ex.send_error(err)
+                return
+            if gemini is not None:
+                if gemini[1] == "countTokens":
+                    await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
+                    return
+            extra = EXTRA_ENDPOINTS.get(path)
+            if extra is not None:
+                await extra[1](self.runtime, ex, snapshot, key, raw_body)
+                return
+            if path in IMAGES_PATHS:
+                await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
+                return
+            if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
+                # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
+                await self._serve_watched(ex, snapshot, key, raw_body, receive)
+            else:
+                await self._serve_whole(ex, snapshot, key, raw_body, receive)
+        finally:
+            if gate is not None:
+                gate.release()
+
+    def _large_body_gate(self, headers) -> asyncio.Semaphore | None:
+        """The semaphore a request must hold while its body is read and served, when its
+        declared body is large (issue 13: 8 x 45 MiB bodies took a worker to 2.25 GB); None for
+        the common small request, which pays one dict lookup."""
+        sem = self.large_bodies
+        if sem is None:
+            return None
+        declared = headers.get("content-length")
+        if declared is None or len(declared) < 4 or not declared.isdigit() or int(declared) <= self.large_body_bytes:
+            return None
+        return sem
+
+    async def _enter(self, gate: asyncio.Semaphore) -> None:
+        try:
+            await asyncio.wait_for(gate.acquire(), self.config.large_body_wait_seconds)
+        except TimeoutError:
+            log.warning("refusing a large request body: %d already in progress in this worker",
+                        self.config.large_body_concurrency)
+            raise ClientError(503, "server_busy", "too many large requests in progress; retry shortly",
+                              error_type="server_error") from None
+
+    async def _serve_whole(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
+        """A non-stream request, served in this task. Most answer within a second, so they pay
+        only a timer: a disconnect watcher starts after ``watch_delay`` seconds and, when the
+        client has gone, cancels this task (and with it the upstream call), recorded as
+        ``client_gone``."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        watcher: list[asyncio.Task] = []
+
+        def start_watch() -> None:
+            watcher.append(loop.create_task(self._watch(task, receive, ex)))
+
+        timer = loop.call_later(self.watch_delay, start_watch)
+        try:
             await serve(self.runtime, ex, snapshot, key, raw_body)
+        except asyncio.CancelledError:
+            if not ex.client_gone or task is None:
+                raise
+            task.uncancel()
+            log.info("client disconnected; upstream request %s cancelled", ex.request_id)
+        finally:
+            timer.cancel()
+            if watcher:
+                watcher[0].cancel()
+
+    @staticmethod
+    async def _watch(task: asyncio.Task | None, receive, ex: Exchange) -> None:
+        await wait_disconnect(receive)
+        if task is not None and not ex.finished:
+            ex.client_gone = True
+            task.cancel()
 
     async def _readyz(self, ex: Exchange) -> None:
         """503 until the snapshot is loaded and while the database is unreachable (checked by the
@@ -295,6 +398,7 @@ class ProxyApp:
             await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not work.done() and not ex.finished:
+                ex.client_gone = True
                 work.cancel()  # the client left: closes the upstream response and its connection
                 log.info("client disconnected; upstream request %s cancelled", ex.request_id)
             watch.cancel()

@@ -25,6 +25,8 @@ from .chain import (
     run_request_async,
     select,
 )
+from .loopguard import HOP_HEADER
+from .secrets import secrets_of
 from .snapshot import ChannelSnap, KeySnap, ProviderSnap, Snapshot
 from .upstream import join_url
 
@@ -50,6 +52,7 @@ class Attempt:
     total_timeout: float
     connect_timeout: float
     idle_timeout: float
+    secrets: tuple[str, ...] = ()  # the channel's secrets, masked out of every upstream text
     started_at: float = field(default_factory=time.time)
     affinity: dict[str, Any] | None = None  # {"hit": sticky routing chose this channel, "key": short hash}
     response_id: str | None = None  # the upstream's response id (sticky routing binds Responses ids)
@@ -79,7 +82,7 @@ def _begin_attempt(req: Request, snapshot: Snapshot, key: KeySnap, provider: Pro
 def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
                   channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
                   client_stream: bool, anthropic_beta: str | None = None,
-                  trace: RuleTrace | None = None) -> Attempt:
+                  trace: RuleTrace | None = None, hop: str | None = None) -> Attempt:
     """Everything up to the bytes sent upstream. ``req`` must be this attempt's own fresh
     request (it is mutated; see ``Call.fresh_request``). Raises TransformRejected/TransformFailed
     from rules and ProtocolError from the upstream encoder: those stop routing (no fail-forward).
@@ -90,13 +93,13 @@ def build_attempt(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: P
     return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, key=key, provider=provider,
                            channel=channel, upstream_model=upstream_model, logical_model=logical_model,
                            client_protocol=client_protocol, client_stream=client_stream,
-                           anthropic_beta=anthropic_beta, strip=strip)
+                           anthropic_beta=anthropic_beta, strip=strip, hop=hop)
 
 
 async def build_attempt_async(req: Request, *, snapshot: Snapshot, key: KeySnap, provider: ProviderSnap,
                               channel: ChannelSnap, upstream_model: str, logical_model: str, client_protocol: str,
                               client_stream: bool, anthropic_beta: str | None = None,
-                              trace: RuleTrace | None = None) -> Attempt:
+                              trace: RuleTrace | None = None, hop: str | None = None) -> Attempt:
     """``build_attempt`` with the request chain run by ``run_request_async``: rules with an async
     hook (image fetches and re-encodes) are awaited at their position instead of blocking."""
     areq, tctx, chains, strip = _begin_attempt(req, snapshot, key, provider, channel, upstream_model,
@@ -105,13 +108,14 @@ async def build_attempt_async(req: Request, *, snapshot: Snapshot, key: KeySnap,
     return _finish_attempt(areq, tctx, executed, chains, snapshot=snapshot, key=key, provider=provider,
                            channel=channel, upstream_model=upstream_model, logical_model=logical_model,
                            client_protocol=client_protocol, client_stream=client_stream,
-                           anthropic_beta=anthropic_beta, strip=strip)
+                           anthropic_beta=anthropic_beta, strip=strip, hop=hop)
 
 
 def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[ExecutedRule],
                     chains: list[tuple[CompiledRule, ...]], *, snapshot: Snapshot, key: KeySnap,
                     provider: ProviderSnap, channel: ChannelSnap, upstream_model: str, logical_model: str,
-                    client_protocol: str, client_stream: bool, anthropic_beta: str | None, strip: bool) -> Attempt:
+                    client_protocol: str, client_stream: bool, anthropic_beta: str | None, strip: bool,
+                    hop: str | None = None) -> Attempt:
     """Everything after the request chain: response rules, stream mode, encoding, URL, headers."""
     upstream_protocol = channel.protocol
     prepare_after_chains(areq, upstream_protocol=upstream_protocol, source_protocol=client_protocol)
@@ -145,6 +149,8 @@ def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[Execut
     wire = getattr(ucodec, "wire", None)
     if wire is not None:  # a codec whose body decides bytes, type and path (openai_image edits: multipart)
         raw, headers["content-type"], path = wire(body)
+    if hop:
+        headers[HOP_HEADER] = hop  # last: a channel's extra headers cannot remove the loop guard
     settings = snapshot.settings
     return Attempt(
         provider=provider, channel=channel, upstream_model=model, request=areq, tctx=tctx,
@@ -152,4 +158,5 @@ def _finish_attempt(areq: Request, tctx: TransformContext, executed: list[Execut
         raw=raw, url=join_url(channel.base_url, path),
         headers=headers, codec=ucodec,
         total_timeout=provider.request_timeout or settings.request_timeout,
-        connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout)
+        connect_timeout=settings.connect_timeout, idle_timeout=settings.idle_timeout,
+        secrets=secrets_of(channel))

@@ -62,23 +62,27 @@ class BreakerBoard:
             return "closed"
         return "open" if entry.open_until > self.clock() else "half_open"
 
-    def record_failure(self, channel_id: int, *, rate_limited: bool = False) -> bool:
-        """Count one transient failure; True when this failure opened the channel."""
+    def record_failure(self, channel_id: int, *, rate_limited: bool = False, threshold: int | None = None,
+                       window: float | None = None, cooldown: float | None = None) -> bool:
+        """Count one transient failure; True when this failure opened the channel. ``threshold``,
+        ``window`` and ``cooldown`` are the provider's own settings (None: the board's defaults)."""
+        threshold = threshold or self.threshold
+        window = window or self.window
         now = self.clock()
         entry = self._entries.get(channel_id)
         if entry is None:
             entry = self._entries[channel_id] = _Entry(failures=deque(maxlen=MAX_SAMPLES))
         samples = entry.failures
         samples.append(now)
-        cutoff = now - self.window
+        cutoff = now - window
         while samples and samples[0] <= cutoff:
             samples.popleft()
         if entry.open_until > now:  # already open (a late outcome of an earlier attempt)
             return False
         # Half-open (cooldown over, no success since): one more failure re-opens at once.
-        opened = bool(entry.open_until) or len(samples) >= self.threshold
+        opened = bool(entry.open_until) or len(samples) >= threshold
         if opened:
-            entry.open_until = now + (self.rate_limit_cooldown if rate_limited else self.cooldown)
+            entry.open_until = now + (self.rate_limit_cooldown if rate_limited else (cooldown or self.cooldown))
             entry.remote = False
             samples.clear()
             log.warning("circuit opened for channel %s for %.0f s", channel_id, entry.open_until - now)

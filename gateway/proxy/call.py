@@ -33,6 +33,13 @@ class Runtime:
     client: UpstreamClient
     keepalive_seconds: float
     recorders: RecorderSet = RecorderSet()
+    # Stream limits (issue 13), seconds; 0 disables one. First byte: from the upstream request
+    # to its first content event (0: the provider's request timeout). Idle: the longest gap
+    # between upstream events (keep-alive comments and pings do not count; 0: the snapshot's
+    # idle timeout). Total: the longest an upstream stream may last.
+    stream_first_byte_timeout: float = 0.0
+    stream_idle_timeout: float = 0.0
+    stream_max_seconds: float = 0.0
     limiter: Limiter = field(default_factory=LocalLimiter)
     affinity: AffinityStore | None = None  # sticky-routing bindings (None: affinity never applies)
 

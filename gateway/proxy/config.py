@@ -26,3 +26,11 @@ class ProxyConfig:
     redis_url: str = ""  # shares breaker state and per-key limit counters between workers when set
     # proxies whose X-Forwarded-For is believed (the IP allow-list sees the client behind them)
     trusted_proxies: tuple[IPNetwork, ...] = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+    stream_first_byte_timeout: float = 0.0  # 0: the provider's request timeout
+    stream_idle_timeout: float = 0.0  # 0: the global setting's upstream idle timeout
+    stream_max_seconds: float = 1800.0  # 0: no cap
+    large_body_bytes: int = 1024 * 1024  # a declared body above this is "large"
+    large_body_concurrency: int = 4  # large bodies read and served at once per worker (0: no bound)
+    large_body_wait_seconds: float = 30.0  # then 503
+    instance_id: str = ""  # loop guard: the deployment's hop id ("" disables the guard)
+    ssrf_guard: bool = False  # refuse private/loopback upstream addresses

@@ -27,7 +27,7 @@ from gateway.errors import AttemptFailed
 
 from .attempt import build_attempt
 from .call import Runtime
-from .errors import ClientError, to_client_error
+from .errors import ClientError, mask, to_client_error
 from .exchange import JSON_CT, Exchange
 from .routing import candidates
 from .serve import decode_call
@@ -75,7 +75,8 @@ async def serve_count_tokens(rt: Runtime, ex: Exchange, snapshot: Snapshot, key:
         route, (channel, upstream_model) = first
         att = build_attempt(call.fresh_request(), snapshot=snapshot, key=key, provider=route.provider,
                             channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                            client_protocol=ex.protocol, client_stream=False, anthropic_beta=ex.anthropic_beta)
+                            client_protocol=ex.protocol, client_stream=False, anthropic_beta=ex.anthropic_beta,
+                            hop=ex.hop)
         counted = None
         if channel.protocol == "messages":
             counted = await _upstream_count(rt, ex, att)
@@ -105,7 +106,7 @@ async def _upstream_count(rt: Runtime, ex: Exchange, att) -> int | None:
             status = resp.status
             data = await read_bounded(resp, MAX_COUNT_BODY)
     except (AttemptFailed, *TRANSPORT_ERRORS) as exc:
-        log.info("count_tokens upstream failed: channel=%s %r", att.channel.name, exc)
+        log.info("count_tokens upstream failed: channel=%s %s", att.channel.name, mask(repr(exc), att.secrets))
         return None
     finally:
         ex.upstream_wait += time.perf_counter() - t

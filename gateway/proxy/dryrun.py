@@ -301,7 +301,7 @@ async def send(plan: Plan, client: UpstreamClient | None = None) -> dict[str, An
             data = await read_bounded(resp, 64 * 1024 * 1024)
         out["latency_ms"] = round((time.perf_counter() - t) * 1000.0, 1)
         if out["status"] >= 300:
-            failed = status_failure(out["status"], data, att.channel.api_key)
+            failed = status_failure(out["status"], data, att.secrets)
             out["error"] = failed.message
             out["upstream_body"] = data[:EXCERPT].decode("utf-8", "replace").replace(att.channel.api_key or "\0", "***")
             return out

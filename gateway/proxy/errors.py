@@ -25,7 +25,7 @@ from gateway.urp import events as ev
 log = logging.getLogger("gateway.proxy")
 
 __all__ = ["ClientError", "error_body", "error_bytes", "mask", "safe_token", "describe_upstream_error",
-           "to_client_error", "exhausted", "from_stream_error", "transport_failure", "status_failure",
+           "to_client_error", "exhausted", "from_stream_error", "masked_stream_error", "transport_failure", "status_failure",
            "is_retryable_status"]
 
 
@@ -65,8 +65,8 @@ MAX_MESSAGE = 2048
 def mask(text: str, secrets: tuple[str, ...] = ()) -> str:
     """URLs, bare host names, IPv4 addresses and key-looking tokens become ``***``; any of the
     given secrets (the channel key) is removed verbatim first."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
+    for secret in secrets:  # longest first (see ``secrets.channel_secrets``)
+        if secret and len(secret) >= 4 and secret in text:
             text = text.replace(secret, "***")
     text = _URL.sub("***", text)
     text = _IPV4.sub("***.***.***.***", text)
@@ -140,31 +140,41 @@ def exhausted(last: AttemptFailed | None, logical_model: str) -> ClientError:
     return decide(last, logical_model)
 
 
-def from_stream_error(se: ev.StreamError) -> AttemptFailed:
+def from_stream_error(se: ev.StreamError, secrets: tuple[str, ...] = ()) -> AttemptFailed:
+    """A stream error before anything reached the client: a failed attempt whose message (it
+    reaches the 502 body and the log) is masked with the channel's ``secrets``."""
     status = se.status
     retryable = status is None or is_retryable_status(status)
-    message = f"upstream stream error: {mask(se.message)}" if se.message else "upstream stream error"
-    return AttemptFailed(message, status=status, code=se.code, error_type=se.error_type, retryable=retryable,
-                         rate_limited=status == 429)
+    message = f"upstream stream error: {mask(se.message, secrets)}" if se.message else "upstream stream error"
+    return AttemptFailed(message, status=status, code=safe_token(se.code), error_type=safe_token(se.error_type),
+                         retryable=retryable, rate_limited=status == 429)
 
 
-def transport_failure(exc: BaseException) -> AttemptFailed:
+def masked_stream_error(se: ev.StreamError, secrets: tuple[str, ...]) -> ev.StreamError:
+    """An upstream's mid-stream error event made safe to relay: message masked, code and type
+    only when enum-shaped, no upstream extras (they are upstream text too)."""
+    return ev.StreamError(message=mask(se.message or "upstream stream error", secrets), code=safe_token(se.code),
+                          error_type=safe_token(se.error_type), status=se.status)
+
+
+def transport_failure(exc: BaseException, secrets: tuple[str, ...] = ()) -> AttemptFailed:
+    """``detail`` (logged) is the exception's repr, which names hosts and URLs: masked too."""
     from gateway.fetch import AddressRefused
 
+    detail = mask(repr(exc), secrets)
     refused = exc if isinstance(exc, AddressRefused) else getattr(exc, "os_error", None)
     if isinstance(refused, AddressRefused):  # guard_channel_urls is on and refused this channel
-        return AttemptFailed(f"channel address refused by guard_channel_urls: {refused}",
-                             code="upstream_address_refused", detail=repr(exc))
+        return AttemptFailed(f"channel address refused by guard_channel_urls: {mask(str(refused), secrets)}",
+                             code="upstream_address_refused", detail=detail)
     if isinstance(exc, TimeoutError):
-        return AttemptFailed("upstream request timed out", code="upstream_timeout", retryable=True,
-                             detail=repr(exc))
-    return AttemptFailed("failed to request upstream", code="upstream_error", retryable=True, detail=repr(exc))
+        return AttemptFailed("upstream request timed out", code="upstream_timeout", retryable=True, detail=detail)
+    return AttemptFailed("failed to request upstream", code="upstream_error", retryable=True, detail=detail)
 
 
-def status_failure(status: int, data: bytes, channel_key: str, retry_after: str | None = None) -> AttemptFailed:
+def status_failure(status: int, data: bytes, secrets: tuple[str, ...], retry_after: str | None = None) -> AttemptFailed:
     from .failure import retry_after_value
 
-    message, code, etype = describe_upstream_error(status, data, (channel_key,))
+    message, code, etype = describe_upstream_error(status, data, secrets)
     return AttemptFailed(message, status=status, code=code, error_type=etype,
                          retryable=is_retryable_status(status), rate_limited=status == 429,
                          retry_after=retry_after_value(retry_after))

@@ -19,7 +19,8 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-
                (b"x-accel-buffering", b"no")]
 _WANTED = {b"authorization": "authorization", b"x-api-key": "x-api-key", b"x-request-id": "x-request-id",
            b"content-length": "content-length", b"anthropic-beta": "anthropic-beta",
-           b"content-type": "content-type", b"x-goog-api-key": "x-goog-api-key"}
+           b"content-type": "content-type", b"x-goog-api-key": "x-goog-api-key",
+           b"x-monogate-hop": "x-monogate-hop"}  # the loop guard (loopguard.HOP_HEADER)
 
 
 class ClientGone(Exception):
@@ -37,19 +38,28 @@ def read_headers(scope) -> dict[str, str]:
     return out
 
 
-def request_id_from(headers: dict[str, str]) -> str:
-    """The client's ``x-request-id`` when it is a sane token (printable ASCII: it is echoed back
-    in headers and error bodies, and other bytes would come back garbled), else a fresh one."""
+def client_request_id_from(headers: dict[str, str]) -> str | None:
+    """The client's ``x-request-id`` when it is a sane token, else None (kept as data only)."""
     rid = headers.get("x-request-id", "").strip()
     if 0 < len(rid) <= 128 and rid.isascii() and rid.isprintable() and " " not in rid:
         return rid
-    return uuid.uuid4().hex
+    return None
+
+
+def request_id_from(headers: dict[str, str]) -> str:
+    """The client's sane ``x-request-id``, else a fresh id (for callers that want one value)."""
+    return client_request_id_from(headers) or uuid.uuid4().hex
 
 
 async def read_body(receive, limit: int, headers: dict[str, str]) -> bytes:
-    """The whole request body, refusing (413) as soon as it is known to exceed ``limit``."""
+    """The whole request body, refusing (413) as soon as it is known to exceed ``limit``.
+
+    A body in several chunks with a declared length is copied once into a preallocated
+    ``bytearray`` (returned as is: orjson and every consumer take it), instead of a list of
+    chunks joined at the end, which held the body twice at the peak (issue 13)."""
     declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    expected = int(declared) if declared is not None and declared.isdigit() else None
+    if expected is not None and expected > limit:
         raise ClientError(413, "request_too_large", f"request body exceeds {limit} bytes")
     msg = await receive()
     if msg["type"] == "http.disconnect":
@@ -59,6 +69,27 @@ async def read_body(receive, limit: int, headers: dict[str, str]) -> bytes:
         if len(body) > limit:
             raise ClientError(413, "request_too_large", f"request body exceeds {limit} bytes")
         return body
+    if expected is not None and len(body) <= expected:
+        buf = bytearray(expected)
+        view = memoryview(buf)
+        size = len(body)
+        view[:size] = body
+        del body
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                raise ClientGone
+            chunk = msg.get("body", b"")
+            end = size + len(chunk)
+            if end > expected:  # more than declared: the server would have refused; be safe
+                raise ClientError(400, "invalid_request", "request body longer than its Content-Length")
+            view[size:end] = chunk
+            size = end
+            if not msg.get("more_body"):
+                view.release()
+                if size < expected:
+                    del buf[size:]
+                return buf  # type: ignore[return-value]  # bytes-like; orjson and consumers accept it
     chunks = [body]
     size = len(body)
     while True:
@@ -79,8 +110,8 @@ class Exchange:
     upstreams, so ``overhead_ms`` is the gateway's own time."""
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
-                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "client",
-                 "client_request_id")
+                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "hop",
+                 "client", "client_request_id", "client_gone")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -91,6 +122,12 @@ class Exchange:
         # A Messages client's beta opt-ins (Claude Code sends several): forwarded to Messages
         # upstreams only, the one client header that is.
         self.anthropic_beta: str | None = None
+        # The client's own x-request-id, kept as data (echoed back, stored with a capture); the
+        # request's identity is ``request_id``, always the gateway's own (issue 13: a client-chosen
+        # id could collide with another key's capture or craft the viewer's links).
+        self.client_request_id: str | None = None
+        self.hop: str | None = None  # the loop-guard header value to send upstream (``gateway.proxy.loopguard``)
+        self.client_gone = False  # the client disconnected and its request was cancelled
         self.headers_sent = False
         self.data_sent = False  # protocol data (not a keep-alive) reached the client
         self.finished = False
@@ -100,15 +137,17 @@ class Exchange:
         self.encoder: Any = None
         self.recorder: Recorder = NULL_RECORDER  # told about what reaches the client
         self.client: tuple[str, int] | None = None  # the ASGI peer (host, port), for request logs
-        self.client_request_id: str | None = None  # the client's own x-request-id header, if any
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)
 
     def response_headers(self, content_type: bytes | None, sse: bool = False) -> list[tuple[bytes, bytes]]:
-        rid = self.request_id.encode()
+        own = self.request_id.encode()
+        rid = self.client_request_id.encode() if self.client_request_id else own
         headers = list(SSE_HEADERS) if sse else [(b"content-type", content_type or JSON_CT)]
         headers.append((b"x-request-id", rid))
+        if rid is not own:
+            headers.append((b"x-gateway-request-id", own))
         if self.protocol == "messages":
             headers.append((b"request-id", rid))
         headers.append((b"x-gateway-overhead-ms", b"%.3f" % self.overhead_ms()))

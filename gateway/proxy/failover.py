@@ -67,7 +67,8 @@ async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel:
     att = await build_attempt_async(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
                                     channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
                                     client_protocol=call.ex.protocol, client_stream=call.client_stream,
-                                    anthropic_beta=call.ex.anthropic_beta, trace=call.rec.rule_trace())
+                                    anthropic_beta=call.ex.anthropic_beta, trace=call.rec.rule_trace(),
+                                    hop=call.ex.hop)
     if sticky is not None:
         att.affinity = sticky.as_capture(provider.id, channel.id)
     rec = call.rec
@@ -90,5 +91,7 @@ def _keep_channel(call: Call, provider: ProviderSnap, channel: ChannelSnap, fail
     its circuit breaker."""
     opened = False
     if failed.retryable and provider.circuit_breaker_enabled:
-        opened = call.rt.breaker.record_failure(channel.id, rate_limited=failed.rate_limited)
+        opened = call.rt.breaker.record_failure(channel.id, rate_limited=failed.rate_limited,
+                                                threshold=provider.breaker_failures, window=provider.breaker_window,
+                                                cooldown=provider.breaker_cooldown)
     return failed.retryable and not opened

@@ -21,6 +21,7 @@ from .attempt import build_attempt
 from .diagnose import describe_exception, describe_failure, target
 from .dryrun import NO_KEY
 from .errors import status_failure
+from .secrets import secrets_of
 from .snapshot import ChannelSnap, ProviderSnap, SettingsSnap, Snapshot
 from .upstream import TRANSPORT_ERRORS, UpstreamClient
 
@@ -58,7 +59,7 @@ async def check_channel(provider: ProviderSnap, channel: ChannelSnap, model: str
             data = await resp.content.read(MAX_BODY)
         out["latency_ms"] = round((time.perf_counter() - t) * 1000.0, 1)
         if resp.status >= 300:
-            failed = status_failure(resp.status, data, channel.api_key)
+            failed = status_failure(resp.status, data, secrets_of(channel))
             excerpt = data[:300].decode("utf-8", "replace")
             if channel.api_key:
                 excerpt = excerpt.replace(channel.api_key, "***")

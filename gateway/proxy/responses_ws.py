@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any
 
 import orjson
 
 from gateway.protocols.sse import SSEParser
 
-from .exchange import Exchange, read_headers, request_id_from
+from .exchange import Exchange, client_request_id_from, read_headers
 from .limits import client_ip, ip_allowed
 from .serve import serve
 
@@ -139,7 +140,8 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
             state["completed"] = payload.get("response")
         await send({"type": "websocket.send", "text": data})
 
-    ex = Exchange(on_send, "responses", request_id_from(headers), time.perf_counter())
+    ex = Exchange(on_send, "responses", uuid.uuid4().hex, time.perf_counter())  # our own identity
+    ex.client_request_id = client_request_id_from(headers)
     await serve(app.runtime, ex, snapshot, key, orjson.dumps(body))
     for _name, data in parser.close():
         await _forward(data)

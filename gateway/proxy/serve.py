@@ -73,6 +73,12 @@ async def _serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, ra
             await _serve_stream(call)
         else:
             await route(call, whole_one)
+    except asyncio.CancelledError:
+        if ex.client_gone:  # cancelled because the client left (app.py): recorded as such
+            error_text = "client_gone: the client disconnected before the answer was complete"
+            if not ex.headers_sent:
+                ex.status = 499
+        raise
     except Exception as exc:
         err = to_client_error(exc)
         error_text = f"{err.code}: {err.message}"

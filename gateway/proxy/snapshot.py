@@ -15,6 +15,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol
@@ -71,6 +72,10 @@ class ProviderSnap:
     extra_fields_whitelist: tuple[str, ...] | None
     chain: tuple[CompiledRule, ...]
     channels: tuple[ChannelSnap, ...]
+    # Breaker thresholds for this provider's channels (None: the board's global defaults).
+    breaker_failures: int | None = None
+    breaker_window: float | None = None
+    breaker_cooldown: float | None = None
     multiplier: Decimal = Decimal(1)
     affinity_mode: str = "off"  # off | sticky | prefer_higher_priority (see affinity.py)
     affinity_failback: float = 300.0
@@ -128,6 +133,26 @@ class Snapshot:
         return sorted(self.routes)
 
 
+def changed_channels(old: Snapshot | None, new: Snapshot) -> set[int]:
+    """Channels whose configuration (or whose provider's) differs between two snapshots, or that
+    are gone: their breaker state describes a configuration that no longer exists."""
+    if old is None:
+        return set()
+
+    def fingerprints(snap: Snapshot) -> dict[int, tuple]:
+        out = {}
+        for p in snap.providers:
+            provider_part = (p.id, p.request_timeout, p.circuit_breaker_enabled, p.breaker_failures,
+                             p.breaker_window, p.breaker_cooldown)
+            for ch in p.channels:
+                out[ch.id] = (provider_part, ch.protocol, ch.base_url, ch.api_key, ch.extra_headers,
+                              tuple(sorted(ch.models.items())))
+        return out
+
+    before, after = fingerprints(old), fingerprints(new)
+    return {cid for cid, fp in before.items() if after.get(cid) != fp}
+
+
 def build_routes(providers: list[ProviderSnap]) -> dict[str, tuple[Route, ...]]:
     """Logical model -> the providers serving it (in priority order) with their eligible
     (channel, upstream model) pairs; channels of weight 0 never serve."""
@@ -181,6 +206,8 @@ class SnapshotHolder:
         self._last_used: set[int] = set()
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
+        # Called with (previous, new) after every swap, in the thread that swapped (the poller).
+        self.listeners: list[Callable[[Snapshot | None, Snapshot], None]] = []
         # monotonic time of the last poll that reached the source (the database): /readyz
         self.last_poll_ok: float | None = None
         self.stale_after = max(5 * poll_seconds, 3.0)  # no good poll for this long: not ready
@@ -191,8 +218,14 @@ class SnapshotHolder:
 
         fetch.set_setting_allow_private(snapshot.settings.fetch_allow_private)
         fetch.set_setting_guard_channels(snapshot.settings.guard_channel_urls)
+        previous = self.current
         self.current = snapshot
         self.ready.set()
+        for listener in self.listeners:
+            try:
+                listener(previous, snapshot)
+            except Exception:
+                log.exception("snapshot listener failed")
 
     def touch(self, key_id: int) -> None:
         """Note a key use; written to the database in the next batch."""

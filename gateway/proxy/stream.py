@@ -8,18 +8,27 @@ the encoder's pre-stream error frames."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import time
 from typing import Any
 
 from gateway.errors import TransformFailed, TransformRejected
-from gateway.protocols.sse import SSEParser
+from gateway.protocols.sse import SSELineTooLong, SSEParser
 from gateway.urp import events as ev
 
 from .attempt import Attempt
 from .call import MAX_ERROR_BODY, MAX_UPSTREAM_BODY, Call
 from .chain import StreamChain, wrap_stream_encoder
-from .errors import from_stream_error, status_failure, to_client_error, transport_failure
+from .errors import (
+    from_stream_error,
+    mask,
+    masked_stream_error,
+    status_failure,
+    to_client_error,
+    transport_failure,
+)
 from .upstream import TRANSPORT_ERRORS
 from .whole import decode_whole, emit_whole, read_bounded, synth_one
 
@@ -33,22 +42,24 @@ async def stream_one(call: Call, att: Attempt) -> None:
         return
     ex = call.ex
     t = time.perf_counter()
+    limits = StreamLimits(call, att)
     try:
-        resp = await call.rt.client.post(att.url, att.raw, att.headers, total=None, connect=att.connect_timeout,
-                                         sock_read=att.idle_timeout)
+        async with asyncio.timeout_at(limits.before_content()):  # the first byte is due in time too
+            resp = await call.rt.client.post(att.url, att.raw, att.headers, total=None,
+                                             connect=att.connect_timeout, sock_read=att.idle_timeout)
     except TRANSPORT_ERRORS as exc:
-        raise transport_failure(exc) from None
+        raise transport_failure(exc, att.secrets) from None
     finally:
         ex.upstream_wait += time.perf_counter() - t
     eof = False
     try:
         call.rec.on_upstream_response(resp.status, t)  # upstream headers arrived
         if resp.status >= 300:
-            data = await _read_timed(ex, resp, MAX_ERROR_BODY, swallow=True)
+            data = await _read_timed(ex, resp, MAX_ERROR_BODY, swallow=True, secrets=att.secrets)
             call.rec.on_upstream_body(data)
-            raise status_failure(resp.status, data, att.channel.api_key, resp.headers.get("retry-after"))
+            raise status_failure(resp.status, data, att.secrets, resp.headers.get("retry-after"))
         if resp.content_type == "application/json":  # the upstream ignored stream=true
-            data = await _read_timed(ex, resp, MAX_UPSTREAM_BODY, swallow=False)
+            data = await _read_timed(ex, resp, MAX_UPSTREAM_BODY, swallow=False, secrets=att.secrets)
             eof = True
             att.upstream_stream = False
             whole = decode_whole(att, data, resp.content_type, call.rec)
@@ -56,7 +67,7 @@ async def stream_one(call: Call, att: Attempt) -> None:
                 call.rt.breaker.record_success(att.channel.id)
             await emit_whole(call, att, whole)
             return
-        eof = await StreamPump(call, att, resp).run()
+        eof = await StreamPump(call, att, resp, limits).run()
     finally:
         if eof:
             resp.release()
@@ -64,7 +75,50 @@ async def stream_one(call: Call, att: Attempt) -> None:
             resp.close()  # mid-body: drop the connection rather than return it to the pool
 
 
-async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool) -> bytes:
+class StreamLimits:
+    """A stream's deadlines on the loop clock (issue 13): the first content event within the
+    first-byte timeout, no gap between upstream events longer than the idle timeout (keep-alive
+    comments and pings do not reset it, so an upstream that drips bytes cannot hold a stream
+    forever), and the whole stream within the total cap."""
+
+    __slots__ = ("loop", "first_deadline", "total_deadline", "idle", "last_event", "first", "total")
+
+    def __init__(self, call: Call, att: Attempt) -> None:
+        rt = call.rt
+        self.loop = asyncio.get_running_loop()
+        now = self.loop.time()
+        self.first = rt.stream_first_byte_timeout or att.total_timeout or 0.0
+        self.total = rt.stream_max_seconds or 0.0
+        self.idle = rt.stream_idle_timeout or att.idle_timeout or 0.0
+        self.first_deadline = now + self.first if self.first > 0 else math.inf
+        self.total_deadline = now + self.total if self.total > 0 else math.inf
+        self.last_event = now
+
+    def before_content(self) -> float | None:
+        deadline = min(self.first_deadline, self.total_deadline)
+        return None if deadline == math.inf else deadline
+
+    def next_deadline(self, committed: bool) -> float | None:
+        deadline = self.total_deadline
+        if not committed:
+            deadline = min(deadline, self.first_deadline)
+        if self.idle > 0:
+            deadline = min(deadline, self.last_event + self.idle)
+        return None if deadline == math.inf else deadline
+
+    def expired(self, committed: bool) -> ev.StreamError:
+        """The error for a read that timed out: which limit ran out."""
+        now = self.loop.time()
+        if now >= self.total_deadline:
+            return ev.StreamError(message=f"upstream stream exceeded {self.total:g} s", code="upstream_stream_timeout",
+                                  status=504)
+        if not committed and now >= self.first_deadline:
+            return ev.StreamError(message=f"upstream sent no content within {self.first:g} s",
+                                  code="upstream_first_byte_timeout", status=504)
+        return ev.StreamError(message="upstream stream idle timeout", code="upstream_idle_timeout", status=504)
+
+
+async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool, secrets: tuple[str, ...] = ()) -> bytes:
     """A whole upstream body, counted as upstream wait. ``swallow``: a transport error gives an
     empty body (an error answer is being read anyway) instead of a failed attempt."""
     t = time.perf_counter()
@@ -73,7 +127,7 @@ async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool) -> bytes
     except TRANSPORT_ERRORS as exc:
         if swallow:
             return b""
-        raise transport_failure(exc) from None
+        raise transport_failure(exc, secrets) from None
     finally:
         ex.upstream_wait += time.perf_counter() - t
 
@@ -86,9 +140,9 @@ class StreamPump:
     until content arrives, so a failure before then can still fail over."""
 
     __slots__ = ("call", "ex", "att", "rec", "breaker", "decoder", "parser", "chain", "enc", "held", "committed",
-                 "chunks", "eof")
+                 "chunks", "eof", "failed", "limits")
 
-    def __init__(self, call: Call, att: Attempt, resp: Any) -> None:
+    def __init__(self, call: Call, att: Attempt, resp: Any, limits: StreamLimits | None = None) -> None:
         self.call = call
         self.ex = call.ex
         self.att = att
@@ -103,6 +157,8 @@ class StreamPump:
         self.committed = False
         self.chunks = resp.content.iter_any().__aiter__()
         self.eof = False
+        self.failed = False  # the upstream's bytes could not be parsed (an over-long SSE line)
+        self.limits = limits if limits is not None else StreamLimits(call, att)
 
     async def run(self) -> bool:
         ex = self.ex
@@ -114,7 +170,7 @@ class StreamPump:
             out, stop = self._process(self._decode(chunk))
             if self.committed and (out or not ex.data_sent):
                 await ex.write(b"".join(out))
-            if stop or self.decoder.finished or chunk is None:
+            if stop or self.decoder.finished or chunk is None or self.failed:
                 break
         await self._finish()
         return self.eof
@@ -123,15 +179,18 @@ class StreamPump:
         """The next upstream chunk (None at the end), or the error event for a broken upstream."""
         t = time.perf_counter()
         try:
-            return await self.chunks.__anext__(), None
+            deadline = self.limits.next_deadline(self.committed)
+            if deadline is None:
+                return await self.chunks.__anext__(), None
+            async with asyncio.timeout_at(deadline):
+                return await self.chunks.__anext__(), None
         except StopAsyncIteration:
             self.eof = True
             return None, None
         except TimeoutError:
-            return None, ev.StreamError(message="upstream stream idle timeout", code="upstream_idle_timeout",
-                                        status=504)
+            return None, self.limits.expired(self.committed)
         except TRANSPORT_ERRORS as exc:
-            log.info("upstream stream broke: channel=%s %r", self.att.channel.name, exc)
+            log.info("upstream stream broke: channel=%s %s", self.att.channel.name, mask(repr(exc), self.att.secrets))
             return None, ev.StreamError(message="upstream connection failed during the stream",
                                         code="upstream_stream_error", status=502)
         finally:
@@ -142,24 +201,35 @@ class StreamPump:
         """The upstream broke: fail over while nothing was sent, else end the client's stream
         with the error event."""
         if not self.committed:
-            raise from_stream_error(error_event)
+            raise from_stream_error(error_event, self.att.secrets)
         if self.breaker is not None:
-            self.breaker.record_failure(self.att.channel.id)
+            self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
+                                           window=self.att.provider.breaker_window,
+                                           cooldown=self.att.provider.breaker_cooldown)
         await self.ex.write(self.enc.encode(error_event) + self.enc.close())
         await self.ex.end_stream()
 
     def _decode(self, chunk: bytes | None) -> list[ev.Event]:
-        frames = list(self.parser.close()) if chunk is None else self.parser.feed(chunk)
+        frames = self.parser.close() if chunk is None else self.parser.feed(chunk)
         decoder = self.decoder
         rec = self.rec
         events: list[ev.Event] = []
-        for name, payload in frames:
-            rec.on_upstream_frame(name, payload)
-            events.extend(decoder.feed(name, payload))
-            if decoder.finished:
-                break
+        try:
+            for name, payload in frames:
+                rec.on_upstream_frame(name, payload)
+                events.extend(decoder.feed(name, payload))
+                if decoder.finished:
+                    break
+        except SSELineTooLong as exc:
+            self.eof = False  # the rest of the body is not read: drop the connection
+            events.append(ev.StreamError(message=f"upstream stream rejected: {exc}", code="upstream_stream_error",
+                                         status=502))
+            self.failed = True
+            return events
         if chunk is None and not decoder.finished:
             events.extend(decoder.close())
+        if events and not all(isinstance(e, ev.ProviderControl) for e in events):
+            self.limits.last_event = self.limits.loop.time()  # keep-alives (pings) do not count
         return events
 
     def _process(self, events: list[ev.Event]) -> tuple[list[bytes], bool]:
@@ -168,8 +238,11 @@ class StreamPump:
         stop = False
         enc = self.enc
         for event in events:
-            if not self.committed and isinstance(event, ev.StreamError):
-                raise from_stream_error(event)
+            if isinstance(event, ev.StreamError):
+                # Upstream text: never relayed (or captured, or logged) with the channel's secrets.
+                if not self.committed:
+                    raise from_stream_error(event, self.att.secrets)
+                event = masked_stream_error(event, self.att.secrets)
             self._observe(event)
             try:
                 processed = self.chain.process(event)
@@ -208,7 +281,9 @@ class StreamPump:
         elif isinstance(event, ev.StreamError):
             self.att.completed = False
             if self.breaker is not None and (event.code or "").startswith("upstream_"):
-                self.breaker.record_failure(self.att.channel.id)
+                self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
+                                            window=self.att.provider.breaker_window,
+                                            cooldown=self.att.provider.breaker_cooldown)
 
     async def _finish(self) -> None:
         ex = self.ex

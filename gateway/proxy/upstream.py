@@ -30,8 +30,15 @@ def join_url(base_url: str, path: str) -> str:
 class UpstreamClient:
     """Lazily created shared session. ``close()`` in lifespan shutdown."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ssrf_guard: bool = False) -> None:
         self._session: aiohttp.ClientSession | None = None
+        # GATEWAY_UPSTREAM_SSRF_GUARD: always refuse private/loopback upstream addresses; else the
+        # global setting guard_channel_urls decides (one address check: gateway.fetch).
+        self.ssrf_guard = ssrf_guard
+
+    def _unguarded(self) -> bool:
+        """The resolver's policy, consulted per resolution so a settings change applies at once."""
+        return not self.ssrf_guard and channels_unguarded()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -40,7 +47,7 @@ class UpstreamClient:
             # The guarded resolver only refuses when the operator turned guard_channel_urls on.
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60,
                                              ttl_dns_cache=300, enable_cleanup_closed=False,
-                                             resolver=GuardedResolver(allow=channels_unguarded))
+                                             resolver=GuardedResolver(allow=self._unguarded))
             session = self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",),
                 timeout=aiohttp.ClientTimeout(total=None))
@@ -57,7 +64,8 @@ class UpstreamClient:
     def post(self, url: str, body: bytes, headers: dict[str, str], *, total: float | None,
              connect: float | None, sock_read: float | None):
         """An ``async with`` context manager yielding the aiohttp response."""
-        check_channel_url(url)  # raises AddressRefused (an OSError) when the guard refuses it
+        # raises AddressRefused (an OSError) when a guard refuses an IP literal host
+        check_channel_url(url, force=self.ssrf_guard)
         return self.session.post(
             url, data=body, headers=headers, allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read))

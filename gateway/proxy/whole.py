@@ -23,7 +23,7 @@ from gateway.errors import AttemptFailed, UpstreamProtocolError
 from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.protocols.json_depth import MAX_DEPTH, too_deep
-from gateway.protocols.sse import SSEParser
+from gateway.protocols.sse import SSELineTooLong, SSEParser
 from gateway.urp import Response
 from gateway.urp import events as ev
 from gateway.urp.synth import response_to_events
@@ -37,9 +37,14 @@ from .upstream import TRANSPORT_ERRORS
 
 
 async def read_bounded(resp: Any, limit: int) -> bytes:
-    """The upstream body, refusing (a failed attempt) once it exceeds ``limit`` bytes."""
+    """The upstream body, refusing (a failed attempt) once it exceeds ``limit`` bytes.
+
+    The limit counts decompressed bytes: ``Content-Length`` of a gzip answer is its compressed
+    size (issue 13: 0.5 MB became 512 MB), so the one-read shortcut is only for bodies sent as
+    they are; a compressed body is read chunk by chunk (aiohttp inflates in bounded steps)."""
     length = resp.content_length
-    if length is not None and length <= limit:
+    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+    if length is not None and length <= limit and encoding in ("", "identity"):
         return await resp.read()
     chunks, size = [], 0
     async for chunk in resp.content.iter_any():
@@ -56,7 +61,11 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
     decoder = att.codec.StreamDecoder()
     parser = SSEParser()
     events: list[ev.Event] = []
-    frames = list(parser.feed(data)) + list(parser.close())
+    try:
+        frames = list(parser.feed(data)) + list(parser.close())
+    except SSELineTooLong as exc:
+        raise AttemptFailed(f"upstream stream rejected: {exc}", code="upstream_stream_error", status=502,
+                            retryable=True) from None
     for name, payload in frames:
         rec.on_upstream_frame(name, payload)
         events.extend(decoder.feed(name, payload))
@@ -69,7 +78,7 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
         if isinstance(event, ev.ResponseStart):
             start = event
         elif isinstance(event, ev.StreamError):
-            raise from_stream_error(event)
+            raise from_stream_error(event, att.secrets)
         elif isinstance(event, ev.ResponseDone):
             return Response(id=start.id if start else "", model=start.model if start else att.upstream_model,
                             output=list(event.output), finish_reason=event.finish_reason, usage=event.usage,
@@ -101,7 +110,7 @@ def _decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Respo
         return att.codec.decode_response(body)
     except UpstreamProtocolError as exc:
         retryable = exc.status is not None and is_retryable_status(exc.status)
-        raise AttemptFailed(f"upstream error: {mask(exc.message, (att.channel.api_key,))}", status=exc.status,
+        raise AttemptFailed(f"upstream error: {mask(exc.message, att.secrets)}", status=exc.status,
                             code=exc.code, error_type=exc.error_type, retryable=retryable,
                             rate_limited=exc.status == 429) from None
 
@@ -120,13 +129,13 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
     except AttemptFailed:
         raise
     except TRANSPORT_ERRORS as exc:
-        raise transport_failure(exc) from None
+        raise transport_failure(exc, att.secrets) from None
     finally:
         ex.upstream_wait += time.perf_counter() - t
     call.rec.on_upstream_response(status, t)
     if status >= 300:
         call.rec.on_upstream_body(data)
-        raise status_failure(status, data, att.channel.api_key, retry_after)
+        raise status_failure(status, data, att.secrets, retry_after)
     resp_obj = decode_whole(att, data, ctype, call.rec)
     if att.provider.circuit_breaker_enabled:
         call.rt.breaker.record_success(att.channel.id)

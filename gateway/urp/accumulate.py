@@ -9,21 +9,40 @@ from . import events as ev
 from .nodes import Node, ReasoningNode, RefusalNode, TextNode, ToolCallNode
 
 
+def append_text(obj: object, attr: str, delta: str) -> None:
+    """``obj.attr += delta`` in amortised linear time.
+
+    ``node.content += delta`` copies the whole string on every delta (the attribute keeps a
+    second reference, so CPython cannot grow it in place): a 40k-frame answer cost 11 s of CPU
+    (issue 13). Taking the only reference into a local first lets CPython's in-place string
+    append resize the buffer instead of copying it (measured: 200k deltas 0.3 s instead of
+    120 s). A non-str value (None) starts from the empty string."""
+    text = getattr(obj, attr)
+    if not isinstance(text, str):
+        text = ""
+    setattr(obj, attr, "")  # drop the attribute's reference: ``text`` is now the only one
+    text += delta
+    setattr(obj, attr, text)
+
+
 def apply_delta(node: Node, kind: str, delta: str) -> None:
-    """Append one fragment to a node under construction."""
+    """Append one fragment to a node under construction (linear in the total length)."""
     if kind == ev.TEXT and isinstance(node, TextNode):
-        node.content += delta
+        append_text(node, "content", delta)
     elif kind == ev.REFUSAL and isinstance(node, RefusalNode):
-        node.content += delta
+        append_text(node, "content", delta)
     elif kind == ev.ARGUMENTS and isinstance(node, ToolCallNode):
-        node.arguments += delta
+        append_text(node, "arguments", delta)
     elif isinstance(node, ReasoningNode):
         if kind == ev.REASONING_CONTENT:
-            node.content = (node.content or "") + delta
+            append_text(node, "content", delta)
         elif kind == ev.REASONING_SUMMARY:
-            node.summary = (node.summary or "") + delta
+            append_text(node, "summary", delta)
         elif kind == ev.REASONING_ENCRYPTED:
-            node.encrypted = (node.encrypted or "") + delta if isinstance(node.encrypted, str | None) else delta
+            if isinstance(node.encrypted, str | None):
+                append_text(node, "encrypted", delta)
+            else:
+                node.encrypted = delta
 
 
 class Accumulator:

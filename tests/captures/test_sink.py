@@ -93,7 +93,8 @@ def test_a_dead_process_claim_is_taken_back(spool):
     from captures.dump import compress
 
     orphan.write_bytes(__import__("orjson").dumps(meta) + b"\n" + compress(b"{}"))
-    fresh = spool / "00000000000000000002-999998-fresh.claim999998"
+    live = os.getppid()  # a claim of a process that is alive and recent is left alone
+    fresh = spool / f"00000000000000000002-{live}-fresh.claim{live}"
     fresh.write_bytes(orphan.read_bytes())
     old = time.time() - sink.CLAIM_TTL - 10
     os.utime(orphan, (old, old))
@@ -151,7 +152,7 @@ def test_shutdown_spools_what_the_writer_could_not_drain_in_time(spool, monkeypa
         writer.submit(record(f"shut-{i}"))
     dropped = sink.stats().get("dropped", 0)
     result = writer.shutdown(0.3)
-    spooled = sorted(p.name.split("-", 2)[2].removesuffix(".cap") for p in spool.iterdir())
+    spooled = sorted(p.name.split("-", 3)[3].removesuffix(".cap") for p in spool.iterdir())
     assert result == {"queued": 8, "spooled": 3} and spooled == ["shut-5", "shut-6", "shut-7"]
     gate.set()  # the broker answers: the stuck batch lands, then the spool is retried
     deadline = time.monotonic() + 20

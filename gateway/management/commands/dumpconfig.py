@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from django.core.management.base import BaseCommand
@@ -25,9 +26,14 @@ class Command(BaseCommand):
         text = render(dump(include_secrets=options["include_secrets"]), fmt)
         if output:
             path = Path(output)
-            path.write_text(text, encoding="utf-8")
             if options["include_secrets"]:
-                path.chmod(0o600)
+                # Private from the first byte: never a moment where others can read the keys.
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            else:
+                path.write_text(text, encoding="utf-8")
             self.stderr.write(f"Wrote {output}")
         else:
             self.stdout.write(text, ending="")

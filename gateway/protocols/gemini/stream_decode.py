@@ -22,6 +22,7 @@ from gateway.urp import (
     Usage,
 )
 from gateway.urp import events as ev
+from gateway.urp.accumulate import append_text
 
 from ..base import new_id
 from ..json_depth import too_deep
@@ -91,7 +92,7 @@ class StreamDecoder:
                 node.summary = (node.summary or "") + text
                 out.append(NodeDelta(index=index, kind=ev.REASONING_SUMMARY, delta=text))
             elif isinstance(node, TextNode):
-                node.content += text
+                append_text(node, "content", text)
                 out.append(NodeDelta(index=index, kind=ev.TEXT, delta=text))
         if sig:
             node.extra[SIGNATURE] = sig

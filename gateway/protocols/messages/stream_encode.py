@@ -22,6 +22,7 @@ from gateway.urp import (
     Usage,
 )
 from gateway.urp import events as ev
+from gateway.urp.accumulate import append_text
 
 from ..base import EncodeContext, new_id, put_extra
 from ..sse import frame
@@ -154,11 +155,11 @@ class StreamEncoder:
         if out.kind == "text":
             if out.block is None:
                 head = self._open(out, {"type": "text", "text": ""})
-            out.streamed += text
+            append_text(out, "streamed", text)
             return head + self._delta_frame(out, {"type": "text_delta", "text": text})
         if out.block is None:
             head = self._open(out, {"type": "thinking", "thinking": "", "signature": ""})
-        out.streamed += text
+        append_text(out, "streamed", text)
         return head + self._delta_frame(out, {"type": "thinking_delta", "thinking": text})
 
     def _delta(self, out: _Out, event: NodeDelta) -> bytes:
@@ -175,7 +176,7 @@ class StreamEncoder:
             out.encrypted += event.delta
             return b""
         if kind == "tool" and event.kind == ev.ARGUMENTS and event.delta:
-            out.streamed += event.delta
+            append_text(out, "streamed", event.delta)
             return self._delta_frame(out, {"type": "input_json_delta", "partial_json": event.delta})
         return b""
 

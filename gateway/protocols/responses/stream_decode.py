@@ -464,6 +464,11 @@ class StreamDecoder:
                 iid = item.get("id")
                 if isinstance(iid, str) and iid in self._ids:
                     slot = self._ids[iid]
+                    conflict = self._conflict(slot, item)
+                    if conflict is not None:
+                        self._fail(out, "responses_terminal_conflict",
+                                   f"upstream terminal response conflicts with the streamed output ({conflict})")
+                        return
                     if not slot.done:
                         self._finish_item(out, slot, item)
                     continue
@@ -490,6 +495,26 @@ class StreamDecoder:
         self.finished = True
         out.append(ev.ResponseDone(output=output, usage=decode_usage(resp.get("usage")), extra=extra,
                                    finish_reason=finish_from_status(status, resp.get("incomplete_details"), output)))
+
+    def _conflict(self, slot: _Slot, item: dict[str, Any]) -> str | None:
+        """What in the terminal object's ``item`` contradicts what was streamed for the same
+        item (reference: whitespace-only text differences are tolerated, reasoning summaries and
+        encrypted content are authoritative, any other differing non-empty value conflicts)."""
+        nodes = self._acc.nodes
+        if slot.kind == "call" and slot.node is not None:
+            streamed = getattr(nodes.get(slot.node), "arguments", "") or ""
+            final = item.get("arguments", item.get("input"))
+            if isinstance(final, str) and final and streamed and final != streamed:
+                return f"arguments of item {item.get('id')}"
+        elif slot.kind == "message" and slot.parts:
+            texts = [c.get("text") or c.get("refusal") for c in item.get("content") or [] if isinstance(c, dict)]
+            for ci, idx in slot.parts.items():
+                streamed = getattr(nodes.get(idx), "content", "") or ""
+                final = texts[ci] if ci < len(texts) else None
+                if isinstance(final, str) and final and streamed and "".join(final.split()) != "".join(
+                        streamed.split()):
+                    return f"text of item {item.get('id')}"
+        return None
 
     def close(self) -> list[ev.Event]:
         if self.finished:

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from gateway.urp import events as ev
+from gateway.urp.accumulate import append_text
 from gateway.urp.nodes import (
     ImageNode,
     Node,
@@ -170,7 +171,7 @@ class StreamEncoder:
         return m, part, buf
 
     def _text_delta(self, m: _Item, p: _Part, delta: str) -> bytes:
-        p.text += delta
+        append_text(p, "text", delta)
         if p.ptype == "refusal":
             return self._frame("response.refusal.delta", {"item_id": m.id, "output_index": m.oi,
                                                           "content_index": p.index, "delta": delta})
@@ -215,7 +216,7 @@ class StreamEncoder:
         base = {"item_id": it.id, "output_index": it.oi}
         buf = b""
         if kind == ev.REASONING_SUMMARY:
-            it.summary += delta
+            append_text(it, "summary", delta)
             if sep:
                 # Boundary between upstream summary parts: close this part; the next delta opens one.
                 it.summary_sep = True
@@ -227,14 +228,18 @@ class StreamEncoder:
                 buf += self._frame("response.reasoning_summary_part.added",
                                    {**base, "summary_index": len(it.parts_text) - 1,
                                     "part": {"type": "summary_text", "text": ""}})
-            it.parts_text[-1] += delta
+            parts = it.parts_text  # in place, linear in the summary's length (urp.accumulate.append_text)
+            text = parts[-1]
+            parts[-1] = ""
+            text += delta
+            parts[-1] = text
             return buf + self._frame("response.reasoning_summary_text.delta",
                                      {**base, "summary_index": len(it.parts_text) - 1, "delta": delta})
         if not it.content_open:
             it.content_open = True
             buf += self._frame("response.content_part.added",
                                {**base, "content_index": 0, "part": {"type": "reasoning_text", "text": ""}})
-        it.content += delta
+        append_text(it, "content", delta)
         return buf + self._frame("response.reasoning_text.delta", {**base, "content_index": 0, "delta": delta})
 
     def _close_reasoning(self, it: _Item, node: ReasoningNode | None, status: str = "completed") -> bytes:
@@ -291,7 +296,7 @@ class StreamEncoder:
         return self._new_item(head["type"], head["id"], head)
 
     def _call_delta(self, it: _Item, delta: str) -> bytes:
-        it.args += delta
+        append_text(it, "args", delta)
         name = "response.custom_tool_call_input.delta" if it.kind == "custom_tool_call" else \
             "response.function_call_arguments.delta"
         return self._frame(name, {"item_id": it.id, "output_index": it.oi, "delta": delta})

@@ -1,0 +1,104 @@
+"""Issue 13: client connections that never send a request head, or dribble a body, are closed;
+connections past the per-worker cap are refused and logged. Served by real uvicorn with the
+production protocol (``gateway.serving``) on a trivial app."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from gateway import serving
+from tests.servers import ThreadedUvicorn, free_port
+
+
+async def hello(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect" or not message.get("more_body"):
+            break
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@pytest.fixture
+def server(monkeypatch):
+    def start(header: float, body: float, cap: int) -> int:
+        monkeypatch.setattr(serving, "_limits", serving.ConnectionLimits(header, body, cap))
+        monkeypatch.setattr(serving, "_shed", {"count": 0, "logged_at": 0.0})
+        port = free_port()
+        srv = ThreadedUvicorn(hello, port, "guarded", http=serving.GuardedHttpToolsProtocol)
+        srv.start()
+        started.append(srv)
+        return port
+
+    started: list[ThreadedUvicorn] = []
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        while True:
+            data = sock.recv(4096)
+            if not data:
+                return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def _response(sock: socket.socket) -> bytes:
+    sock.settimeout(5)
+    data = b""
+    while not data.endswith(b"ok"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def test_silent_and_slow_clients_are_closed_and_normal_ones_served(server):
+    port = server(0.5, 0.5, 0)
+    silent = _connect(port)
+    partial = _connect(port)
+    partial.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
+    dribble = _connect(port)
+    dribble.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+    assert _closed_within(silent, 5) and _closed_within(partial, 5) and _closed_within(dribble, 5)
+    ok = _connect(port)
+    ok.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert _response(ok).startswith(b"HTTP/1.1 200")
+    time.sleep(1.0)  # the header timer was disarmed: a finished request is not cut by it
+    ok.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert _response(ok).startswith(b"HTTP/1.1 200")
+    for s in (silent, partial, dribble, ok):
+        s.close()
+
+
+def test_connections_past_the_cap_are_shed_with_a_log_line(server, caplog):
+    port = server(30, 30, 3)
+    held = [_connect(port) for _ in range(3)]
+    time.sleep(0.3)
+    with caplog.at_level(logging.WARNING, logger="gateway.serving"):
+        extra = _connect(port)
+        assert _closed_within(extra, 5)
+    assert any("shedding connections" in r.getMessage() for r in caplog.records)
+    for s in held:
+        assert not _closed_within(s, 0.2)  # the ones within the cap stay open
+        s.close()
