@@ -130,23 +130,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     """The dump's JSON bytes (within the byte budget) and the row metadata."""
     budget = record.budget or Budget()
     limit = budget.limits.max_bytes
-    created = datetime.fromtimestamp(record.created_at, UTC).isoformat()
-    head: list[tuple[str, bytes]] = [
-        ("version", b"%d" % SCHEMA_VERSION),
-        ("request_id", orjson.dumps(_ident(record.request_id))),
-        ("client_request_id", orjson.dumps(_ident(record.client_request_id) or None)),
-        ("created_at", orjson.dumps(created)),
-        ("api_key_id", orjson.dumps(record.api_key_id)),
-        ("api_key_name", orjson.dumps(_ident(record.api_key_name))),
-        ("client_protocol", orjson.dumps(record.client_protocol)),
-        ("stream", orjson.dumps(bool(record.stream))),
-        ("logical_model", orjson.dumps(_ident(record.logical_model))),
-        ("requested_model", orjson.dumps(_ident(record.requested_model))),
-        ("status", orjson.dumps(record.client_status)),
-        ("error", orjson.dumps(cut_utf8(record.error, 4096) if record.error else None)),
-        ("duration_ms", orjson.dumps(record.duration_ms)),
-        ("ttfb_ms", orjson.dumps(record.ttfb_ms)),
-    ]
+    head = _head(record)
     img = ImageBounder()  # large base64 images -> placeholders, thumbnails kept for the viewer
     payloads = [
         ["client_request", orjson.dumps(img.bound(mask_secrets(record.client_request)))],
@@ -191,15 +175,39 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
                           "omitted_frames": budget.omitted_frames, "omitted_bytes": omitted_bytes,
                           "cut_frames": budget.cut_frames, "retained_bytes": retained})
     data = mask_known(_obj(body_parts + [("capture_truncation", trunc)]), record.secrets)
-    meta = DumpMeta(
+    return data, _meta(record, len(data), truncated)
+
+
+def _head(record: CaptureRecord) -> list[tuple[str, bytes]]:
+    """The dump's small top-level fields, already encoded."""
+    created = datetime.fromtimestamp(record.created_at, UTC).isoformat()
+    return [
+        ("version", b"%d" % SCHEMA_VERSION),
+        ("request_id", orjson.dumps(_ident(record.request_id))),
+        ("client_request_id", orjson.dumps(_ident(record.client_request_id) or None)),
+        ("created_at", orjson.dumps(created)),
+        ("api_key_id", orjson.dumps(record.api_key_id)),
+        ("api_key_name", orjson.dumps(_ident(record.api_key_name))),
+        ("client_protocol", orjson.dumps(record.client_protocol)),
+        ("stream", orjson.dumps(bool(record.stream))),
+        ("logical_model", orjson.dumps(_ident(record.logical_model))),
+        ("requested_model", orjson.dumps(_ident(record.requested_model))),
+        ("status", orjson.dumps(record.client_status)),
+        ("error", orjson.dumps(cut_utf8(record.error, 4096) if record.error else None)),
+        ("duration_ms", orjson.dumps(record.duration_ms)),
+        ("ttfb_ms", orjson.dumps(record.ttfb_ms)),
+    ]
+
+
+def _meta(record: CaptureRecord, raw_bytes: int, truncated: bool) -> DumpMeta:
+    return DumpMeta(
         request_id=_ident(record.request_id), client_request_id=_ident(record.client_request_id),
         created_at=record.created_at, api_key_id=record.api_key_id,
         api_key_name=_ident(record.api_key_name), client_protocol=record.client_protocol,
         stream=bool(record.stream), logical_model=_ident(record.logical_model),
         status=record.client_status or 0, is_error=is_error(record),
-        attempt_count=getattr(record.attempts, "seen", len(record.attempts)), raw_bytes=len(data),
+        attempt_count=getattr(record.attempts, "seen", len(record.attempts)), raw_bytes=raw_bytes,
         truncated=truncated)
-    return data, meta
 
 
 def compress(data: bytes) -> bytes:

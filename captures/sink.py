@@ -36,8 +36,9 @@ import orjson
 from django.conf import settings
 
 from captures.record import CaptureRecord
+from gateway.broker import DeliveryPaused, configure_fail_fast, is_outage
 from gateway.conf import gateway_settings
-from gateway.handoff import CLAIM_TTL, DeliveryPaused, HandOff, configure_fail_fast, is_outage
+from gateway.handoff import CLAIM_TTL, HandOff
 
 log = logging.getLogger("captures")
 

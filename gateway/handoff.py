@@ -49,53 +49,13 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.broker import DeliveryPaused, configure_fail_fast, is_outage
 from gateway.conf import gateway_settings
 
 CLAIM_TTL = 300.0  # seconds before another process's unfinished claim is taken back
 MAX_BACKOFF = 300.0  # seconds between retries of one failing spooled payload, at most
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 _CLAIM = re.compile(r"\.claim(\d+)$")
-
-
-class DeliveryPaused(Exception):
-    """The circuit around the broker (or database) is open: nothing was tried."""
-
-
-def is_outage(exc: BaseException) -> bool:
-    """Whether a failed delivery says the target is down (retry later, the payload is fine)
-    rather than that this payload cannot be written."""
-    if isinstance(exc, DeliveryPaused | ConnectionError | TimeoutError | OSError):
-        return True
-    try:
-        from kombu.exceptions import OperationalError as KombuOperationalError
-
-        if isinstance(exc, KombuOperationalError):
-            return True
-    except ImportError:  # pragma: no cover - kombu comes with celery
-        pass
-    try:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
-        if isinstance(exc, RedisConnectionError | RedisTimeoutError):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    from django.db import InterfaceError
-    from django.db import OperationalError as DbOperationalError
-
-    return isinstance(exc, DbOperationalError | InterfaceError)
-
-
-def configure_fail_fast(app: Any, timeout: float | None = None) -> Any:
-    """Short connect and send timeouts and no reconnect loop on a Celery app's broker: a publish
-    to a dead or silent broker fails within about ``timeout`` seconds."""
-    t = gateway_settings.CAPTURE_BROKER_TIMEOUT if timeout is None else timeout
-    opts = dict(app.conf.broker_transport_options or {})
-    opts.update(socket_connect_timeout=t, socket_timeout=t, max_retries=0, connect_retries_timeout=t)
-    app.conf.broker_transport_options = opts
-    app.conf.broker_connection_timeout = t
-    return app
 
 
 def write_private(path: Path, data: bytes) -> None:
@@ -497,21 +457,7 @@ class HandOff:
                     )
                     self._spool_changed()
                     return done
-                failures += 1
-                if failures >= self.dead_letter_after:
-                    self._dead_letter(path, path.name, repr(exc))
-                    continue
-                delay = min(self.retry_seconds * (2**failures), self.max_backoff)
-                self._failures[path.name] = (failures, time.time() + delay)
-                self.log.warning(
-                    "spooled %s %s failed (%d of %d): %r; next try in %.0f s",
-                    self.label,
-                    path.name,
-                    failures,
-                    self.dead_letter_after,
-                    exc,
-                    delay,
-                )
+                self._failed_once(path, failures + 1, exc)
                 continue
             claimed.unlink(missing_ok=True)
             self._failures.pop(path.name, None)
@@ -519,6 +465,16 @@ class HandOff:
             done += 1
         self._spool_changed()
         return done
+
+    def _failed_once(self, path: Path, failures: int, exc: BaseException) -> None:
+        """A spooled payload failed for its own sake: back off, or dead-letter it at the limit."""
+        if failures >= self.dead_letter_after:
+            self._dead_letter(path, path.name, repr(exc))
+            return
+        delay = min(self.retry_seconds * (2**failures), self.max_backoff)
+        self._failures[path.name] = (failures, time.time() + delay)
+        self.log.warning("spooled %s %s failed (%d of %d): %r; next try in %.0f s",
+                         self.label, path.name, failures, self.dead_letter_after, exc, delay)
 
     def _dead_letter(self, path: Path, name: str, why: str) -> None:
         """Move a payload that can never be written out of the way, counted and logged, so the

@@ -158,17 +158,7 @@ class RequestLogRecorder(Recorder):
         key = self.key
         status, code, message = self._outcome(ex, error)
         if att is not None and self.attempt_t is not None:  # cut short (the client left)
-            self.attempts.append(
-                {
-                    "provider": att.provider.name,
-                    "channel": att.channel.name,
-                    "upstream_model": att.upstream_model,
-                    "status": self.upstream_status,
-                    "duration_ms": _ms(self.attempt_t, now),
-                    "code": code or "interrupted",
-                    "error": message,
-                }
-            )
+            self._cut_short(att, now, code, message)
         tokens, estimated = self._tokens()
         cost = None
         if att is not None and status != "error":
@@ -214,6 +204,13 @@ class RequestLogRecorder(Recorder):
             "ttfb_ms": _ms(ex.t0, self.ttfb) if self.ttfb is not None else None,
             "has_capture": self.capture == "all" or (self.capture == "abnormal" and abnormal),
         }
+
+    def _cut_short(self, att: Any, now: float, code: str, message: str) -> None:
+        self.attempts.append({
+            "provider": att.provider.name, "channel": att.channel.name, "upstream_model": att.upstream_model,
+            "status": self.upstream_status, "duration_ms": _ms(self.attempt_t, now),
+            "code": code or "interrupted", "error": message,
+        })
 
     def _outcome(self, ex: Any, error: str | None) -> tuple[str, str, str]:
         """(status, error code, error message)."""

@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -36,7 +37,7 @@ from .models_list import models_answer
 from .recorder import RecorderSet
 from .responses_ws import RESPONSES_WS_PATHS, serve_responses_ws
 from .serve import serve
-from .snapshot import ConfigSource, Snapshot, SnapshotHolder, changed_channels
+from .snapshot import ConfigSource, KeySnap, Snapshot, SnapshotHolder, changed_channels
 from .upstream import UpstreamClient
 
 log = logging.getLogger("gateway.proxy")
@@ -234,20 +235,20 @@ class ProxyApp:
 
     # -- requests ------------------------------------------------------------------------------------
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "lifespan":
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
             await self.lifespan(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
+        elif kind == "websocket":
             if scope["path"] in RESPONSES_WS_PATHS:
                 await serve_responses_ws(self, scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1008})
-            return
-        if scope["type"] != "http":
-            return
-        t0 = time.perf_counter()
+
+    def _exchange(self, scope, headers, send, t0: float) -> tuple[Exchange, str, str | None, Any]:
+        """The request's exchange, canonical path, client protocol and Gemini route (if any)."""
         path = scope["path"]
-        headers = read_headers(scope)
         protocol = PROTOCOL_PATHS.get(path)
         gemini = None
         if protocol is None and path not in ("/healthz", "/readyz"):
@@ -261,70 +262,88 @@ class ProxyApp:
         ex.client_request_id = client_request_id_from(headers)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
+        return ex, path, protocol, gemini
+
+    async def _http(self, scope, receive, send) -> None:
+        t0 = time.perf_counter()
+        headers = read_headers(scope)
+        ex, path, protocol, gemini = self._exchange(scope, headers, send, t0)
         if path == "/readyz":  # never waits for the first snapshot: "not yet" is its answer
             await self._readyz(ex)
             return
         try:
-            if protocol is not None and self.config.instance_id:
-                ex.hop = outgoing_hop(headers.get(HOP_HEADER), self.config.instance_id)
-            snapshot = self.holder.current or await self._wait_snapshot()
-            if snapshot is None:
-                raise ClientError(503, "gateway_starting", "the gateway configuration is not loaded yet",
-                                  error_type="server_error")
-            if path == "/healthz":
-                await ex.send_json(200, {"status": "ok", "config_version": snapshot.version,
-                                         "redis_version": snapshot.redis_version})
-                return
-            if protocol is None:
-                await self._other(scope, ex, snapshot, headers, path)
-                return
-            if scope["method"] != "POST":
-                raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
-            key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
-            if key is None:
-                raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
-            self.holder.touch(key.id)
-            if key.limits is not None and key.limits.ip_allow and not ip_allowed(
-                    key.limits, client_ip(scope, headers, self.config.trusted_proxies)):
-                raise ClientError(403, "ip_not_allowed", "this API key may not be used from this address",
-                                  error_type="permission_error")
-            gate = self._large_body_gate(headers)
-            if gate is not None:
-                await self._enter(gate)
+            admitted = await self._admit(scope, ex, headers, path, protocol)
         except ClientGone:
             return
         except ClientError as err:
             await ex.send_error(err)
             return
+        if admitted is None:
+            return
+        snapshot, key, gate = admitted
         try:
-            try:
-                raw_body = await read_body(receive, self.max_body, headers)
-                if gemini is not None:
-                    raw_body = gemini_body(raw_body, *gemini)
-            except ClientGone:
-                return
-            except ClientError as err:
-                await ex.send_error(err)
-                return
-            if gemini is not None:
-                if gemini[1] == "countTokens":
-                    await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
-                    return
-            extra = EXTRA_ENDPOINTS.get(path)
-            if extra is not None:
-                await extra[1](self.runtime, ex, snapshot, key, raw_body)
-                return
-            if path in IMAGES_PATHS:
-                await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
-                return
-            if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
-                # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
-                await self._serve_watched(ex, snapshot, key, raw_body, receive)
-            else:
-                await self._serve_whole(ex, snapshot, key, raw_body, receive)
+            await self._read_and_serve(scope, receive, ex, headers, path, gemini, snapshot, key)
         finally:
             if gate is not None:
                 gate.release()
+
+    async def _admit(self, scope, ex: Exchange, headers, path: str, protocol: str | None):
+        """Snapshot, key and large-body gate for a generation request; None once a non-generation
+        path (health, models) has been answered. Raises ClientError for the client's answer."""
+        if protocol is not None and self.config.instance_id:
+            ex.hop = outgoing_hop(headers.get(HOP_HEADER), self.config.instance_id)
+        snapshot = self.holder.current or await self._wait_snapshot()
+        if snapshot is None:
+            raise ClientError(503, "gateway_starting", "the gateway configuration is not loaded yet",
+                              error_type="server_error")
+        if path == "/healthz":
+            await ex.send_json(200, {"status": "ok", "config_version": snapshot.version,
+                                     "redis_version": snapshot.redis_version})
+            return None
+        if protocol is None:
+            await self._other(scope, ex, snapshot, headers, path)
+            return None
+        if scope["method"] != "POST":
+            raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
+        key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
+        if key is None:
+            raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
+        self.holder.touch(key.id)
+        if key.limits is not None and key.limits.ip_allow and not ip_allowed(
+                key.limits, client_ip(scope, headers, self.config.trusted_proxies)):
+            raise ClientError(403, "ip_not_allowed", "this API key may not be used from this address",
+                              error_type="permission_error")
+        gate = self._large_body_gate(headers)
+        if gate is not None:
+            await self._enter(gate)
+        return snapshot, key, gate
+
+    async def _read_and_serve(self, scope, receive, ex: Exchange, headers, path: str, gemini: Any,
+                              snapshot: Snapshot, key: KeySnap) -> None:
+        try:
+            raw_body = await read_body(receive, self.max_body, headers)
+            if gemini is not None:
+                raw_body = gemini_body(raw_body, *gemini)
+        except ClientGone:
+            return
+        except ClientError as err:
+            await ex.send_error(err)
+            return
+        if gemini is not None and gemini[1] == "countTokens":
+            await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
+            return
+        extra = EXTRA_ENDPOINTS.get(path)
+        if extra is not None:
+            await extra[1](self.runtime, ex, snapshot, key, raw_body)
+            return
+        if path in IMAGES_PATHS:
+            await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
+            return
+        if raw_body[:64].lstrip()[:1] == b"{" and b'"stream"' in raw_body:
+            # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
+            await self._serve_watched(ex, snapshot, key, raw_body, receive)
+        else:
+            await self._serve_whole(ex, snapshot, key, raw_body, receive)
 
     def _large_body_gate(self, headers) -> asyncio.Semaphore | None:
         """The semaphore a request must hold while its body is read and served, when its
