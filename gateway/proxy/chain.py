@@ -129,41 +129,38 @@ async def _aguard(rule: CompiledRule, fn: Callable[..., Awaitable[Any]], *args: 
         raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
 
 
-async def run_request_async(rules: list[CompiledRule], req: Request, ctx: TransformContext,
-                            trace: RuleTrace | None = None) -> list[ExecutedRule]:
+async def _run_async(phase: str, rules: list[CompiledRule], target: Any, ctx: TransformContext,
+                     trace: RuleTrace | None) -> list[ExecutedRule]:
+    """Run a chain for ``phase``, awaiting a rule's async hook (``apply_<phase>_async``) where it
+    has one, else calling its sync ``apply_<phase>``, each at its own position in the chain."""
+    executed = []
+    if trace is not None:
+        trace.step(phase, None, target)
+    for rule in rules:
+        hook = getattr(rule.transform, f"apply_{phase}_async", None)
+        if hook is None:
+            _guard(rule, getattr(rule.transform, f"apply_{phase}"), target, ctx)
+        else:
+            await _aguard(rule, hook, target, ctx)
+        executed.append(ExecutedRule(rule.scope, rule.type_id, phase, rule.rule_id))
+        if trace is not None:
+            trace.step(phase, rule, target)
+    return executed
+
+
+async def run_request_async(
+    rules: list[CompiledRule], req: Request, ctx: TransformContext, trace: RuleTrace | None = None
+) -> list[ExecutedRule]:
     """``run_request`` for the proxy: a rule with ``apply_request_async`` is awaited at its own
     position in the chain (so a fetch or an image re-encode never blocks the event loop)."""
-    executed = []
-    if trace is not None:
-        trace.step("request", None, req)
-    for rule in rules:
-        hook = getattr(rule.transform, "apply_request_async", None)
-        if hook is None:
-            _guard(rule, rule.transform.apply_request, req, ctx)
-        else:
-            await _aguard(rule, hook, req, ctx)
-        executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
-        if trace is not None:
-            trace.step("request", rule, req)
-    return executed
+    return await _run_async("request", rules, req, ctx, trace)
 
 
-async def run_response_async(rules: list[CompiledRule], resp: Response, ctx: TransformContext,
-                             trace: RuleTrace | None = None) -> list[ExecutedRule]:
+async def run_response_async(
+    rules: list[CompiledRule], resp: Response, ctx: TransformContext, trace: RuleTrace | None = None
+) -> list[ExecutedRule]:
     """``run_response`` awaiting ``apply_response_async`` hooks in chain order."""
-    executed = []
-    if trace is not None:
-        trace.step("response", None, resp)
-    for rule in rules:
-        hook = getattr(rule.transform, "apply_response_async", None)
-        if hook is None:
-            _guard(rule, rule.transform.apply_response, resp, ctx)
-        else:
-            await _aguard(rule, hook, resp, ctx)
-        executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
-        if trace is not None:
-            trace.step("response", rule, resp)
-    return executed
+    return await _run_async("response", rules, resp, ctx, trace)
 
 
 def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext,
