@@ -108,6 +108,9 @@ class EnvelopeWrap:
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         return None
 
+    def wrap_stream_encoder(self, encoder: Any, ctx: TransformContext) -> Any:
+        return encoder  # wraps values, never the bytes on the wire
+
     def apply_response(self, resp: Response, ctx: TransformContext) -> None:
         for node in resp.output:
             self._wrap_node(node)
