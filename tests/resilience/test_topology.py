@@ -250,7 +250,8 @@ def _capture_ids(topo: Topology, prefix: str) -> list[str]:
     return [
         r[0]
         for r in topo.pg.query(
-            "SELECT request_id FROM captures_capture WHERE request_id LIKE %s", prefix + "%"
+            # the client's x-request-id is data (client_request_id); the capture's own id is the gateway's
+            "SELECT client_request_id FROM captures_capture WHERE client_request_id LIKE %s", prefix + "%"
         )
     ]
 
