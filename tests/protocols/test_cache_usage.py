@@ -242,7 +242,7 @@ def sdk_usage(client: str, out: Any, stream: bool) -> dict[str, int]:
             "read": u.input_tokens_details.cached_tokens,
             "write": getattr(u.input_tokens_details, "cache_write_tokens", None) or 0,
         }
-    c = anthropic.Anthropic(api_key="k", base_url="http://gw", http_client=_transport(raw, stream))
+    c = anthropic.Anthropic(api_key="k", base_url="http://gw", http_client=_transport(raw, stream, anthropic))
     args = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
     if stream:
         with c.messages.stream(**args) as s:

@@ -24,6 +24,7 @@ from gateway.protocols.base import EncodeContext
 from gateway.protocols.sse import SSEParser
 from gateway.proxy.prepare import prepare_for_upstream
 from gateway.urp import clone
+from tests.sdk_http import httpx_for
 
 from .check_chat_stream import check_chat_stream
 from .check_messages_stream import check_messages_stream
@@ -487,10 +488,13 @@ def client_view(client: str, out: Any, stream: bool) -> dict[str, Any]:
     return _anthropic_messages(out, stream)
 
 
-def _transport(payload: bytes, stream: bool) -> httpx.Client:
+def _transport(payload: bytes, stream: bool, sdk: Any = openai) -> httpx.Client:
+    """A client answering every request with ``payload``, in the httpx flavour ``sdk`` takes
+    (anthropic 2.x uses httpx2)."""
+    hx = httpx_for(sdk)
     ctype = "text/event-stream" if stream else "application/json"
-    return httpx.Client(transport=httpx.MockTransport(
-        lambda request: httpx.Response(200, content=payload, headers={"content-type": ctype})))
+    return hx.Client(transport=hx.MockTransport(
+        lambda request: hx.Response(200, content=payload, headers={"content-type": ctype})))
 
 
 def _raw(out: Any, stream: bool) -> bytes:
@@ -533,7 +537,7 @@ def _anthropic_messages(out: Any, stream: bool) -> dict[str, Any]:
     if not stream:
         assert out["type"] == "message" and out["model"] == LOGICAL and isinstance(out["content"], list)
     client = anthropic.Anthropic(api_key="k", base_url="http://gw",
-                                 http_client=_transport(_raw(out, stream), stream))
+                                 http_client=_transport(_raw(out, stream), stream, anthropic))
     args = {"model": LOGICAL, "max_tokens": 100, "messages": [{"role": "user", "content": "x"}]}
     if stream:
         with client.messages.stream(**args) as s:

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from gateway.protocols.sse import SSEParser
+from tests.sdk_http import httpx_for
 from transforms.lib.sse_frame_split import FrameSplitter, split_string
 
 TEXT = "Hello \"world\"\n" * 30 + "é✓😀\\tail"
@@ -343,11 +344,13 @@ def test_split_string_chunks_are_whole_characters_and_maximal(budget):
 
 # -- the official SDKs fold split streams back into the original message ---------------------------
 
-def _mock_http(payload: bytes) -> httpx.Client:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=payload, headers={"content-type": "text/event-stream"})
+def _mock_http(payload: bytes, sdk=None) -> httpx.Client:
+    hx = httpx_for(sdk) if sdk is not None else httpx  # anthropic 2.x takes httpx2
 
-    return httpx.Client(transport=httpx.MockTransport(handler))
+    def handler(request):
+        return hx.Response(200, content=payload, headers={"content-type": "text/event-stream"})
+
+    return hx.Client(transport=hx.MockTransport(handler))
 
 
 def test_openai_sdk_rebuilds_a_split_chat_stream():
@@ -368,7 +371,7 @@ def test_anthropic_sdk_rebuilds_a_split_messages_stream():
     import anthropic
 
     wire, text, args = _encoded_stream("messages", 200)
-    client = anthropic.Anthropic(api_key="sk-test", base_url="http://gw.test", http_client=_mock_http(wire),
+    client = anthropic.Anthropic(api_key="sk-test", base_url="http://gw.test", http_client=_mock_http(wire, anthropic),
                                  max_retries=0)
     with client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]) as stream:
         final = stream.get_final_message()
