@@ -19,7 +19,7 @@ What can still be lost is bounded and counted: a SIGKILL loses at most the queue
 Knobs (``gateway_settings``): ``CAPTURE_QUEUE_MAX`` (1000 records), ``CAPTURE_SPOOL_MAX_MB``
 (256), ``CAPTURE_RETRY_SECONDS`` (2), ``CAPTURE_BROKER_TIMEOUT`` (1),
 ``CAPTURE_BROKER_COOLDOWN_SECONDS`` (5), ``CAPTURE_DEAD_LETTER_AFTER`` (6),
-``CAPTURE_SHUTDOWN_SECONDS`` (5).
+``CAPTURE_FLUSH_SECONDS`` (10, the shutdown drain).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ class HandOff:
     broker_timeout = gateway_settings.CAPTURE_BROKER_TIMEOUT
     cooldown_seconds = gateway_settings.CAPTURE_BROKER_COOLDOWN_SECONDS
     dead_letter_after = gateway_settings.CAPTURE_DEAD_LETTER_AFTER
-    shutdown_seconds = gateway_settings.CAPTURE_SHUTDOWN_SECONDS
+    shutdown_seconds = gateway_settings.CAPTURE_FLUSH_SECONDS
     max_backoff = MAX_BACKOFF
     # Seconds to wait for more records once one arrived (0: write what is there at once).
     linger_seconds = 0.0

@@ -260,8 +260,6 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
                                         "the spool for this long before delivery is tried again."),
     "CAPTURE_DEAD_LETTER_AFTER": (int, 6, "Failed writes of one spooled capture (with backoff) before it is "
                                   "moved to the spool's dead/ folder."),
-    "CAPTURE_SHUTDOWN_SECONDS": (float, 5.0, "On shutdown, how long queued captures may be delivered before "
-                                 "the rest is spooled to disk."),
     "CAPTURE_MAX_ATTEMPTS": (int, 16, "Upstream attempts recorded per capture (at least 1)."),
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),
