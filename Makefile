@@ -11,7 +11,7 @@ WORKERS ?= 1
 # On SIGTERM, in-flight requests and streams may run this long (GATEWAY_SHUTDOWN_GRACE_SECONDS knob).
 GRACE ?= $(or $(GATEWAY_SHUTDOWN_GRACE_SECONDS),30)
 
-.PHONY: run test test-fast test-postgres test-resilience lock setup migrate demo lint bench clean
+.PHONY: run test test-fast test-postgres test-resilience lock setup sysdeps migrate demo lint bench clean
 
 $(BIN)/python:
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null || \
@@ -33,6 +33,10 @@ lock: setup
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --no-header -q -o requirements.lock
 
 setup: $(STAMP)
+
+# Chromium, Node/npm, Redis, PostgreSQL: installed as root when missing (tools/system-deps.sh).
+sysdeps:
+	@bash tools/system-deps.sh
 
 migrate: setup
 	$(BIN)/python manage.py migrate --noinput
@@ -65,7 +69,7 @@ run: migrate
 
 # Two pytest-xdist workers (one per core); each has its own Redis databases (tests/conftest.py),
 # and the agent CLIs stay on one worker.
-test: setup
+test: setup sysdeps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 

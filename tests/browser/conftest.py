@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.browser.chromium import ARGS, ARTIFACTS, CHROMIUM
@@ -11,6 +13,9 @@ from tests.browser.chromium import ARGS, ARTIFACTS, CHROMIUM
 def page(live_server, monkeypatch):
     """A fresh page; uncaught page errors collect in ``page.js_errors``."""
     from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):  # make test installs it as root (tools/system-deps.sh)
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
 
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
     # still synchronous, so Django's async-unsafe guard is lifted for these tests only.
