@@ -88,6 +88,8 @@ class Bench:
         self.checks: dict[str, str] = {}
         self.images: dict = {}
         self.figures: dict[str, tuple[str, bool | None]] = {}   # target id -> (measured, met), set by families
+        self.extra: dict[str, object] = {}   # a family's own raw figures, saved in results.json
+        self.families = FAMILIES
         self.meta: dict = {}
 
     # -- systems -----------------------------------------------------------------------------------
@@ -186,7 +188,7 @@ class Bench:
         return self.args.only is None or re.search(self.args.only, key) is not None
 
     def define_cases(self) -> None:
-        for family in FAMILIES:
+        for family in self.families:
             family.define(self)
         self.cases = [c for c in self.cases if self.want(c.key)]
         self.check_cases = [c for c in self.check_cases if self.want(c.key)]
@@ -366,6 +368,11 @@ class Bench:
         print("== checks (issues 15 and 17: on vs off)", flush=True)
         for case in self.check_cases:
             self.run_case(case)
+        for family in self.families:  # measurements that are not wrk cases (see harness/cases.py)
+            hook = getattr(family, "run_phase", None)
+            if hook is not None:
+                print(f"== {family.__name__.rsplit('.', 1)[-1]}", flush=True)
+                hook(self)
         if self.capture_cases:
             print("== capture off vs on", flush=True)
             self.set_capture(True)
@@ -401,7 +408,7 @@ class Bench:
         raw.write_text(json.dumps({"meta": self.meta, "cases": [asdict(c) for c in self.all_cases()],
                                    "streams": [asdict(s) for s in self.streams], "memory": self.memory,
                                    "soak": self.soak, "profiles": self.profiles, "checks": self.checks,
-                                   "images": self.images, "figures": self.figures},
+                                   "images": self.images, "figures": self.figures, "extra": self.extra},
                                   default=str, indent=1))
         out = Path(self.args.output)
         write_report(out, self)
@@ -451,7 +458,7 @@ def load_results(path: Path) -> SimpleNamespace:
         check_cases=[c for c in cases if c.section == "check"],
         streams=[StreamCase(**s) for s in data["streams"]], memory=data["memory"], soak=data["soak"],
         profiles=data["profiles"], checks=data["checks"], images=data.get("images", {}),
-        figures={k: tuple(v) for k, v in data.get("figures", {}).items()})
+        figures={k: tuple(v) for k, v in data.get("figures", {}).items()}, extra=data.get("extra", {}))
 
 
 def capture_sink_state() -> str:

@@ -11,6 +11,17 @@ with ``define(bench)`` that appends to ``bench.cases`` (main tables), ``bench.st
 ``bench.capture_cases`` or ``bench.check_cases``; to add one, write the module and list it in
 ``run.FAMILIES``. ``--only PATTERN`` then keeps the cases whose key matches.
 
+A family may also define ``run_phase(bench)``: called with the servers up, after the checks, for
+measurements that are not wrk cases (e.g. 1,000 concurrent streams); it checks
+``bench.want(<its phase name>)`` itself so ``--only`` can pick it, and ``estimate_seconds(bench)``
+adds its time to the plan printed at start. It keeps its raw data in
+``bench.extra[name]`` (saved in ``results.json``) and reports against a target of the table with
+``bench.figures[target_id] = (measured text, met)`` and optionally ``bench.figures[target_id +
+":why"] = (diagnosis, None)``. The target ids waiting for a figure (``report_targets.py``):
+``streams-1000-first-p99``, ``streams-1000-rss``, ``worker-split``. The 1 MB agent targets are
+read from the cases whose key starts with ``agent-`` at one connection (added p50 ≤ 5 ms, with
+``direct`` as the base).
+
 System names: a name the bench has a server for (``bench.servers``) is served by it; otherwise the
 part before ``+`` is (``gateway+capture`` is the main gateway asked with the capture key). A
 variant that needs its own process (another environment) is registered with

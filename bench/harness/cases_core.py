@@ -51,6 +51,10 @@ def _requests(b: Bench) -> dict[str, wrk.WrkRequest]:
         "direct-msgs": wrk.WrkRequest(MSGS, body("direct-msgs", payloads.messages_body("bench-model")),
                                       {"x-api-key": servers.UPSTREAM_KEY, **ANTHROPIC}),
         "gateway-to-msgs": wrk.WrkRequest(CHAT, body("gw-to-msgs", payloads.chat_body("bench-messages")), gw),
+        "gateway-msgs-pass": wrk.WrkRequest(MSGS, body("gw-msgs-pass", payloads.messages_body("bench-messages")),
+                                            {"x-api-key": servers.PLAIN_KEY, **ANTHROPIC}),
+        "portkey-msgs-pass": wrk.WrkRequest(MSGS, body("pk-msgs-pass", payloads.messages_body("bench-model")),
+                                            {**pk_anthropic, **ANTHROPIC}),
         # Portkey's anthropic provider translates a Chat request to /v1/messages (Chat -> Messages upstream)
         "portkey-to-msgs": wrk.WrkRequest(CHAT, body("pk-to-msgs", payloads.chat_body("bench-model")), pk_anthropic),
         "gateway-chat-cap": wrk.WrkRequest(CHAT, body("gw-chat-cap", payloads.chat_body("bench-chat")),
@@ -92,6 +96,10 @@ def define(b: Bench) -> None:
         Case("to-messages-1", "Chat client → Messages upstream, 1 conn", 1,
              _pick(b, r, "to-msgs", ("gateway", "portkey"), "msgs"),
              note="Portkey: provider anthropic with the custom host; LiteLLM not configured for it"),
+        Case("msgs-pass-1", "Messages client → Messages upstream, 1 conn", 1,
+             _pick(b, r, "msgs-pass", ("gateway", "portkey"), "msgs"),
+             note="the like-for-like Messages case for Portkey (its anthropic provider passes /v1/messages through); "
+                  "LiteLLM not configured for it"),
     ]
     b.capture_cases += [
         Case(f"capture-{conns}", f"Chat → Chat, capture off vs on, {conns} conn", conns,

@@ -38,6 +38,10 @@ def estimate(b: Bench) -> dict[str, float]:
         phases["capture"] += 12
     if not a.no_profile and b.want("profile") and any(c.key == f"chat-{a.connections}" for c in b.cases):
         phases["profile"] = wrk_run + 3
+    for family in getattr(b, "families", ()):
+        own = getattr(family, "estimate_seconds", None)
+        if own is not None:
+            phases[family.__name__.rsplit(".", 1)[-1]] = own(b)
     if a.soak_seconds > 0 and b.want("soak"):
         phases["soak"] = a.soak_seconds + 10
     if not a.no_images and b.want("images"):

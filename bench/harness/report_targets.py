@@ -30,6 +30,7 @@ class Targets:
         self.r = report
         self.b = report.b
         self.rows: list[Target] = []
+        self.known: set[str] = set()
 
     # -- helpers -----------------------------------------------------------------------------------
     def case(self, key: str):
@@ -112,8 +113,18 @@ class Targets:
                      "decoded, transformed and encoded once each way.")
 
     def figure_row(self, issue: str, fid: str, label: str) -> None:
-        value, ok = self.b.figures.get(fid, (NA + " (case not in this run)", None))
+        self.known.add(fid)
+        value, ok = self.b.figures.get(fid, (NA + " (case not in this run)", None))[:2]
         self.rows.append(Target(issue, label, value, ok, why=self.b.figures.get(fid + ":why", ("", None))[0]))
+
+    def other_figures(self) -> None:
+        """Figures a family reports against a target this table does not list yet: ``(text, met,
+        label)`` (the label defaults to the id)."""
+        for fid, fig in self.b.figures.items():
+            if fid not in self.known and not fid.endswith(":why"):
+                label = fig[2] if len(fig) > 2 else fid
+                self.rows.append(Target("20", label, fig[0], fig[1],
+                                        why=self.b.figures.get(fid + ":why", ("", None))[0]))
 
     def rss_rows(self) -> None:
         idle = self.b.memory.get("gateway", {}).get("idle")
@@ -166,4 +177,5 @@ class Targets:
     def compute(self) -> list[Target]:
         self.issue20()
         self.checks()
+        self.other_figures()
         return self.rows

@@ -70,7 +70,8 @@ def fake_results(tmp_path: Path) -> Path:
         "images": {"images": 20, "megapixels": 4.0, "seconds": 8, "errors": 0, "workers": 1,
                    "runs": [{"baseline_p50": 2.0, "loaded_p50": 3.0, "ratio": 1.5, "images_done": 40,
                              "image_p50": 900.0, "text_requests": [1, 1]}] * 3},
-        "figures": {"streams-1000-first-p99": ["3.1 ms", True]},
+        "figures": {"streams-1000-first-p99": ["3.1 ms", True], "new-target": ["7 s", False, "a new target ≤ 5 s"],
+                    "new-target:why": ["it took longer", None]},
     }
     path = tmp_path / "results.json"
     path.write_text(json.dumps(data))
@@ -109,6 +110,8 @@ def test_report_renders_targets_peers_and_checks(run, tmp_path):
     assert "Portkey left out: `HTTP 500: messages is not supported by openai`" in text
     assert "- Chat → Chat stream: Portkey holds the first event." in text
     assert rows(text, "| title of logs-64 | gateway+nolog | gateway |")
+    # a target only a family knows: its row and its diagnosis
+    assert "| 20 | a new target ≤ 5 s | 7 s | **NO** |" in text and "it took longer" in missed
 
 
 def test_quick_fills_only_what_was_not_given(run):
