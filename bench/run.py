@@ -500,6 +500,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 1 s wrk runs, 3 runs, 5 streams, no soak, profile or tail diagnosis, short "
                         "image case (explicit options win)")
+    p.add_argument("--list", action="store_true", help="print the case keys and phases --only can select, and exit")
     p.add_argument("--skip-litellm", action="store_true")
     p.add_argument("--skip-portkey", action="store_true")
     p.add_argument("--no-profile", action="store_true")
@@ -526,6 +527,15 @@ def main() -> None:
     if args.report_only:
         write_report(Path(args.output), load_results(Path(args.report_only)))
         print(f"wrote {args.output}")
+        return
+    if args.list:
+        bench = Bench(args)
+        bench.define_cases()
+        for c in bench.cases + bench.check_cases + bench.capture_cases + bench.streams:
+            print(f"{c.key:18s} {c.title}  [{', '.join(c.targets)}]")
+        print("phases: profile soak images tail" + "".join(f" {f.__name__.rsplit('.', 1)[-1]}"
+                                                         for f in bench.families if hasattr(f, "run_phase")))
+        shutil.rmtree(bench.workdir, ignore_errors=True)
         return
     if not args.no_install:
         tools.ensure_apt_tools()

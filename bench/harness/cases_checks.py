@@ -55,6 +55,11 @@ def define(b: Bench) -> None:
              {"gateway+redis": chat, "gateway+redis+limits": chat_limited}, section="check", base="gateway+redis",
              note="a gateway with REDIS_URL at a private redis-server (request logs off on it); admission is one "
                   "Lua script, settlement one pipeline"),
+        Case("redis-1", "No Redis vs REDIS_URL set, plain key (what the limits-with-Redis pair starts from), 1 conn", 1,
+             {"gateway+nolog": chat, "gateway+redis": chat}, section="check", base="gateway+nolog",
+             note="both gateways with request logs off; the difference is what a configured Redis costs a request "
+                  "that uses no Redis feature (compare the CPU per request with the p50: a gap that is not CPU is "
+                  "waiting)"),
         Case("cache-miss-1", "Five-rule chain, + 7 cache transforms whose glob misses (issue 15), 1 conn", 1,
              {"gateway": req("chk-chain", payloads.chain_body("bench-chain")),
               "gateway+cache-miss": req("chk-chain-cache", payloads.chain_body("bench-chain-cache"))},
@@ -67,3 +72,19 @@ def define(b: Bench) -> None:
              note="off is the default of every provider, so plain vs off is an A/A pair (the noise floor); sticky "
                   "binds in process memory (no Redis)"),
     ]
+
+
+def run_phase(b: Bench) -> None:
+    """Proof that the Redis limiter was engaged: the limit counters it left in the private Redis."""
+    case = next((c for c in b.check_cases if c.key == "limits-redis-1" and c.results), None)
+    if case is None or b.redis is None:
+        return
+    import redis
+
+    client = redis.Redis.from_url(b.redis.url)
+    try:
+        keys = sum(1 for _ in client.scan_iter(match="gw:limits:*", count=1000))
+    finally:
+        client.close()
+    b.extra["limits_redis_keys"] = keys
+    case.note += f"; after the runs Redis held {keys} limit counters (gw:limits:*)"
