@@ -150,12 +150,16 @@ class Bench:
         self.gateway.prepare(self.up)
         self.gateway.start()
         used = self.used_systems()
-        if self.litellm is not None and "litellm" in used:
-            self.litellm.start(self.up)
-            self.servers["litellm"] = self.litellm
-        if self.portkey is not None and "portkey" in used:
-            self.portkey.start()
-            self.servers["portkey"] = self.portkey
+        for name, peer in (("litellm", self.litellm), ("portkey", self.portkey)):
+            if peer is None or name not in used:
+                continue
+            try:  # a peer that cannot start leaves its cases with the reason; the run goes on
+                peer.start(self.up) if name == "litellm" else peer.start()
+            except (SystemExit, OSError) as exc:
+                self.checks[f"peer/{name}"] = f"did not start: {exc}"
+                print(f"  ! {name} did not start: {exc}", flush=True)
+                continue
+            self.servers[name] = peer
         for name, (env, redis) in self.variant_env.items():
             if any(s == name or s.startswith(name + "+") for s in used):
                 self.start_variant(name, env, redis)

@@ -65,6 +65,10 @@ class Tables:
                       fig(paired_ratio(series(many, s, "rps"), gw_rps), 3),
                       mb(mem.get("idle")), mb(mem.get("under load (peak)"))])
         self.w()
+        for key, why in self.b.checks.items():
+            if key.startswith("peer/"):
+                self.w(f"- {label(key.split('/', 1)[1])} {why}")
+        self.w()
         self.w("Portkey runs one Node process (one event loop) against two workers for the gateway and LiteLLM, so "
                "its req/s is capped by one core; the CPU per request is the fair comparison (2000 ÷ it is the req/s "
                "two otherwise idle cores would give a server that could use both).")
