@@ -1,6 +1,10 @@
 """Benchmark case for issue 16: image work must not stall other requests.
 
-    .venv/bin/python bench/image_compress_bench.py [--images 20] [--megapixels 4] [--seconds 10]
+    .venv/bin/python bench/image_compress_bench.py [--images 20] [--megapixels 4] [--seconds 10] [--runs 3]
+        [--json OUT.json]
+
+``make bench`` runs it (``bench/harness/images.py``) after the other servers have stopped, with
+``--runs 3 --json``, and reports the median of the runs' ratios in ``bench/RESULTS.md``.
 
 Starts the mock upstream and the gateway (uvicorn, uvloop, httptools, one worker, SQLite in a
 temporary directory, no Redis) on free ports, loads a configuration with two models on the
@@ -11,6 +15,9 @@ mock's Chat Completions endpoint: ``bench-text`` (no rules) and ``bench-image`` 
 2. under image load: the same text load while ``--images`` clients each send a request carrying
    a ``--megapixels`` JPEG as a data URL (noise, so it does not compress to nothing), one after
    another for the same period; p50 of the *text* requests.
+
+With ``--runs N`` the pair (baseline, under load) is measured N times in a row on the same
+servers; each run's ratio is its loaded p50 over its own baseline p50.
 
 Target (issue 16): the text p50 under image load stays within 2x the baseline p50. Prints both
 figures, the ratio and how many images were compressed, and exits 1 when the target is missed.
@@ -23,6 +30,7 @@ import argparse
 import asyncio
 import base64
 import io
+import json
 import os
 import random
 import socket
@@ -145,14 +153,34 @@ async def measure(base: str, seconds: float) -> list[float]:
         return text
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--images", type=int, default=20)
-    parser.add_argument("--megapixels", type=float, default=4.0)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    args = parser.parse_args()
+def one_run(base: str, args: argparse.Namespace) -> dict:
+    """One baseline and one loaded measurement; the loaded one's image clients run in their own
+    process."""
+    import multiprocessing
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-image-"))
+    baseline = asyncio.run(measure(base, args.seconds))
+    queue: multiprocessing.Queue = multiprocessing.Queue()
+    proc = multiprocessing.Process(target=image_process,
+                                   args=(base, args.seconds + 1.0, args.images, args.megapixels, queue))
+    proc.start()
+    queue.get(timeout=120)  # the image clients are connected and about to start
+    time.sleep(1.0)  # let the image load build up before measuring
+    loaded = asyncio.run(measure(base, args.seconds))
+    images_done, image_errors = queue.get(timeout=300)
+    proc.join(timeout=60)
+    ERRORS.extend(image_errors)
+    p50_base, p50_load = statistics.median(baseline), statistics.median(loaded)
+    print(f"text p50 baseline:          {p50_base:8.2f} ms  ({len(baseline)} requests)")
+    print(f"text p50 under image load:  {p50_load:8.2f} ms  ({len(loaded)} requests)")
+    if images_done:
+        print(f"image requests:             {len(images_done)} done, p50 {statistics.median(images_done):.0f} ms")
+    print(f"ratio: {p50_load / p50_base:.2f}x (target <= 2.00x)")
+    return {"baseline_p50": p50_base, "loaded_p50": p50_load, "ratio": p50_load / p50_base,
+            "text_requests": [len(baseline), len(loaded)], "images_done": len(images_done),
+            "image_p50": statistics.median(images_done) if images_done else None}
+
+
+def start_servers(tmp: Path) -> tuple[list[subprocess.Popen], str]:
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}", "GATEWAY_DATA_DIR": str(tmp),
            "DJANGO_SETTINGS_MODULE": "gateway.settings", "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"}
     env.pop("REDIS_URL", None)
@@ -168,35 +196,36 @@ def main() -> int:
                           str(gw_port), "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--lifespan",
                           "on"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     ]
-    try:
-        wait_http(f"http://127.0.0.1:{mock_port}/_mock/health")
-        wait_http(f"http://127.0.0.1:{gw_port}/healthz")
-        base = f"http://127.0.0.1:{gw_port}"
-        import multiprocessing
+    wait_http(f"http://127.0.0.1:{mock_port}/_mock/health")
+    wait_http(f"http://127.0.0.1:{gw_port}/healthz")
+    return procs, f"http://127.0.0.1:{gw_port}"
 
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=int, default=20)
+    parser.add_argument("--megapixels", type=float, default=4.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-image-"))
+    procs: list[subprocess.Popen] = []
+    try:
+        procs, base = start_servers(tmp)
         print(f"image: {args.megapixels} MP JPEG (noise) as a data URL; {args.images} image clients")
         asyncio.run(measure(base, 2.0))  # warm-up
-        baseline = asyncio.run(measure(base, args.seconds))
-        queue: multiprocessing.Queue = multiprocessing.Queue()
-        proc = multiprocessing.Process(target=image_process,
-                                       args=(base, args.seconds + 1.0, args.images, args.megapixels, queue))
-        proc.start()
-        queue.get(timeout=120)  # the image clients are connected and about to start
-        time.sleep(1.0)  # let the image load build up before measuring
-        loaded = asyncio.run(measure(base, args.seconds))
-        images_done, image_errors = queue.get(timeout=300)
-        proc.join(timeout=60)
-        ERRORS.extend(image_errors)
-        p50_base = statistics.median(baseline)
-        p50_load = statistics.median(loaded)
-        ratio = p50_load / p50_base
-        print(f"text p50 baseline:          {p50_base:8.2f} ms  ({len(baseline)} requests)")
-        print(f"text p50 under image load:  {p50_load:8.2f} ms  ({len(loaded)} requests)")
-        if images_done:
-            print(f"image requests:             {len(images_done)} done, p50 {statistics.median(images_done):.0f} ms")
+        runs = [one_run(base, args) for _ in range(args.runs)]
+        ratios = [r["ratio"] for r in runs]
+        ratio = statistics.median(ratios)
         if ERRORS:
             print(f"{len(ERRORS)} failed requests, first: {ERRORS[0]}")
-        print(f"ratio: {ratio:.2f}x (target <= 2.00x) -> {'met' if ratio <= 2.0 else 'MISSED'}")
+        print(f"median ratio of {len(runs)} runs: {ratio:.2f}x (target <= 2.00x) -> {'met' if ratio <= 2.0 else 'MISSED'}")
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                "images": args.images, "megapixels": args.megapixels, "seconds": args.seconds, "runs": runs,
+                "errors": len(ERRORS), "first_error": ERRORS[0] if ERRORS else "", "workers": 1}, indent=1))
         return 0 if ratio <= 2.0 else 1
     finally:
         for p in procs:

@@ -1,8 +1,9 @@
-"""Resident memory of a server's workers, sampled in a background thread while load runs."""
+"""Resident memory of a server's serving processes, sampled in a background thread while load runs."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from .procs import rss_mb, worker_pids
 
@@ -11,11 +12,17 @@ def workers_rss(master: int) -> list[float]:
     return [rss_mb(p) for p in worker_pids(master)]
 
 
-class Sampler:
-    """Samples the sum of the workers' RSS every ``every`` seconds; ``peak`` is the highest sum."""
+def rss_of(pids: list[int]) -> list[float]:
+    return [rss_mb(p) for p in pids]
 
-    def __init__(self, master: int, every: float = 0.5) -> None:
-        self.master = master
+
+class Sampler:
+    """Samples the sum of the serving processes' RSS every ``every`` seconds; ``peak`` is the
+    highest sum. ``source`` is a master pid (its workers are sampled) or a callable giving the pids
+    (a server that is its own single process, like Portkey's node)."""
+
+    def __init__(self, source: int | Callable[[], list[int]], every: float = 0.5) -> None:
+        self.pids = source if callable(source) else (lambda: worker_pids(source))
         self.every = every
         self.peak = 0.0
         self.peak_per_worker: list[float] = []
@@ -24,7 +31,7 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            per = workers_rss(self.master)
+            per = rss_of(self.pids())
             if sum(per) > self.peak:
                 self.peak, self.peak_per_worker = sum(per), per
 

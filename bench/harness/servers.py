@@ -1,4 +1,5 @@
-"""Starting the systems under test: the gateway (the production way) and LiteLLM's proxy.
+"""Starting the systems under test: the gateway (the production way), LiteLLM's proxy and the
+Portkey gateway.
 
 Gateway: a throwaway data directory with its own SQLite database (the documented single-machine
 set-up, no Redis), configured with ``manage.py loadconfig`` like an operator would, served by
@@ -8,6 +9,16 @@ LiteLLM: its own venv (``bench/.venv-litellm``), ``openai/``-prefixed models wit
 pointing at the same upstreams, a master key (the gateway authenticates too), two workers, and
 the local model-cost map (no network at start-up). It gets a minimal environment: nothing of
 ours leaks into a third-party process.
+
+Portkey: ``@portkey-ai/gateway`` from npm in ``bench/.portkey`` (pinned, see ``tools.py``), run as
+its README says: ``NODE_ENV=production node …/build/start-server.js --port=N --headless``. One
+Node process (one event loop; it has no worker option). It is configured per request: the
+headers ``x-portkey-provider`` and ``x-portkey-custom-host`` point it at the same nginx or paced
+SSE server, and the upstream key rides in the client's own auth header (Portkey's open-source
+gateway authenticates nobody; the gateway and LiteLLM check a key on every request).
+
+Variants of the gateway (request logs off, Redis for the per-key limits) are further ``Gateway``
+instances with their own data directory, port and ``GATEWAY_*`` environment.
 """
 
 from __future__ import annotations
@@ -21,13 +32,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .procs import wait_port
-from .tools import LITELLM_VENV
+from .procs import wait_port, worker_pids
+from .tools import LITELLM_VENV, PORTKEY_START
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 PLAIN_KEY = "sk-bench-plain-0001"
 CAPTURE_KEY = "sk-bench-capture-0001"
+LIMITS_KEY = "sk-bench-limits-0001"
+# Limits far above anything the bench sends (a 5 s run at 64 connections is < 100k requests), so
+# the limited key is never refused and the case measures only admission and settlement.
+NEVER_REFUSING_LIMITS = {"rpm": 100_000_000, "tpm": 100_000_000_000, "concurrency": 100_000}
 LITELLM_KEY = "sk-litellm-bench-0001"
 UPSTREAM_KEY = "sk-upstream-bench"
 
@@ -42,14 +57,22 @@ FIVE_RULES = [
 ]
 
 
+# Issue 15: the seven cache transforms, each limited to a model glob no bench model matches, so
+# the rule engine must skip them on a glob miss (the hot-path cost being measured).
+CACHE_TRANSFORMS = ("cache_anthropic_auto", "cache_anthropic_system", "cache_anthropic_tool_use",
+                    "cache_openai_prompt", "cache_openai_tool_use", "cache_prefix_stabilize", "cache_user_id")
+CACHE_MISS_RULES = [{"transform": name, "phase": "request", "models": ["no-such-model-*"], "config": {}}
+                    for name in CACHE_TRANSFORMS]
+
+
 @dataclass
 class Upstreams:
     nginx_port: int
     paced_port: int
 
 
-def _provider(name: str, protocol: str, base_url: str, transforms: list | None = None) -> dict:
-    return {"name": name, "priority": 0, "transforms": transforms or [],
+def _provider(name: str, protocol: str, base_url: str, transforms: list | None = None, **extra: object) -> dict:
+    return {"name": name, "priority": 0, "transforms": transforms or [], **extra,
             "channels": [{"name": "main", "protocol": protocol, "base_url": base_url, "api_key": UPSTREAM_KEY,
                           "weight": 1, "models": [{"model": name}]}]}
 
@@ -63,21 +86,28 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
             _provider("bench-messages", "messages", nginx),
             _provider("bench-chain", "chat_completion", nginx, FIVE_RULES),
             _provider("bench-stream", "chat_completion", f"http://127.0.0.1:{up.paced_port}/v1"),
+            # issue 15: the chain plus seven cache rules whose globs miss; affinity said off / on
+            _provider("bench-chain-cache", "chat_completion", nginx, FIVE_RULES + CACHE_MISS_RULES),
+            _provider("bench-affinity-off", "chat_completion", nginx, affinity_mode="off"),
+            _provider("bench-affinity-sticky", "chat_completion", nginx, affinity_mode="sticky"),
         ],
         "global_transforms": [],
         "api_keys": [
             {"name": "bench-plain", "key": PLAIN_KEY, "capture": "off", "allowed_models": ["*"], "transforms": []},
             {"name": "bench-capture", "key": CAPTURE_KEY, "capture": "all", "allowed_models": ["*"],
              "transforms": []},
+            {"name": "bench-limits", "key": LIMITS_KEY, "capture": "off", "allowed_models": ["*"], "transforms": [],
+             "limits": NEVER_REFUSING_LIMITS},
         ],
         "settings": {"capture_enabled": capture},
     }
 
 
 class Gateway:
-    def __init__(self, workdir: Path, port: int, workers: int = 2, app: str = "gateway.asgi:application") -> None:
+    def __init__(self, workdir: Path, port: int, workers: int = 2, app: str = "gateway.asgi:application",
+                 name: str = "gateway-data", env: dict[str, str] | None = None) -> None:
         self.app = app
-        self.workdir = workdir / "gateway-data"
+        self.workdir = workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port
         self.workers = workers
@@ -85,8 +115,13 @@ class Gateway:
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings", "GATEWAY_DATA_DIR": str(self.workdir),
                     "DATABASE_URL": f"sqlite:///{self.workdir / 'bench.sqlite3'}",
                     "SECRET_KEY": secrets.token_urlsafe(40), "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"}
-        for name in ("REDIS_URL", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
-            self.env.pop(name, None)
+        for var in ("REDIS_URL", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
+            self.env.pop(var, None)
+        self.env.update(env or {})
+
+    def pids(self) -> list[int]:
+        """The processes that serve requests (the uvicorn workers, not the master)."""
+        return worker_pids(self.proc.pid) if self.proc is not None else []
 
     def manage(self, *args: str) -> None:
         subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
@@ -132,6 +167,9 @@ class LiteLLM:
         self.workers = workers
         self.proc: subprocess.Popen | None = None
 
+    def pids(self) -> list[int]:
+        return worker_pids(self.proc.pid) if self.proc is not None else []
+
     def start(self, up: Upstreams) -> None:
         cfg = self.workdir / "config.yaml"
         cfg.write_text(json.dumps(litellm_config(up), indent=1))  # JSON is YAML
@@ -145,3 +183,55 @@ class LiteLLM:
                                      start_new_session=True)
         wait_port(self.port, self.proc, "litellm", timeout=240)
         time.sleep(3)
+
+
+def portkey_headers(upstream_port: int, provider: str = "openai") -> dict[str, str]:
+    """What routes a Portkey request: the provider's wire format and the upstream base URL, with
+    the upstream key in that provider's own auth header."""
+    auth = {"x-api-key": UPSTREAM_KEY} if provider == "anthropic" else {"authorization": f"Bearer {UPSTREAM_KEY}"}
+    return {"x-portkey-provider": provider, "x-portkey-custom-host": f"http://127.0.0.1:{upstream_port}/v1", **auth}
+
+
+class Portkey:
+    """One ``node`` process: it is its own server (no workers), so its CPU and RSS are its own."""
+
+    def __init__(self, workdir: Path, port: int) -> None:
+        self.workdir = workdir / "portkey"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
+
+    def start(self) -> None:
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.workdir), "NODE_ENV": "production"}
+        cmd = ["node", str(PORTKEY_START.relative_to(PORTKEY_START.parents[4])), f"--port={self.port}", "--headless"]
+        log = (self.workdir / "portkey.log").open("wb")
+        self.proc = subprocess.Popen(cmd, cwd=PORTKEY_START.parents[4], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        wait_port(self.port, self.proc, "portkey", timeout=60)
+        time.sleep(1)
+
+
+class Redis:
+    """A private, throwaway redis-server (no persistence) for the gateway variant that keeps its
+    per-key limit counters in Redis."""
+
+    def __init__(self, workdir: Path, port: int) -> None:
+        self.workdir = workdir / "redis"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--dir", str(self.workdir)]
+        log = (self.workdir / "redis.log").open("wb")
+        self.proc = subprocess.Popen(cmd, env={"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin"}, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        wait_port(self.port, self.proc, "redis-server", timeout=30)
