@@ -43,7 +43,9 @@ def make_unrecorded_factory(enabled: bool) -> UnrecordedFactory | None:
         return None
 
     def unrecorded_row(ex: Any, key: Any) -> RequestLogRecorder:
-        return RequestLogRecorder(ex, key, 0, "off")
+        rec = RequestLogRecorder(ex, key, 0, "off")
+        rec.created_at -= time.perf_counter() - ex.t0  # built at the end: back-date to the start
+        return rec
 
     return unrecorded_row
 
