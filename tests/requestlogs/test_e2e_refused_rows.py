@@ -229,3 +229,23 @@ def test_admin_and_rest_list_rows_without_a_key_or_a_model(gw, django_user_model
     assert web.get("/api/request-logs/", {"endpoint": "other"}).json()["count"] >= 1
     assert web.get("/api/request-logs/", {"endpoint": "x" * 300}).status_code == 400
     assert web.get(f"/api/request-logs/{rows[1].request_id}/").json()["endpoint"] == "other"
+
+
+def test_refused_websocket_handshakes_are_logged(gw):
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    key, secret = make_key("rr-ws", ip_allow=["10.0.0.0/8"])
+    gw.wait_config()
+    url = gw.url.replace("http://", "ws://") + "/v1/responses"
+    tags = [uuid.uuid4().hex, uuid.uuid4().hex]
+    before = _metrics(gw)
+    for tag, auth in zip(tags, ("Bearer sk-gw-wrong-000000000000", f"Bearer {secret}"), strict=True):
+        with pytest.raises(InvalidStatus), connect(url, additional_headers={"authorization": auth, "x-request-id": tag}):
+            pass
+    rows = [wait_rows(1, client_request_id=tag)[0] for tag in tags]
+    assert [(r.http_status, r.error_code, r.api_key_id, r.endpoint, r.client_protocol) for r in rows] == [
+        (401, "unauthorized", None, "/v1/responses (websocket)", "responses"),
+        (403, "ip_not_allowed", key.pk, "/v1/responses (websocket)", "responses")]
+    assert not _holds(rows[1], secret)
+    assert _moved(before, _metrics(gw), "gateway_request_errors_total", endpoint="/v1/responses (websocket)") == 2
