@@ -32,12 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.observe import accesslog, live, recorder  # noqa: E402
 from gateway.observe.accesslog import JsonFormatter, TextFormatter  # noqa: E402
+from gateway.observe.unrecorded import unrecorded_factory  # noqa: E402
 from gateway.proxy.recorder import NULL_RECORDER  # noqa: E402
 from gateway.urp import Usage  # noqa: E402
 
 
 def _objects():
-    ex = SimpleNamespace(request_id="req-bench", protocol="chat_completion", t0=time.perf_counter(), status=200)
+    ex = SimpleNamespace(request_id="req-bench", protocol="chat_completion", endpoint="/v1/chat/completions",
+                         t0=time.perf_counter(), status=200)
     key = SimpleNamespace(name="bench-key", id=1)
     call = SimpleNamespace(logical_model="bench-model", client_stream=False)
     att = SimpleNamespace(provider=SimpleNamespace(name="bench-provider"),
@@ -58,15 +60,22 @@ def one_request(factory, ex, key, call, att, resp) -> None:
     rec.on_finish(ex, None)
 
 
-def measure(factory, n: int, runs: int) -> float:
+def one_refusal(factory, ex, key, call, att, resp) -> None:
+    """A 401 observed after the answer (``RecorderSet.finish_unrecorded``), metrics and access line."""
+    ex.status = 401
+    rec = factory(ex, None)
+    rec.on_finish(ex, "unauthorized: invalid or missing API key")
+
+
+def measure(factory, n: int, runs: int, one=one_request) -> float:
     objs = _objects()
     for _ in range(1000):
-        one_request(factory, *objs)
+        one(factory, *objs)
     samples = []
     for _ in range(runs):
         start = time.process_time()  # CPU time: the figure that matters, and steadier on a busy machine
         for _ in range(n):
-            one_request(factory, *objs)
+            one(factory, *objs)
         samples.append((time.process_time() - start) / n * 1e6)
     return statistics.median(samples)
 
@@ -93,6 +102,11 @@ def main() -> None:
     print(f"| observe, text log on | {measure(recorder.observe_recorder, args.n, args.runs):.2f} |")
     handler.setFormatter(JsonFormatter())
     print(f"| observe, json log on | {measure(recorder.observe_recorder, args.n, args.runs):.2f} |")
+    handler.setFormatter(TextFormatter())
+    logged = unrecorded_factory(keyless_per_second=-1, row=None, queue_busy=lambda: False)
+    shed = unrecorded_factory(keyless_per_second=0, row=None, queue_busy=lambda: False)
+    print(f"| keyless 401, text log on | {measure(logged, args.n, args.runs, one_refusal):.2f} |")
+    print(f"| keyless 401, shed (over budget) | {measure(shed, args.n, args.runs, one_refusal):.2f} |")
 
 
 if __name__ == "__main__":

@@ -264,11 +264,14 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),
     "CAPTURE_MAX_BYTES": (int, 16 * 1024 * 1024, "Bytes recorded per capture in all (at least 8 KiB)."),
-    # Request logs (requestlogs): one row per /v1 generation request, written off the request path.
-    "REQUEST_LOGS": (bool, True, "Write a request-log row for every generation request (on by default)."),
+    # Request logs (requestlogs): one row per /v1 answer, written off the request path.
+    "REQUEST_LOGS": (bool, True, "Write a request-log row for every /v1 answer (on by default)."),
     "REQUEST_LOG_QUEUE_MAX": (int, 10000, "Request-log rows queued in memory per process before spooling to disk."),
     "REQUEST_LOG_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the request-log spool, in MiB."),
     "REQUEST_LOG_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed request-log write."),
+    "REQUEST_LOG_KEYLESS_PER_SECOND": (float, 20.0, "Per worker: rows and access lines per second for answers to "
+                                       "requests without a valid API key (401, unknown paths); the rest are only "
+                                       "counted (gateway_request_log_shed_total). 0: none; negative: all."),
     "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
     # Observability (gateway.observe): /metrics access and the per-request log line.
     "METRICS_TOKEN": (str, "", "Bearer token that lets a scraper outside METRICS_ALLOW_CIDRS read /metrics; "

@@ -18,7 +18,7 @@ from gateway.conf import gateway_settings
 from gateway.live_config import DatabaseConfigSource
 from gateway.proxy.app import ProxyApp
 from gateway.proxy.config import ProxyConfig
-from gateway.proxy.recorder import RecorderFactory, RecorderSet
+from gateway.proxy.recorder import RecorderFactory, RecorderSet, UnrecordedFactory
 from gateway.proxy.snapshot import KeySnap
 from keys.auth import authenticate as authenticate_secret
 from keys.auth import extract_secret
@@ -77,6 +77,23 @@ def recorder_factories() -> list[RecorderFactory]:
     return factories
 
 
+def unrecorded_factory() -> UnrecordedFactory:
+    """Every other /v1 answer (refused before a recorder existed, models list, non-generation
+    endpoints): the same observe and request-log recorders, keyless answers within a budget
+    (``gateway.observe.unrecorded``)."""
+    from gateway.observe.unrecorded import unrecorded_factory as build
+    from requestlogs import sink as requestlog_sink
+    from requestlogs.recorder import make_unrecorded_factory
+
+    writer = requestlog_sink.writer
+
+    def queue_busy() -> bool:
+        return writer.queue.qsize() * 2 > writer.queue_max
+
+    return build(keyless_per_second=float(gateway_settings.REQUEST_LOG_KEYLESS_PER_SECOND),
+                 row=make_unrecorded_factory(bool(gateway_settings.REQUEST_LOGS)), queue_busy=queue_busy)
+
+
 def startup_hooks() -> list:
     """Callables the proxy runs at lifespan startup: the capture and request-log writers start and
     pick up every spool file left by earlier processes (issue 13)."""
@@ -133,7 +150,8 @@ def websocket_app():
 
 
 def build_proxy_app() -> ProxyApp:
-    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate,
+                   RecorderSet(recorder_factories(), unrecorded_factory()))
     # The capture and request-log writers pick up every spool file at worker start and drain
     # their queues (then spool the rest) at shutdown (issue 13).
     app.startup_hooks.extend(startup_hooks())

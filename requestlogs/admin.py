@@ -33,6 +33,7 @@ class RequestLogAdmin(admin.ModelAdmin):
     list_display = (
         "created_at",
         "request_id",
+        "endpoint",
         "api_key_name",
         "logical_model",
         "provider",
@@ -45,8 +46,8 @@ class RequestLogAdmin(admin.ModelAdmin):
         "duration_ms",
         "capture_link",
     )
-    list_filter = ("status", "client_protocol", "stream", "cost_estimated", "api_key", "owner")
-    search_fields = ("request_id", "x_request_id", "client_request_id", "client_ip", "logical_model")
+    list_filter = ("status", "endpoint", "client_protocol", "stream", "cost_estimated", "api_key", "owner")
+    search_fields = ("request_id", "x_request_id", "client_request_id", "client_ip", "logical_model", "error_code")
     date_hierarchy = "created_at"
     list_select_related = False
     show_full_result_count = False

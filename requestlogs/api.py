@@ -32,6 +32,7 @@ class RequestLogSerializer(serializers.ModelSerializer):
             "api_key_name",
             "owner",
             "client_protocol",
+            "endpoint",
             "stream",
             "client_ip",
             "status",

@@ -5,6 +5,8 @@ Query parameters (as the reference's list API):
 - ``model``: comma-separated terms (at most 32), OR-ed; each a literal, case-insensitive
   substring of the logical or upstream model (``%`` and ``_`` match themselves);
 - ``status``: ``success``, ``error`` or ``client_gone``;
+- ``endpoint``: the endpoint answered, exactly (``/v1/chat/completions``, ``/v1/models``,
+  ``other`` for unknown paths); ``error_code``: exactly (``unauthorized``, ``ip_not_allowed``);
 - ``api_key`` (also ``key``): an API key id; ``owner``: a user id; ``username``: the owner's name;
 - ``time_from`` (inclusive) and ``time_to`` (exclusive): ISO 8601 / RFC 3339; a time without a
   zone is UTC; ``time_from`` must be before ``time_to``;
@@ -94,6 +96,12 @@ def apply(qs: QuerySet, params: Mapping[str, str], *, staff: bool = True) -> Que
                 "status", "invalid_status", f"status must be one of: {', '.join(Status.values)}"
             )
         qs = qs.filter(status=status)
+    for param in ("endpoint", "error_code"):
+        value = (params.get(param) or "").strip()
+        if len(value) > MAX_TEXT:
+            raise FilterError(param, f"invalid_{param}", f"{param} is longer than {MAX_TEXT} characters")
+        if value:
+            qs = qs.filter(**{param: value})
     for param in ("api_key", "key"):
         if (params.get(param) or "").strip():
             qs = qs.filter(api_key_id=parse_id(param, params[param]))

@@ -1,4 +1,4 @@
-"""One row per generation request on ``/v1/*``: who asked, where it went, what it used and cost,
+"""One row per answer on ``/v1/*``: who asked, where it went, what it used and cost,
 and how it ended. Built in memory by ``requestlogs.recorder`` and written once, at the request's
 terminal state, off the request path (``requestlogs.sink``).
 
@@ -79,6 +79,12 @@ class RequestLog(models.Model):
         help_text="The key's owner when the row was written.",
     )
     client_protocol = models.CharField(max_length=32, blank=True, default="")
+    endpoint = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="The endpoint answered (/v1/chat/completions, /v1/models/{id}, 'other' for an unknown path).",
+    )
     stream = models.BooleanField(default=False)
     client_ip = models.GenericIPAddressField(null=True, blank=True)
     # -- routing

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
-from gateway.proxy.recorder import Recorder, RecorderFactory
+from gateway.proxy.recorder import Recorder, RecorderFactory, UnrecordedFactory
 from gateway.urp.events import NodeDelta, StreamError
 from requestlogs import sink
 
@@ -33,6 +33,21 @@ def make_factory(enabled: bool) -> RecorderFactory | None:
         return RequestLogRecorder(ex, key, len(raw_body), capture)
 
     return request_log_recorder
+
+
+def make_unrecorded_factory(enabled: bool) -> UnrecordedFactory | None:
+    """The row for an answer no pipeline recorder followed (``RecorderSet.finish_unrecorded``):
+    a refusal before one existed, the models list, a non-generation endpoint. ``key`` is None
+    when the request had no valid key; the presented secret is never kept. None when off."""
+    if not enabled:
+        return None
+
+    def unrecorded_row(ex: Any, key: Any) -> RequestLogRecorder:
+        rec = RequestLogRecorder(ex, key, 0, "off")
+        rec.created_at -= time.perf_counter() - ex.t0  # built at the end: back-date to the start
+        return rec
+
+    return unrecorded_row
 
 
 def _ms(since: float, now: float) -> float:
@@ -176,9 +191,10 @@ class RequestLogRecorder(Recorder):
             "x_request_id": crid or ex.request_id,
             "client_request_id": (crid or "")[:256],
             "created_at": self.created_at,
-            "api_key_id": key.id,
-            "api_key_name": key.name,
+            "api_key_id": key.id if key is not None else None,
+            "api_key_name": key.name if key is not None else "",
             "client_protocol": ex.protocol,
+            "endpoint": ex.endpoint,
             "stream": self.stream,
             "client_ip": client[0] if client else None,
             "logical_model": self.logical_model,

@@ -27,6 +27,8 @@ def _human(f: dict[str, Any]) -> str:
     route = f"{f['provider']}/{f['channel']}" if f.get("channel") else "-"
     text = (f"{f['request_id']} {f['protocol']} {f['model'] or '-'} -> {f['status']} "
             f"{f['duration_ms']:.1f}ms ttfb={_ms(f.get('ttfb_ms'))} attempts={f['attempts']} via {route}")
+    if not f["model"] and f.get("endpoint"):  # answered before a model was known: say where
+        text += f" endpoint={f['endpoint']}"
     if f.get("stream"):
         text += " stream"
     if f.get("key"):

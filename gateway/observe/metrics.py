@@ -31,7 +31,7 @@ MULTIPROC = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 MAX_LABEL_VALUES = 200
 OTHER = "other"
 
-_seen: dict[str, set[str]] = {"model": set(), "provider": set(), "channel": set(), "transform": set()}
+_seen: dict[str, set[str]] = {"model": set(), "provider": set(), "channel": set(), "transform": set(), "code": set()}
 
 
 def capped(kind: str, value: str) -> str:
@@ -65,8 +65,16 @@ class Children:
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
-REQUESTS = Counter("gateway_requests", "Requests answered on /v1/* generation endpoints.",
+REQUESTS = Counter("gateway_requests", "Requests answered on /v1/* (every answer, refusals before authentication "
+                   "included; model, provider and channel are empty when not known).",
                    ("protocol", "model", "provider", "channel", "status"))
+ERRORS = Counter("gateway_request_errors", "Error answers on /v1/* by endpoint (a bounded name: unknown paths are "
+                 "'other'), HTTP status and error code (e.g. unauthorized, ip_not_allowed, request_too_large).",
+                 ("protocol", "endpoint", "status", "code"))
+SHED = Counter("gateway_request_log_shed", "Answers to requests without a valid API key counted here and in "
+               "gateway_requests but given no request-log row nor access line: reason 'budget' (over "
+               "REQUEST_LOG_KEYLESS_PER_SECOND in this worker) or 'queue' (the request-log queue over half full).",
+               ("reason",))
 DURATION = Histogram("gateway_request_duration_seconds", "Time from request start to the end of the answer.",
                      ("protocol", "stream"), buckets=LATENCY_BUCKETS)
 TTFB = Histogram("gateway_time_to_first_byte_seconds", "Time from request start to the first byte sent to the client.",
@@ -87,6 +95,7 @@ QUEUE_DROPS = Counter("gateway_queue_drops", "Records a writer dropped (queue fu
                       ("queue",))
 
 requests = Children(REQUESTS)
+errors = Children(ERRORS)
 duration = Children(DURATION)
 ttfb = Children(TTFB)
 attempts = Children(ATTEMPTS)

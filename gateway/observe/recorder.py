@@ -41,10 +41,12 @@ def observe_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> Obser
 
 
 class ObserveRecorder(Recorder):
-    __slots__ = ("ex", "t0", "key", "model", "stream", "provider", "channel", "channel_id", "attempts", "ttfb", "usage", "prices")
+    __slots__ = ("ex", "t0", "key", "model", "stream", "provider", "channel", "channel_id", "attempts", "ttfb", "usage",
+                 "prices", "quiet")
 
-    def __init__(self, ex: Any, key: str) -> None:
+    def __init__(self, ex: Any, key: str, quiet: bool = False) -> None:
         self.ex = ex
+        self.quiet = quiet  # metrics only: no access line, no live-tail event (a shed keyless answer)
         self.t0 = ex.t0
         self.key = key
         self.model = ""
@@ -112,6 +114,9 @@ class ObserveRecorder(Recorder):
         stream = "true" if self.stream else "false"
         m.requests(protocol, model, self.provider, self.channel, str(status)).inc()
         m.duration(protocol, stream).observe(duration)
+        if error is not None or status >= 400:
+            code = error.partition(": ")[0] if error is not None else f"http_{status}"
+            m.errors(protocol, ex.endpoint or "other", str(status), m.capped("code", code)).inc()
         if self.ttfb is not None:
             m.ttfb(protocol, stream).observe(self.ttfb)
         usage = self.usage
@@ -131,10 +136,13 @@ class ObserveRecorder(Recorder):
         now = time.monotonic()
         if now - _queues_at >= QUEUE_REFRESH_SECONDS:
             _refresh_queues(now)
+        if self.quiet:
+            return
         logged = accesslog.log.isEnabledFor(_level)
         if not (logged or live.watching()):
             return
-        fields = {"request_id": ex.request_id, "protocol": protocol, "model": self.model, "stream": self.stream,
+        fields = {"request_id": ex.request_id, "protocol": protocol, "endpoint": ex.endpoint, "model": self.model,
+                  "stream": self.stream,
                   "status": status, "duration_ms": round(duration * 1000.0, 3),
                   "ttfb_ms": None if self.ttfb is None else round(self.ttfb * 1000.0, 3),
                   "attempts": self.attempts, "provider": self.provider, "channel": self.channel, "key": self.key,

@@ -83,6 +83,29 @@ def canonical_path(path: str) -> str:
     return path
 
 
+def endpoint_of(path: str, gemini: tuple[str, str] | None) -> str:
+    """A bounded name for a path that is not a generation endpoint (metrics labels and the
+    request log's ``endpoint``): the Gemini and models paths without their model, ``other`` for
+    any unknown path (a client can send any path; it must not grow a label set), and ``""`` for
+    the health checks, which are not ``/v1`` answers."""
+    if gemini is not None:
+        return f"/v1beta/models/{{model}}:{gemini[1]}"
+    if path == MODELS_PATH:
+        return path
+    if path.startswith(MODELS_PATH + "/"):
+        return MODELS_PATH + "/{id}"
+    if path in ("/healthz", "/readyz"):
+        return ""
+    return "other"
+
+
+def _gone(ex: Exchange) -> None:
+    """The client left before its answer (while its body was read): recorded as ``client_gone``."""
+    ex.client_gone = True
+    if not ex.headers_sent:
+        ex.status = 499
+
+
 FIRST_SNAPSHOT_WAIT = 30.0
 
 
@@ -258,6 +281,7 @@ class ProxyApp:
                 protocol = "gemini"
                 gemini_secret(headers, scope.get("query_string", b""))
         ex = Exchange(send, protocol or "chat_completion", uuid.uuid4().hex, t0)  # our own identity
+        ex.endpoint = path if protocol is not None and gemini is None else endpoint_of(path, gemini)
         ex.client = scope.get("client")
         ex.client_request_id = client_request_id_from(headers)
         if protocol == "messages":
@@ -272,8 +296,17 @@ class ProxyApp:
             await self._readyz(ex)
             return
         try:
+            await self._answer(scope, receive, ex, headers, path, protocol, gemini)
+        finally:
+            if not ex.recorded and ex.endpoint:  # refused before a recorder existed, models, extras
+                self.runtime.recorders.finish_unrecorded(ex)
+
+    async def _answer(self, scope, receive, ex: Exchange, headers, path: str, protocol: str | None,
+                      gemini: Any) -> None:
+        try:
             admitted = await self._admit(scope, ex, headers, path, protocol)
         except ClientGone:
+            _gone(ex)
             return
         except ClientError as err:
             await ex.send_error(err)
@@ -308,6 +341,7 @@ class ProxyApp:
         key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
             raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
+        ex.key = key
         self.holder.touch(key.id)
         if key.limits is not None and key.limits.ip_allow and not ip_allowed(
                 key.limits, client_ip(scope, headers, self.config.trusted_proxies)):
@@ -325,6 +359,7 @@ class ProxyApp:
             if gemini is not None:
                 raw_body = gemini_body(raw_body, *gemini)
         except ClientGone:
+            _gone(ex)
             return
         except ClientError as err:
             await ex.send_error(err)
@@ -434,4 +469,5 @@ class ProxyApp:
         key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
             raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
+        ex.key = key
         await ex.send_bytes(200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1:] or None)))

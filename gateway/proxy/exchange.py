@@ -111,7 +111,7 @@ class Exchange:
 
     __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
                  "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "hop",
-                 "client", "client_request_id", "client_gone")
+                 "client", "client_request_id", "client_gone", "endpoint", "key", "error", "recorded")
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -137,6 +137,12 @@ class Exchange:
         self.encoder: Any = None
         self.recorder: Recorder = NULL_RECORDER  # told about what reaches the client
         self.client: tuple[str, int] | None = None  # the ASGI peer (host, port), for request logs
+        # For the requests no pipeline recorder followed (refused before one existed, models list,
+        # the non-generation endpoints): ``RecorderSet.finish_unrecorded`` reads these.
+        self.endpoint = ""  # a bounded name of the path (``app.endpoint_of``), never the raw path
+        self.key: Any = None  # the authenticated key, once known
+        self.error: ClientError | None = None  # the last error answer sent
+        self.recorded = False  # a pipeline recorder was started (``RecorderSet.start``)
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)
@@ -168,6 +174,7 @@ class Exchange:
         await self.send_bytes(status, orjson.dumps(body))
 
     async def send_error(self, err: ClientError) -> None:
+        self.error = err
         body = error_bytes(self.protocol, err, self.request_id)
         await self.send_bytes(err.status, body, extra_headers=err.headers)
 

@@ -41,6 +41,7 @@ per-rule work at all.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -126,18 +127,43 @@ for _name in HOOKS:
 
 
 RecorderFactory = Callable[["Exchange", "Snapshot", "KeySnap", bytes], Recorder | None]
+# For an answer no pipeline recorder followed: the exchange and its key (None: no valid key).
+UnrecordedFactory = Callable[["Exchange", "KeySnap | None"], Recorder | None]
 
 
 class RecorderSet:
-    """The recorder factories the project wired in; ``start`` picks one request's recorder."""
+    """The recorder factories the project wired in; ``start`` picks one request's recorder.
 
-    __slots__ = ("factories",)
+    ``unrecorded`` covers every other ``/v1`` answer: requests refused before a pipeline
+    recorder exists (no or a bad key, an IP allow-list refusal, a body over the limit, an
+    unknown path or method), the models list and the non-generation endpoints. The proxy calls
+    :meth:`finish_unrecorded` once such an answer is over, so every answer is observed by the
+    same recorders (metrics, access line, request log) through one path."""
 
-    def __init__(self, factories: Iterable[RecorderFactory] = ()) -> None:
+    __slots__ = ("factories", "unrecorded")
+
+    def __init__(self, factories: Iterable[RecorderFactory] = (), unrecorded: UnrecordedFactory | None = None) -> None:
         self.factories = tuple(factories)
+        self.unrecorded = unrecorded
 
     def start(self, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> Recorder:
+        if ex is not None:  # (tests ask for a key's recorders without an exchange)
+            ex.recorded = True  # followed by the pipeline's recorders: no finish_unrecorded
         found = [rec for factory in self.factories if (rec := factory(ex, snapshot, key, raw_body)) is not None]
         if not found:
             return NULL_RECORDER
         return found[0] if len(found) == 1 else FanOutRecorder(found)
+
+    def finish_unrecorded(self, ex: Exchange) -> None:
+        """Observe an answer no pipeline recorder followed (``ex.recorded`` is False): its
+        outcome is on the exchange (``status``, ``error``, ``key``, ``endpoint``). Never raises."""
+        if self.unrecorded is None:
+            return
+        ex.recorded = True
+        try:
+            rec = self.unrecorded(ex, ex.key)
+            if rec is not None:
+                err = ex.error
+                rec.on_finish(ex, None if err is None else f"{err.code}: {err.message}")
+        except Exception:  # observing must never affect the client
+            logging.getLogger("gateway.proxy").warning("recording an answer failed", exc_info=True)

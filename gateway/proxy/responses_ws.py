@@ -24,12 +24,14 @@ import orjson
 
 from gateway.protocols.sse import SSEParser
 
+from .errors import ClientError
 from .exchange import Exchange, client_request_id_from, read_headers
 from .limits import client_ip, ip_allowed
 from .serve import serve
 
 log = logging.getLogger("gateway.proxy")
 
+WS_ENDPOINT = "/v1/responses (websocket)"  # the request log's and the metrics' endpoint name
 RESPONSES_WS_PATHS = frozenset({"/v1/responses", "/responses", "/api/v1/responses", "/api/responses"})
 MAX_FRAME = 50 * 1024 * 1024
 
@@ -53,15 +55,19 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
     first = await receive()
     if first["type"] != "websocket.connect":
         return
+    t0 = time.perf_counter()
     headers = read_headers(scope)
     snapshot = app.holder.current or await app._wait_snapshot()
     key = app.authenticate(headers, snapshot.keys_by_hash, time.time()) if snapshot is not None else None
     if key is None:
         await send({"type": "websocket.close", "code": 1008, "reason": "invalid or missing API key"})
+        _refused(app, scope, headers, t0, None, ClientError(401, "unauthorized", "invalid or missing API key"))
         return
     if key.limits is not None and key.limits.ip_allow and not ip_allowed(
             key.limits, client_ip(scope, headers, app.config.trusted_proxies)):
         await send({"type": "websocket.close", "code": 1008, "reason": "this API key may not be used from this address"})
+        _refused(app, scope, headers, t0, key, ClientError(
+            403, "ip_not_allowed", "this API key may not be used from this address"))
         return
     await send({"type": "websocket.accept"})
     conn = _Connection()
@@ -75,6 +81,18 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
         if text is None and message.get("bytes") is not None:
             text = message["bytes"].decode("utf-8", "replace")
         await _turn(app, conn, key, headers, text or "", send)
+
+
+def _refused(app: Any, scope: dict, headers: dict[str, str], t0: float, key: Any, err: ClientError) -> None:
+    """A refused handshake (the close frame is its answer) observed like any refused HTTP request:
+    metrics, access line, request log (``RecorderSet.finish_unrecorded``)."""
+    ex = Exchange(None, "responses", uuid.uuid4().hex, t0)
+    ex.endpoint = WS_ENDPOINT
+    ex.client = scope.get("client")
+    ex.client_request_id = client_request_id_from(headers)
+    ex.key = key
+    ex.status, ex.error, ex.headers_sent, ex.finished = err.status, err, True, True
+    app.runtime.recorders.finish_unrecorded(ex)
 
 
 async def _error(send: Any, code: str, message: str, status: int = 400) -> None:
@@ -142,6 +160,7 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
 
     ex = Exchange(on_send, "responses", uuid.uuid4().hex, time.perf_counter())  # our own identity
     ex.client_request_id = client_request_id_from(headers)
+    ex.endpoint = WS_ENDPOINT
     await serve(app.runtime, ex, snapshot, key, orjson.dumps(body))
     for _name, data in parser.close():
         await _forward(data)

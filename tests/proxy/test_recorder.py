@@ -3,6 +3,8 @@ recorders on one request, and the do-nothing recorder when no factory wants the 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from gateway.crypto import hash_api_key
@@ -95,10 +97,11 @@ async def test_several_recorders_each_see_the_request_and_none_means_null(upstre
         await app.client.close()
     assert a.seen == b.seen and "on_finish" in a.seen
 
-    assert RecorderSet().start(None, None, None, b"") is NULL_RECORDER
-    assert RecorderSet([lambda *args: None]).start(None, None, None, b"") is NULL_RECORDER
-    assert RecorderSet([lambda *args: a]).start(None, None, None, b"") is a
-    fan = RecorderSet([lambda *args: a, lambda *args: b]).start(None, None, None, b"")
+    ex = SimpleNamespace(recorded=False)  # start marks the exchange as followed by a recorder
+    assert RecorderSet().start(ex, None, None, b"") is NULL_RECORDER and ex.recorded
+    assert RecorderSet([lambda *args: None]).start(ex, None, None, b"") is NULL_RECORDER
+    assert RecorderSet([lambda *args: a]).start(ex, None, None, b"") is a
+    fan = RecorderSet([lambda *args: a, lambda *args: b]).start(ex, None, None, b"")
     assert isinstance(fan, FanOutRecorder) and fan.recorders == (a, b)
 
 
