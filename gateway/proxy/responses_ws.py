@@ -24,8 +24,10 @@ import orjson
 
 from gateway.protocols.sse import SSEParser
 
+from .errors import ClientError
 from .exchange import Exchange, client_request_id_from, read_headers
 from .limits import client_ip, ip_allowed
+from .loopguard import HOP_HEADER, outgoing_hop
 from .serve import serve
 
 log = logging.getLogger("gateway.proxy")
@@ -35,11 +37,13 @@ MAX_FRAME = 50 * 1024 * 1024
 
 
 class _Connection:
-    """Per-connection continuation state: the last response's id and the conversation so far."""
+    """Per-connection state: the last response's id and the conversation so far (continuation),
+    and the loop-guard value every turn's upstream calls carry (``loopguard``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hop: str | None = None) -> None:
         self.last_id: str | None = None
         self.history: list[Any] = []
+        self.hop = hop
 
 
 def _as_items(value: Any) -> list[Any]:
@@ -63,8 +67,13 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
             key.limits, client_ip(scope, headers, app.config.trusted_proxies)):
         await send({"type": "websocket.close", "code": 1008, "reason": "this API key may not be used from this address"})
         return
+    try:  # a handshake that already went through this gateway is a loop: refuse it like HTTP's 508
+        hop = outgoing_hop(headers.get(HOP_HEADER), app.config.instance_id) if app.config.instance_id else None
+    except ClientError as err:
+        await send({"type": "websocket.close", "code": 1008, "reason": err.message[:120]})
+        return
     await send({"type": "websocket.accept"})
-    conn = _Connection()
+    conn = _Connection(hop)
     while True:
         message = await receive()
         if message["type"] == "websocket.disconnect":
@@ -142,6 +151,7 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
 
     ex = Exchange(on_send, "responses", uuid.uuid4().hex, time.perf_counter())  # our own identity
     ex.client_request_id = client_request_id_from(headers)
+    ex.hop = conn.hop
     await serve(app.runtime, ex, snapshot, key, orjson.dumps(body))
     for _name, data in parser.close():
         await _forward(data)

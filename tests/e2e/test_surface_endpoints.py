@@ -208,3 +208,26 @@ def test_models_list_describes_the_configured_codex_models(gateway, mock_upstrea
     } for priority, slug in ((1, "e2e-cx-b"), (2, "e2e-cx-a"))]
     # the openai SDK reads the same answer as a plain model list
     assert [m.id for m in _client(gateway, secret).models.list()] == ["e2e-cx-a", "e2e-cx-b"]
+
+
+def test_forwarded_endpoints_carry_the_loop_guard(gateway, mock_upstream):
+    """Embeddings and compaction reach their upstream with ``x-monogate-hop`` like generations,
+    and a looped one is refused with 508 without going upstream (issue 13)."""
+    from gateway.proxy.loopguard import HOP_HEADER
+
+    make_route("responses", "e2e-hop-fw", mock_upstream.base_url("responses"))
+    _, secret = make_key()
+    gateway.wait_config()
+    mock_upstream.clear()
+    auth = {"authorization": f"Bearer {secret}"}
+    assert httpx.post(gateway.url + "/v1/embeddings", headers=auth,
+                      json={"model": "e2e-hop-fw", "input": "x"}).status_code == 200
+    compact = httpx.post(gateway.url + "/v1/responses/compact", headers=auth,
+                         json={"model": "e2e-hop-fw", "input": [{"role": "user", "content": "x"}]})
+    assert compact.status_code == 200, compact.text
+    hops = [r["headers"].get(HOP_HEADER) for r in mock_upstream.requests()]
+    assert len(hops) == 2 and hops[0] and hops[0] == hops[1], hops
+    looped = httpx.post(gateway.url + "/v1/embeddings", headers={**auth, HOP_HEADER: hops[0]},
+                        json={"model": "e2e-hop-fw", "input": "x"})
+    assert looped.status_code == 508 and looped.json()["error"]["code"] == "loop_detected"
+    assert len(mock_upstream.requests()) == 2
