@@ -1,5 +1,6 @@
 """The Responses WebSocket transport (issue 19; reference §6.1, ``WS1-WS19``): ``GET /v1/responses``
-upgraded to a WebSocket, as Codex uses it.
+upgraded to a WebSocket, as Codex uses it. A ``generate: false`` create (Codex's pre-warm) is
+answered here with an empty completed response, without an upstream call.
 
 Each client text frame ``{"type": "response.create", ...}`` carries the body of a
 ``POST /v1/responses`` (without ``stream``); the turn runs through the same pipeline as the HTTP
@@ -108,6 +109,20 @@ async def _create_event(text: str, send: Any) -> dict[str, Any] | None:
     return event
 
 
+async def _warm_up(conn: _Connection, body: dict[str, Any], send: Any) -> None:
+    """``generate: false`` (Codex's pre-warm, sent when the connection opens): nothing is generated
+    and nothing goes upstream; the answer is an empty completed response the next turn may
+    continue from by its id (the conversation so far is the warm-up's input)."""
+    response = {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
+                "status": "completed", "model": body.get("model"), "output": [], "usage": None}
+    for seq, kind in enumerate(("response.created", "response.completed")):
+        status = "in_progress" if kind == "response.created" else "completed"
+        await send({"type": "websocket.send", "text": orjson.dumps(
+            {"type": kind, "sequence_number": seq, "response": {**response, "status": status}}).decode()})
+    conn.last_id = response["id"]
+    conn.history = body["input"]
+
+
 async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
     event = await _create_event(text, send)
     if event is None:
@@ -122,6 +137,9 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
         body.pop("previous_response_id")
         input_items = conn.history + input_items
     body["input"] = input_items
+    if body.get("generate") is False:
+        await _warm_up(conn, body, send)
+        return
 
     snapshot = app.holder.current
     parser = SSEParser()

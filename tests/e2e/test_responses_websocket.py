@@ -86,3 +86,26 @@ def test_turns_carry_the_loop_guard_and_a_looped_handshake_is_refused(gateway, m
         with connect(url, additional_headers={"authorization": f"Bearer {secret}", HOP_HEADER: ours}):
             pass
     assert len(mock_upstream.requests()) == 2
+
+
+def test_a_generate_false_warm_up_stays_in_the_gateway(gateway, mock_upstream):
+    """Codex opens its connection with ``generate: false`` (a pre-warm): answered with an empty
+    completed response and no upstream call; a turn continuing from its id carries its input."""
+    make_route("chat_completion", "e2e-ws-warm", mock_upstream.base_url("chat_completion"))
+    _, secret = make_key()
+    gateway.wait_config()
+    mock_upstream.clear()
+    url = gateway.url.replace("http://", "ws://") + "/v1/responses"
+    with connect(url, additional_headers={"authorization": f"Bearer {secret}"}) as ws:
+        ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-warm", "generate": False, "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]}]}).decode())
+        warm = _events(ws)
+        assert [e["type"] for e in warm] == ["response.created", "response.completed"]
+        assert warm[-1]["response"]["output"] == [] and warm[-1]["response"]["status"] == "completed"
+        assert mock_upstream.requests() == []
+        ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-warm", "input": "hello",
+                              "previous_response_id": warm[-1]["response"]["id"]}).decode())
+        assert _events(ws)[-1]["response"]["output"][-1]["content"][0]["text"] == "Echo: hello"
+    sent = mock_upstream.requests()
+    assert len(sent) == 1
+    assert [m["role"] for m in sent[0]["body"]["messages"]] == ["developer", "user"]  # the warm-up input, then the turn
