@@ -123,10 +123,9 @@ async def _warm_up(conn: _Connection, body: dict[str, Any], send: Any) -> None:
     conn.history = body["input"]
 
 
-async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
-    event = await _create_event(text, send)
-    if event is None:
-        return
+def _turn_body(conn: _Connection, event: dict[str, Any]) -> dict[str, Any]:
+    """The ``POST /v1/responses`` body of a create event: streamed, and continuing from the
+    connection's history when it names the connection's last response."""
     body = {k: v for k, v in event.items() if k != "type"}
     if isinstance(body.get("response"), dict):  # some clients nest the body
         body = {**body.pop("response"), **body}
@@ -137,6 +136,15 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
         body.pop("previous_response_id")
         input_items = conn.history + input_items
     body["input"] = input_items
+    return body
+
+
+async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
+    event = await _create_event(text, send)
+    if event is None:
+        return
+    body = _turn_body(conn, event)
+    input_items = body["input"]
     if body.get("generate") is False:
         await _warm_up(conn, body, send)
         return
