@@ -113,13 +113,14 @@ async def _warm_up(conn: _Connection, body: dict[str, Any], send: Any) -> None:
     """``generate: false`` (Codex's pre-warm, sent when the connection opens): nothing is generated
     and nothing goes upstream; the answer is an empty completed response the next turn may
     continue from by its id (the conversation so far is the warm-up's input)."""
-    response = {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
-                "status": "completed", "model": body.get("model"), "output": [], "usage": None}
+    response_id = f"resp_{uuid.uuid4().hex}"
+    response: dict[str, Any] = {"id": response_id, "object": "response", "created_at": int(time.time()),
+                                "status": "completed", "model": body.get("model"), "output": [], "usage": None}
     for seq, kind in enumerate(("response.created", "response.completed")):
         status = "in_progress" if kind == "response.created" else "completed"
         await send({"type": "websocket.send", "text": orjson.dumps(
             {"type": kind, "sequence_number": seq, "response": {**response, "status": status}}).decode()})
-    conn.last_id = response["id"]
+    conn.last_id = response_id
     conn.history = body["input"]
 
 
