@@ -19,6 +19,7 @@ class GlobalSettingsAdmin(admin.ModelAdmin):
                                  "upstream_idle_timeout_seconds", "strip_cross_protocol_nested")}),
         ("Outbound fetches", {"fields": ("fetch_allow_private", "guard_channel_urls")}),
         ("Transforms", {"fields": ("global_chain", "reasoning_effort_suffixes")}),
+        ("Models", {"fields": ("codex_model_ids",)}),
         (None, {"fields": ("updated_at",)}),
     )
 

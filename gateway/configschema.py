@@ -52,6 +52,8 @@ JSON_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "keys.ApiKey.allowed_models": (LIST, {"items": {"type": "string"}}),
     "keys.ApiKey.model_redirects": (LIST, _REDIRECT_RULES),
     "gateway.GlobalSettings.model_redirects": (LIST, _REDIRECT_RULES),
+    "gateway.GlobalSettings.codex_model_ids": (LIST, {"maxItems": 256, "uniqueItems": True, "items": {
+        "type": "string", "minLength": 1, "maxLength": 256}}),
     "transforms.TransformRule.models": (LIST, {"items": {"type": "string"}}),
     "providers.ChannelModel.price": (DICT, {"additionalProperties": False, "properties": {
         name: {"type": ["string", "number"], "pattern": r"^\d{1,9}(\.\d{1,12})?$"}

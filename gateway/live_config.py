@@ -127,7 +127,8 @@ def settings_snap() -> SettingsSnap:
         idle_timeout=min(gs.upstream_idle_timeout_seconds, float(gateway_settings.UPSTREAM_IDLE_TIMEOUT)),
         fetch_allow_private=gs.fetch_allow_private, guard_channel_urls=gs.guard_channel_urls,
         effort_suffixes=compile_suffixes(gs.reasoning_effort_suffixes),
-        redirects=compile_redirects(gs.model_redirects))
+        redirects=compile_redirects(gs.model_redirects),
+        codex_model_ids=tuple(gs.codex_model_ids) if isinstance(gs.codex_model_ids, list) else ())
 
 
 def model_price(raw: Any, multiplier: Decimal) -> ModelPrice | None:

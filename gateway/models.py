@@ -7,6 +7,22 @@ from django.db import models
 
 from gateway.redirects import validate_redirects
 
+MAX_CODEX_MODEL_IDS = 256
+
+
+def validate_codex_model_ids(value) -> None:
+    """A list of distinct non-empty model names of at most 256 characters, at most 256 of them."""
+    if value in (None, ""):
+        return
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValidationError("Codex model ids must be a list of non-empty model names.")
+    if len(value) > MAX_CODEX_MODEL_IDS:
+        raise ValidationError(f"At most {MAX_CODEX_MODEL_IDS} Codex model ids.")
+    if any(len(v) > 256 for v in value):
+        raise ValidationError("A Codex model id is at most 256 characters.")
+    if len(set(value)) != len(value):
+        raise ValidationError("Codex model ids must be distinct.")
+
 
 class GlobalSettings(models.Model):
     capture_enabled = models.BooleanField(
@@ -35,6 +51,11 @@ class GlobalSettings(models.Model):
         help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, '
                   '-low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. '
                   'A suffixed name resolves to its base model when the base is served and the suffixed one is not.')
+    codex_model_ids = models.JSONField(
+        default=list, blank=True, validators=[validate_codex_model_ids],
+        help_text="Model names described to Codex CLI in GET /v1/models (its ModelInfo descriptors, with "
+                  "conservative capabilities and the freeform apply_patch tool), for names Codex does not "
+                  "know. Codex asks only when its provider uses command auth (auth = {command = ...}).")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

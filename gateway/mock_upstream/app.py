@@ -149,6 +149,8 @@ class MockUpstreamApp:
         body = self._record(scope, headers, path, raw_query, body_bytes)
         extra = extras_mod.answer(path, body, body_bytes)
         if extra is not None:
+            if faults.delay_first_byte > 0:  # embeddings and the like take their time too
+                await asyncio.sleep(faults.delay_first_byte)
             if self._failing(faults):
                 status = faults.status or 500
                 await send_json(send, status, chat.error_body(status, f"mock upstream injected HTTP {status}"))

@@ -31,7 +31,7 @@ from .errors import ClientError
 from .exchange import ClientGone, Exchange, client_request_id_from, read_body, read_headers, wait_disconnect
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .images_api import IMAGES_PATHS, serve_images
-from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
+from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed, run_limited
 from .loopguard import HOP_HEADER, outgoing_hop
 from .models_list import models_answer
 from .recorder import RecorderSet
@@ -364,12 +364,14 @@ class ProxyApp:
         except ClientError as err:
             await ex.send_error(err)
             return
+        rt = self.runtime
         if gemini is not None and gemini[1] == "countTokens":
-            await serve_gemini_count(self.runtime, ex, snapshot, key, raw_body)
+            await run_limited(rt.limiter, ex, key, lambda: serve_gemini_count(rt, ex, snapshot, key, raw_body))
             return
         extra = EXTRA_ENDPOINTS.get(path)
         if extra is not None:
-            await extra[1](self.runtime, ex, snapshot, key, raw_body)
+            handler = extra[1]
+            await run_limited(rt.limiter, ex, key, lambda: handler(rt, ex, snapshot, key, raw_body))
             return
         if path in IMAGES_PATHS:
             await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)

@@ -24,6 +24,8 @@ from gateway.protocols import codec
 from .errors import ClientError, describe_upstream_error, is_retryable_status
 from .exchange import Exchange
 from .failure import exhausted, retry_after_value
+from .limits import UsageTap
+from .loopguard import HOP_HEADER
 from .routing import candidates, model_allowed, resolve_logical_model
 from .snapshot import ChannelSnap, KeySnap, Snapshot
 from .upstream import TRANSPORT_ERRORS, join_url
@@ -104,6 +106,8 @@ async def forward(runtime: Any, ex: Exchange, snapshot: Snapshot, logical: str, 
                 continue
             if route.provider.circuit_breaker_enabled:
                 runtime.breaker.record_success(channel.id)
+            if isinstance(ex.recorder, UsageTap):  # a limited key (limits.run_limited): settle this
+                ex.recorder.forwarded(channel, logical, answer.get("usage"))
             return answer
     if not planned_any:
         raise unsupported()
@@ -113,9 +117,12 @@ async def forward(runtime: Any, ex: Exchange, snapshot: Snapshot, logical: str, 
 async def _post(runtime: Any, ex: Exchange, snapshot: Snapshot, provider: Any, channel: ChannelSnap,
                 call: Upstream) -> dict[str, Any]:
     total = provider.request_timeout or snapshot.settings.request_timeout
+    headers = call.headers
+    if ex.hop:
+        headers = {**headers, HOP_HEADER: ex.hop}  # last, as for generations: the loop guard
     t = time.perf_counter()
     try:
-        async with runtime.client.post(call.url, orjson.dumps(call.body), call.headers, total=total,
+        async with runtime.client.post(call.url, orjson.dumps(call.body), headers, total=total,
                                        connect=snapshot.settings.connect_timeout, sock_read=None) as resp:
             status = resp.status
             retry_after = resp.headers.get("retry-after") if status == 429 else None

@@ -81,7 +81,7 @@ async def serve_gemini_count(rt: Runtime, ex: Exchange, snapshot: Snapshot, key:
         route, (channel, upstream_model) = first
         att = build_attempt(call.fresh_request(), snapshot=snapshot, key=key, provider=route.provider,
                             channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                            client_protocol=ex.protocol, client_stream=False)
+                            client_protocol=ex.protocol, client_stream=False, hop=ex.hop)
         counted: Any = await _upstream_count(rt, ex, att) if channel.protocol == "messages" else None
         source = b"upstream" if counted is not None else b"estimated"
         total = counted if counted is not None else estimate_tokens(att.body)

@@ -1,5 +1,6 @@
 """The Responses WebSocket transport (issue 19; reference §6.1, ``WS1-WS19``): ``GET /v1/responses``
-upgraded to a WebSocket, as Codex uses it.
+upgraded to a WebSocket, as Codex uses it. A ``generate: false`` create (Codex's pre-warm) is
+answered here with an empty completed response, without an upstream call.
 
 Each client text frame ``{"type": "response.create", ...}`` carries the body of a
 ``POST /v1/responses`` (without ``stream``); the turn runs through the same pipeline as the HTTP
@@ -27,6 +28,7 @@ from gateway.protocols.sse import SSEParser
 from .errors import ClientError
 from .exchange import Exchange, client_request_id_from, read_headers
 from .limits import client_ip, ip_allowed
+from .loopguard import HOP_HEADER, outgoing_hop
 from .serve import serve
 
 log = logging.getLogger("gateway.proxy")
@@ -37,11 +39,13 @@ MAX_FRAME = 50 * 1024 * 1024
 
 
 class _Connection:
-    """Per-connection continuation state: the last response's id and the conversation so far."""
+    """Per-connection state: the last response's id and the conversation so far (continuation),
+    and the loop-guard value every turn's upstream calls carry (``loopguard``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hop: str | None = None) -> None:
         self.last_id: str | None = None
         self.history: list[Any] = []
+        self.hop = hop
 
 
 def _as_items(value: Any) -> list[Any]:
@@ -69,8 +73,14 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
         _refused(app, scope, headers, t0, key, ClientError(
             403, "ip_not_allowed", "this API key may not be used from this address"))
         return
+    try:  # a handshake that already went through this gateway is a loop: refuse it like HTTP's 508
+        hop = outgoing_hop(headers.get(HOP_HEADER), app.config.instance_id) if app.config.instance_id else None
+    except ClientError as err:
+        await send({"type": "websocket.close", "code": 1008, "reason": err.message[:120]})
+        _refused(app, scope, headers, t0, key, err)
+        return
     await send({"type": "websocket.accept"})
-    conn = _Connection()
+    conn = _Connection(hop)
     while True:
         message = await receive()
         if message["type"] == "websocket.disconnect":
@@ -117,10 +127,24 @@ async def _create_event(text: str, send: Any) -> dict[str, Any] | None:
     return event
 
 
-async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
-    event = await _create_event(text, send)
-    if event is None:
-        return
+async def _warm_up(conn: _Connection, body: dict[str, Any], send: Any) -> None:
+    """``generate: false`` (Codex's pre-warm, sent when the connection opens): nothing is generated
+    and nothing goes upstream; the answer is an empty completed response the next turn may
+    continue from by its id (the conversation so far is the warm-up's input)."""
+    response_id = f"resp_{uuid.uuid4().hex}"
+    response: dict[str, Any] = {"id": response_id, "object": "response", "created_at": int(time.time()),
+                                "status": "completed", "model": body.get("model"), "output": [], "usage": None}
+    for seq, kind in enumerate(("response.created", "response.completed")):
+        status = "in_progress" if kind == "response.created" else "completed"
+        await send({"type": "websocket.send", "text": orjson.dumps(
+            {"type": kind, "sequence_number": seq, "response": {**response, "status": status}}).decode()})
+    conn.last_id = response_id
+    conn.history = body["input"]
+
+
+def _turn_body(conn: _Connection, event: dict[str, Any]) -> dict[str, Any]:
+    """The ``POST /v1/responses`` body of a create event: streamed, and continuing from the
+    connection's history when it names the connection's last response."""
     body = {k: v for k, v in event.items() if k != "type"}
     if isinstance(body.get("response"), dict):  # some clients nest the body
         body = {**body.pop("response"), **body}
@@ -131,6 +155,18 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
         body.pop("previous_response_id")
         input_items = conn.history + input_items
     body["input"] = input_items
+    return body
+
+
+async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
+    event = await _create_event(text, send)
+    if event is None:
+        return
+    body = _turn_body(conn, event)
+    input_items = body["input"]
+    if body.get("generate") is False:
+        await _warm_up(conn, body, send)
+        return
 
     snapshot = app.holder.current
     parser = SSEParser()
@@ -161,6 +197,7 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
     ex = Exchange(on_send, "responses", uuid.uuid4().hex, time.perf_counter())  # our own identity
     ex.client_request_id = client_request_id_from(headers)
     ex.endpoint = WS_ENDPOINT
+    ex.hop = conn.hop
     await serve(app.runtime, ex, snapshot, key, orjson.dumps(body))
     for _name, data in parser.close():
         await _forward(data)

@@ -107,6 +107,7 @@ class SettingsSnap:
     guard_channel_urls: bool = False
     effort_suffixes: Suffixes = BUILTIN_SUFFIXES  # longest first; see gateway.proxy.effort_suffix
     redirects: tuple[tuple[re.Pattern, str], ...] = ()  # global model redirects, after the key's
+    codex_model_ids: tuple[str, ...] = ()  # described to Codex in GET /v1/models (codex_models)
 
 
 @dataclass(slots=True, frozen=True)

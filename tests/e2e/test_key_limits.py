@@ -103,3 +103,80 @@ def test_daily_spend_cap_refuses_with_402_once_the_priced_usage_reaches_it(gatew
     with pytest.raises(anthropic.APIStatusError) as exc:
         an.messages.create(model="lim-spend", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
     assert exc.value.status_code == 402
+
+
+# -- the endpoints that are not generations (embeddings, compaction, token counts) ----------------
+
+_EXTRA = {  # endpoint -> (upstream protocol, path, body); model "lim-x"
+    "embeddings": ("chat_completion", "/v1/embeddings", {"model": "lim-x", "input": "hi"}),
+    "compact": ("responses", "/v1/responses/compact", {"model": "lim-x", "input": [{"role": "user", "content": "hi"}]}),
+    "count_tokens": ("messages", "/v1/messages/count_tokens",
+                     {"model": "lim-x", "messages": [{"role": "user", "content": "hi"}]}),
+    "gemini_count": ("chat_completion", "/v1beta/models/lim-x:countTokens",
+                     {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}),
+}
+
+
+def _extra(server, secret: str, endpoint: str, **headers: str):
+    _, path, body = _EXTRA[endpoint]
+    auth = {"x-goog-api-key": secret} if endpoint == "gemini_count" else {"authorization": f"Bearer {secret}"}
+    return server.client.post(path, headers={**auth, **headers}, json=body, timeout=20)
+
+
+@pytest.mark.parametrize("endpoint", sorted(_EXTRA))
+def test_non_generation_endpoints_count_against_rpm_and_the_ip_allow_list(gateway, mock_upstream, endpoint):
+    make_route(_EXTRA[endpoint][0], "lim-x", mock_upstream.base_url(_EXTRA[endpoint][0]))
+    _, secret = make_key("x-rpm", limits={"rpm": 1})
+    _, outside = make_key("x-ip", ip_allow=["10.0.0.0/8"])
+    gateway.wait_config()
+    _wait_for_fresh_minute()
+    first = _extra(gateway, secret, endpoint)
+    assert first.status_code == 200, first.text
+    second = _extra(gateway, secret, endpoint)
+    assert second.status_code == 429 and 1 <= int(second.headers["retry-after"]) <= 60
+    error = second.json()["error"]
+    if endpoint == "count_tokens":  # each answers in its client's shape
+        assert second.json()["type"] == "error" and error["type"] == "rate_limit_error"
+    elif endpoint == "gemini_count":
+        assert error["code"] == 429 and error["status"] == "RESOURCE_EXHAUSTED"
+    else:
+        assert error["code"] == "rate_limit_exceeded"
+    refused = _extra(gateway, outside, endpoint)
+    assert refused.status_code == 403, refused.text
+
+
+def test_embeddings_hold_a_concurrency_slot(gateway, mock_upstream):
+    make_route("chat_completion", "lim-x", mock_upstream.base_url("chat_completion",
+                                                                    fault="delay-first-byte=1.5"))
+    _, secret = make_key("x-conc", limits={"concurrency": 1})
+    gateway.wait_config()
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(lambda _: _extra(gateway, secret, "embeddings"), range(2)))
+    assert sorted(r.status_code for r in replies) == [200, 429], [r.text for r in replies]
+    assert _extra(gateway, secret, "embeddings").status_code == 200  # the slot was freed
+
+
+def test_embeddings_and_compaction_settle_their_usage_and_cost(gateway, mock_upstream):
+    """Embeddings report usage: it counts against tokens per minute, and priced, against the
+    spend caps (402 once the cap is reached); compaction's usage too."""
+    route = make_route("responses", "lim-x", mock_upstream.base_url("responses"))
+    route.channel_model.price = {"input": "1000000", "output": "1000000"}  # $1 per token
+    route.channel_model.save()
+    _, tpm = make_key("x-tpm", limits={"tpm": 1})
+    _, spend = make_key("x-spend", limits={"daily_spend": "1.00"})
+    _, total = make_key("x-total", limits={"total_spend": "1.00"})
+    gateway.wait_config()
+    _wait_for_fresh_minute()
+    assert _extra(gateway, tpm, "embeddings").status_code == 200
+    second = _extra(gateway, tpm, "embeddings")
+    assert second.status_code == 429 and "tokens per minute" in second.json()["error"]["message"]
+    assert _extra(gateway, spend, "embeddings").status_code == 200
+    refused = _extra(gateway, spend, "embeddings")
+    assert refused.status_code == 402 and refused.json()["error"]["code"] == "api_key_daily_limit_reached"
+    assert _extra(gateway, total, "compact").status_code == 200
+    refused = _extra(gateway, total, "compact")
+    assert refused.status_code == 402 and refused.json()["error"]["code"] == "api_key_spend_limit_reached"
+    with pytest.raises(openai.APIStatusError) as exc:  # and the SDK sees it as such
+        openai.OpenAI(base_url=gateway.url + "/v1", api_key=spend, max_retries=0).embeddings.create(
+            model="lim-x", input="again")
+    assert exc.value.status_code == 402

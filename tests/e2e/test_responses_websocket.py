@@ -61,3 +61,51 @@ def test_handshake_needs_a_key(gateway):
     with pytest.raises(InvalidStatus):
         with connect(url, additional_headers={"authorization": "Bearer sk-gw-wrong-000000000000"}):
             pass
+
+
+def test_turns_carry_the_loop_guard_and_a_looped_handshake_is_refused(gateway, mock_upstream):
+    """Issue 13 on this transport: every turn's upstream call carries ``x-monogate-hop`` with the
+    gateway's id after the ids the handshake brought, and a handshake that already went through
+    this gateway (a channel pointing back at it) is refused before any turn goes upstream."""
+    from gateway.proxy.loopguard import HOP_HEADER
+
+    make_route("chat_completion", "e2e-ws-hop", mock_upstream.base_url("chat_completion"))
+    _, secret = make_key()
+    gateway.wait_config()
+    mock_upstream.clear()
+    url = gateway.url.replace("http://", "ws://") + "/v1/responses"
+    with connect(url, additional_headers={"authorization": f"Bearer {secret}", HOP_HEADER: "mg-before-us"}) as ws:
+        for text in ("one", "two"):
+            ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-hop", "input": text}).decode())
+            assert _events(ws)[-1]["type"] == "response.completed"
+    hops = [r["headers"].get(HOP_HEADER) for r in mock_upstream.requests()]
+    assert len(hops) == 2 and hops[0] == hops[1], hops
+    before, ours = hops[0].split(",")
+    assert before == "mg-before-us" and ours.startswith("mg") and len(ours) > 8
+    with pytest.raises(InvalidStatus):
+        with connect(url, additional_headers={"authorization": f"Bearer {secret}", HOP_HEADER: ours}):
+            pass
+    assert len(mock_upstream.requests()) == 2
+
+
+def test_a_generate_false_warm_up_stays_in_the_gateway(gateway, mock_upstream):
+    """Codex opens its connection with ``generate: false`` (a pre-warm): answered with an empty
+    completed response and no upstream call; a turn continuing from its id carries its input."""
+    make_route("chat_completion", "e2e-ws-warm", mock_upstream.base_url("chat_completion"))
+    _, secret = make_key()
+    gateway.wait_config()
+    mock_upstream.clear()
+    url = gateway.url.replace("http://", "ws://") + "/v1/responses"
+    with connect(url, additional_headers={"authorization": f"Bearer {secret}"}) as ws:
+        ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-warm", "generate": False, "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]}]}).decode())
+        warm = _events(ws)
+        assert [e["type"] for e in warm] == ["response.created", "response.completed"]
+        assert warm[-1]["response"]["output"] == [] and warm[-1]["response"]["status"] == "completed"
+        assert mock_upstream.requests() == []
+        ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-warm", "input": "hello",
+                              "previous_response_id": warm[-1]["response"]["id"]}).decode())
+        assert _events(ws)[-1]["response"]["output"][-1]["content"][0]["text"] == "Echo: hello"
+    sent = mock_upstream.requests()
+    assert len(sent) == 1
+    assert [m["role"] for m in sent[0]["body"]["messages"]] == ["developer", "user"]  # the warm-up input, then the turn

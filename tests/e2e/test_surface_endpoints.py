@@ -172,3 +172,62 @@ def test_models_list_and_retrieve(gateway, mock_upstream):
         client.models.retrieve("hidden-model")
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("e2e-m-nope")
+
+
+def test_models_list_describes_the_configured_codex_models(gateway, mock_upstream):
+    """``models``: a Codex ``ModelInfo`` per configured Codex id the key can see, in the configured
+    order; ids that are not served, or that the key may not use, get none. The exact JSON is the
+    contract the pinned Codex CLI parses (tests/e2e/agents/test_codex.py runs it)."""
+    from gateway.models import GlobalSettings
+    from gateway.proxy.codex_models import INSTRUCTIONS
+    from gateway.services import write_settings
+
+    make_route("chat_completion", "e2e-cx-b", mock_upstream.base_url("chat_completion"))
+    make_route("responses", "e2e-cx-a", mock_upstream.base_url("responses"))
+    make_route("chat_completion", "cx-hidden", mock_upstream.base_url("chat_completion"))
+    assert write_settings(GlobalSettings.load(), {"codex_model_ids": ["x"] * 2})  # refused: duplicates
+    assert not write_settings(GlobalSettings.load(), {"codex_model_ids": [
+        "e2e-cx-b", "e2e-cx-unserved", "cx-hidden", "e2e-cx-a"]})
+    _, secret = make_key(allowed_models=["e2e-cx-*"])
+    gateway.wait_config()
+    reply = httpx.get(gateway.url + "/v1/models?client_version=0.171.0", headers={"authorization": f"Bearer {secret}"})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert [m["id"] for m in body["data"]] == ["e2e-cx-a", "e2e-cx-b"]
+    levels = [{"effort": "low", "description": "Faster answers with lighter reasoning"},
+              {"effort": "medium", "description": "Balanced speed and reasoning depth"},
+              {"effort": "high", "description": "Deeper reasoning for complex problems"}]
+    assert body["models"] == [{
+        "slug": slug, "display_name": slug, "description": f"{slug} through the gateway",
+        "default_reasoning_level": "medium", "supported_reasoning_levels": levels,
+        "shell_type": "shell_command", "visibility": "list", "supported_in_api": True, "priority": priority,
+        "upgrade": None, "base_instructions": INSTRUCTIONS, "supports_reasoning_summaries": False,
+        "support_verbosity": False, "default_verbosity": None, "apply_patch_tool_type": "freeform",
+        "truncation_policy": {"mode": "bytes", "limit": 10000}, "supports_parallel_tool_calls": False,
+        "experimental_supported_tools": [], "input_modalities": ["text"],
+    } for priority, slug in ((1, "e2e-cx-b"), (2, "e2e-cx-a"))]
+    # the openai SDK reads the same answer as a plain model list
+    assert [m.id for m in _client(gateway, secret).models.list()] == ["e2e-cx-a", "e2e-cx-b"]
+
+
+def test_forwarded_endpoints_carry_the_loop_guard(gateway, mock_upstream):
+    """Embeddings and compaction reach their upstream with ``x-monogate-hop`` like generations,
+    and a looped one is refused with 508 without going upstream (issue 13)."""
+    from gateway.proxy.loopguard import HOP_HEADER
+
+    make_route("responses", "e2e-hop-fw", mock_upstream.base_url("responses"))
+    _, secret = make_key()
+    gateway.wait_config()
+    mock_upstream.clear()
+    auth = {"authorization": f"Bearer {secret}"}
+    assert httpx.post(gateway.url + "/v1/embeddings", headers=auth,
+                      json={"model": "e2e-hop-fw", "input": "x"}).status_code == 200
+    compact = httpx.post(gateway.url + "/v1/responses/compact", headers=auth,
+                         json={"model": "e2e-hop-fw", "input": [{"role": "user", "content": "x"}]})
+    assert compact.status_code == 200, compact.text
+    hops = [r["headers"].get(HOP_HEADER) for r in mock_upstream.requests()]
+    assert len(hops) == 2 and hops[0] and hops[0] == hops[1], hops
+    looped = httpx.post(gateway.url + "/v1/embeddings", headers={**auth, HOP_HEADER: hops[0]},
+                        json={"model": "e2e-hop-fw", "input": "x"})
+    assert looped.status_code == 508 and looped.json()["error"]["code"] == "loop_detected"
+    assert len(mock_upstream.requests()) == 2

@@ -15,9 +15,10 @@ import openai
 import orjson
 import pytest
 
+from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 
-from .test_matrix import _codec, _sse, _transport, decode_stream
+from .test_matrix import _sse, _transport, decode_stream
 
 TOTAL_IN, READ, WRITE, OUT = 30, 15, 4, 9
 TEXT = "cached hello"
@@ -205,7 +206,7 @@ WRITES = {"chat_completion": WRITE, "responses": WRITE, "messages": WRITE, "gemi
 
 
 def run(client: str, upstream: str, stream: bool, reply: Any = None) -> Any:
-    ccodec, ucodec = _codec(client), _codec(upstream)
+    ccodec, ucodec = codec(client), codec(upstream)
     reply = reply if reply is not None else REPLIES[upstream](stream)
     ctx = EncodeContext(model="m", source_protocol=upstream, include_usage=True)
     if not stream:

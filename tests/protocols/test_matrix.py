@@ -1,10 +1,11 @@
-"""Codec matrix: 3 client protocols x 4 upstream protocols x {non-stream, stream} x scenarios.
+"""Codec matrix: 4 client protocols x 4 upstream protocols x {non-stream, stream} x scenarios.
 
 Per cell, in process (no HTTP): client body -> decode -> clone -> prepare_for_upstream ->
 encode_request for the upstream (only the upstream's envelope, the user text, the right stream
 flag, tools and tool results mapped) -> a canned upstream reply in the upstream's wire format ->
 decode -> encode for the client -> the client's lifecycle checker and the official SDK
-(``openai`` for Chat and Responses, ``anthropic`` for Messages) see the text, tool calls and
+(``openai`` for Chat and Responses, ``anthropic`` for Messages, ``google-genai`` for Gemini, whose
+client half lives in ``matrix_gemini``) see the text, tool calls and
 usage. Same-protocol cells must also be lossless (request and non-stream response).
 """
 
@@ -29,17 +30,16 @@ from tests.sdk_http import httpx_for
 from .check_chat_stream import check_chat_stream
 from .check_messages_stream import check_messages_stream
 from .check_responses_stream import check_responses_stream
+from .matrix_gemini import gemini_body, gemini_view, wire_body
 
-# The codec-level matrix has hand-written client bodies and readers for the three original client
-# protocols; Gemini as a client (issue 19) is covered end to end by tests/e2e/test_matrix.py (all
-# upstreams, stream and not, tools, reasoning) and tests/e2e/test_gemini_client.py (images too).
-MATRIX_CLIENTS = tuple(p for p in CLIENT_PROTOCOLS if p != "gemini")
+MATRIX_CLIENTS = CLIENT_PROTOCOLS
 
 LOGICAL = "matrix-model"
 UPSTREAM_MODEL = "up-model"
 USER_TEXT = "Hello matrix"
 REPLY_TEXT = "Hi from upstream"
-SIG = "SIGabc123"
+SIG = "SIGabc123"  # not base64: a Gemini client gets it wrapped (gateway.protocols.gemini.client)
+GEMINI_SIG = "R0VNc2lnMTIz"  # Gemini's own signatures are base64
 IMG_URL = "https://example.com/cat.png"
 IMG_B64 = "iVBORw0KGgoAAAANSUhEUg"
 TOOL_PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -47,10 +47,6 @@ HISTORY_CALLS = [("call_paris", "{\"city\":\"Paris\"}"), ("call_rome", "{\"city\
 REPLY_CALLS = [("call_oslo", "get_weather", {"city": "Oslo"}), ("call_lima", "get_weather", {"city": "Lima"})]
 USAGE_IN, USAGE_OUT = 21, 9
 SCENARIOS = ("plain", "multiturn", "tools", "image", "reasoning")
-
-
-def _codec(name: str):
-    return codec(name)
 
 
 # -- client request bodies ------------------------------------------------------------------
@@ -167,7 +163,8 @@ def messages_body(scenario: str, stream: bool) -> dict[str, Any]:
     return body
 
 
-CLIENT_BODIES = {"chat_completion": chat_body, "responses": responses_body, "messages": messages_body}
+CLIENT_BODIES = {"chat_completion": chat_body, "responses": responses_body, "messages": messages_body,
+                 "gemini": gemini_body}
 
 
 # -- canned upstream replies ------------------------------------------------------------------
@@ -337,7 +334,7 @@ def messages_reply(r: dict[str, Any], stream: bool) -> Any:
 def gemini_reply(r: dict[str, Any], stream: bool) -> Any:
     parts: list[dict[str, Any]] = []
     if r["reasoning"]:
-        parts.append({"text": r["reasoning"][0], "thought": True, "thoughtSignature": r["reasoning"][1]})
+        parts.append({"text": r["reasoning"][0], "thought": True, "thoughtSignature": GEMINI_SIG})
     if r["text"]:
         parts.append({"text": r["text"]})
     for cid, name, args in r["calls"]:
@@ -446,7 +443,7 @@ def decode_stream(codec, raw: bytes) -> list:
 
 
 def run_cell(client: str, upstream: str, scenario: str, stream: bool) -> tuple[dict, Any]:
-    ccodec, ucodec = _codec(client), _codec(upstream)
+    ccodec, ucodec = codec(client), codec(upstream)
     body = CLIENT_BODIES[client](scenario, stream)
     original = copy.deepcopy(body)
     req = ccodec.decode_request(body)
@@ -483,6 +480,8 @@ def client_view(client: str, out: Any, stream: bool) -> dict[str, Any]:
         if stream:
             check_responses_stream(out)
         return _openai_responses(out, stream)
+    if client == "gemini":
+        return gemini_view(out, stream, _raw(out, stream))
     if stream:
         check_messages_stream(out)
     return _anthropic_messages(out, stream)
@@ -569,7 +568,7 @@ def test_cell(client, upstream, scenario, stream):
         assert view["finish"] in ("tool_calls", "tool_use")
     assert view["usage"] == (USAGE_IN, USAGE_OUT)
     if expected["reasoning"]:
-        assert SIG in view["json"], "the reasoning signature reaches the client"
+        assert (GEMINI_SIG if upstream == "gemini" else SIG) in view["json"], "the signature reaches the client"
     assert "_gw_" not in view["json"]
 
 
@@ -581,18 +580,19 @@ SAME = [(p, s, st) for p in MATRIX_CLIENTS for s in SCENARIOS for st in (False, 
 @pytest.mark.parametrize("proto,scenario,stream", SAME,
                          ids=[f"{p}-{s}-{'stream' if st else 'json'}" for p, s, st in SAME])
 def test_same_protocol_request_is_lossless(proto, scenario, stream):
-    codec = _codec(proto)
+    cdc = codec(proto)
     body = CLIENT_BODIES[proto](scenario, stream)
-    attempt = clone(codec.decode_request(copy.deepcopy(body)))
+    attempt = clone(cdc.decode_request(copy.deepcopy(body)))
     prepare_for_upstream(attempt, upstream_protocol=proto, source_protocol=proto, strip_nested=True,
                          extra_whitelist=None)
-    assert codec.encode_request(attempt, EncodeContext(model=LOGICAL, source_protocol=proto)) == body
+    sent = cdc.encode_request(attempt, EncodeContext(model=LOGICAL, source_protocol=proto))
+    assert sent == (wire_body(body) if proto == "gemini" else body)  # Gemini: model and stream are in the URL
 
 
 @pytest.mark.parametrize("proto,scenario", [(p, s) for p in MATRIX_CLIENTS for s in SCENARIOS])
 def test_same_protocol_response_is_lossless(proto, scenario):
-    codec = _codec(proto)
+    cdc = codec(proto)
     reply = UPSTREAM_REPLIES[proto](reply_for(scenario), False)
-    out = codec.encode_response(codec.decode_response(copy.deepcopy(reply)),
+    out = cdc.encode_response(cdc.decode_response(copy.deepcopy(reply)),
                                 EncodeContext(model=UPSTREAM_MODEL, source_protocol=proto))
     assert out == reply

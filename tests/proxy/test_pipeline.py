@@ -249,7 +249,7 @@ async def test_models_list_and_healthz(app, upstream):
     reply = await call(app, "GET", "/v1/models")
     assert reply.json() == {"object": "list", "data": [
         {"id": "a0", "object": "model", "created": 0, "owned_by": "gateway"},
-        {"id": "a1", "object": "model", "created": 0, "owned_by": "gateway"}]}
+        {"id": "a1", "object": "model", "created": 0, "owned_by": "gateway"}], "models": []}
     health = await call(app, "GET", "/healthz", secret=None)
     assert health.json()["status"] == "ok" and health.json()["config_version"] == 7
 

@@ -20,6 +20,8 @@ finish reason and usage in the last frame).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Any
 
@@ -44,7 +46,7 @@ from gateway.urp import (
 from gateway.urp import events as ev
 
 from ..base import EncodeContext, arguments_object, new_id
-from .common import PROTOCOL, SIGNATURE, WIRE_CALL_ID
+from .common import PROTOCOL, RAW_RESPONSE, RAW_THINKING, SIGNATURE, WIRE_CALL_ID
 
 _STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
            409: "ABORTED", 413: "INVALID_ARGUMENT", 422: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED",
@@ -103,17 +105,39 @@ def _media(part: dict[str, Any], role: str) -> Node | None:
 
 
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+={0,2}$")
+_WRAPPED = b"\x00mz-sig\x00"  # marks a signature we wrapped (``_wire_signature``)
 
 
 def _client_signature(value: Any) -> str | None:
     """A ``thoughtSignature`` as the client sent it back. Google's SDKs hold signatures as bytes
     and re-encode them as URL-safe base64; the upstream issued standard base64, so the URL-safe
-    alphabet is mapped back and the upstream gets its own signature unchanged."""
+    alphabet is mapped back and the upstream gets its own signature unchanged. One we wrapped
+    is unwrapped to the upstream's original text."""
     if not isinstance(value, str) or not value:
         return None
     if ("-" in value or "_" in value) and _B64URL.match(value):
-        return value.replace("-", "+").replace("_", "/")
+        value = value.replace("-", "+").replace("_", "/")
+    if value.startswith("AG16LXNpZw"):  # base64 of _WRAPPED's first bytes: cheap pre-check
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return value
+        if raw.startswith(_WRAPPED):
+            return raw[len(_WRAPPED):].decode("utf-8", "replace")
     return value
+
+
+def _wire_signature(sig: str) -> str:
+    """The signature as a ``thoughtSignature``: Google's SDKs read it as base64 bytes and refuse the
+    whole answer when it is not (found by the codec matrix: google-genai raised on a Chat
+    upstream's opaque reasoning signature). Another protocol's signature that is not base64 is
+    sent as the base64 of a marker plus its text, and ``_client_signature`` undoes it on the
+    replay; a base64 one (Gemini's own, OpenAI's encrypted content) goes as it is."""
+    try:
+        base64.b64decode(sig, validate=True)
+        return sig
+    except (binascii.Error, ValueError):
+        return base64.b64encode(_WRAPPED + sig.encode()).decode("ascii")
 
 
 class _Pending:
@@ -146,12 +170,13 @@ class _Pending:
             call_id = waiting.pop(0) if waiting else f"call_gemini_{name}"
         elif call_id in waiting:
             waiting.remove(call_id)
-        response = fr.get("response")
+        raw = response = fr.get("response")
         if isinstance(response, dict) and len(response) == 1 and isinstance(next(iter(response.values())), str) \
                 and next(iter(response)) in ("result", "output", "content"):
             response = next(iter(response.values()))  # {"result": text}: the text (what our upstream side writes)
         text = response if isinstance(response, str) else orjson.dumps(response if response is not None else {}).decode()
-        return ToolResultNode(call_id=call_id, content=[TextNode(content=text)])
+        return ToolResultNode(call_id=call_id, content=[TextNode(content=text)],
+                              extra={RAW_RESPONSE: {"text": text, "response": raw}} if isinstance(raw, dict) else {})
 
 
 def _content_nodes(content: Any, index: int, pending: _Pending) -> list[Node]:
@@ -237,16 +262,23 @@ def _reasoning(cfg: Any) -> ReasoningConfig | None:
     thinking = cfg.get("thinkingConfig") if isinstance(cfg, dict) else None
     if not isinstance(thinking, dict):
         return None
+    effort = _effort(thinking)
+    if effort is None:
+        return None
+    return ReasoningConfig(effort=effort, extra={RAW_THINKING: {"effort": effort, "config": dict(thinking)}})
+
+
+def _effort(thinking: dict[str, Any]) -> str | None:
     level = thinking.get("thinkingLevel")
     if isinstance(level, str) and level.lower() in _LEVELS:
-        return ReasoningConfig(effort=_LEVELS[level.lower()])
+        return _LEVELS[level.lower()]
     budget = thinking.get("thinkingBudget")
     if isinstance(budget, int) and not isinstance(budget, bool):
         if budget == 0:
-            return ReasoningConfig(effort="none")
+            return "none"
         if budget < 0:
-            return ReasoningConfig(effort="medium")
-        return ReasoningConfig(effort="low" if budget <= 1024 else "medium" if budget <= 8192 else "high")
+            return "medium"
+        return "low" if budget <= 1024 else "medium" if budget <= 8192 else "high"
     return None
 
 
@@ -288,9 +320,9 @@ def _signature(node: Node, same: bool) -> str | None:
     opaque reasoning payload, so the client's replay hands the upstream its signature back."""
     sig = node.extra.get(SIGNATURE)
     if isinstance(sig, str) and sig:
-        return sig
+        return _wire_signature(sig)
     if isinstance(node, ReasoningNode) and isinstance(node.encrypted, str) and node.encrypted:
-        return node.encrypted
+        return _wire_signature(node.encrypted)
     return None
 
 

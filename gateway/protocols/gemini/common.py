@@ -28,6 +28,12 @@ API_VERSION = "v1beta"
 SIGNATURE = "_gw_gemini_thought_signature"  # node extra: the part's thoughtSignature, replayed verbatim
 WIRE_CALL_ID = "_gw_gemini_call_id"  # ToolCallNode extra: the id came from Gemini (else synthesised)
 NATIVE_FINISH = "_gw_gemini_finish_reason"
+# ReasoningConfig.extra: a Gemini client's exact ``thinkingConfig`` and the effort derived from it,
+# sent as it is to a Gemini upstream while the effort is unchanged (a budget survives the hop)
+RAW_THINKING = "_gw_gemini_thinking"
+# ToolResultNode.extra: a Gemini client's functionResponse ``response`` object and the text it
+# became, sent as it is to a Gemini upstream while the text is unchanged
+RAW_RESPONSE = "_gw_gemini_function_response"
 
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
            "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",

@@ -27,7 +27,7 @@ from gateway.urp import (
 from gateway.urp.nodes import INTERNAL_PREFIX
 
 from ..base import EncodeContext, arguments_object, split_data_url
-from .common import PROTOCOL, SIGNATURE, WIRE_CALL_ID
+from .common import PROTOCOL, RAW_RESPONSE, RAW_THINKING, SIGNATURE, WIRE_CALL_ID
 
 _BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 16384, "xhigh": 24576, "max": 24576}
 _VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
@@ -81,6 +81,9 @@ def _function_response(node: ToolResultNode, name: str) -> dict[str, Any]:
     failures (the reference's ``{result, is_error}`` is not what the model was trained on)."""
     texts = [c.content for c in node.content if isinstance(c, TextNode)]
     text = "\n".join(texts)
+    raw = node.extra.get(RAW_RESPONSE)
+    if isinstance(raw, dict) and raw.get("text") == text and not node.is_error:  # a Gemini client's own
+        return {"functionResponse": {"name": name, "response": raw["response"]}}
     fr: dict[str, Any] = {"name": name, "response": {"error" if node.is_error else "output": text}}
     return {"functionResponse": fr}
 
@@ -270,7 +273,12 @@ def _generation_config(req: Request, model: str) -> dict[str, Any]:
         gc["maxOutputTokens"] = req.max_output_tokens
     if req.stop is not None:
         gc["stopSequences"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
-    tc = thinking_config(req.reasoning.effort if req.reasoning else None, model)
+    rc = req.reasoning
+    raw = rc.extra.get(RAW_THINKING) if rc is not None else None
+    if rc is not None and isinstance(raw, dict) and raw.get("effort") == rc.effort:  # a Gemini client's, unchanged
+        tc = raw.get("config")
+    else:
+        tc = thinking_config(rc.effort if rc is not None else None, model)
     if tc is not None:
         gc["thinkingConfig"] = tc
     rf = req.response_format

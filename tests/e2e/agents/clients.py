@@ -118,19 +118,26 @@ sandbox_mode = "danger-full-access"
 name = "Monoize gateway"
 base_url = "{base_url}"
 wire_api = "responses"
-env_key = "GATEWAY_API_KEY"
+{auth}
 request_max_retries = 0
 stream_max_retries = 0
-"""
+{extra}"""
+ENV_KEY_AUTH = 'env_key = "GATEWAY_API_KEY"'
+# Command-backed auth: Codex then fetches ``GET {base_url}/models?client_version=...`` (an
+# ``env_key`` provider never does; codex-rs/models-manager/src/manager.rs ``should_refresh_models``).
+COMMAND_AUTH = 'auth = { command = "printenv", args = ["GATEWAY_API_KEY"] }'
 
 
-def run_codex(binary: Path, *, base_url: str, api_key: str, model: str, prompt: str, tmp: Path) -> AgentRun:
-    """``codex exec`` in ``tmp/work`` with ``CODEX_HOME=tmp/codex-home`` holding the provider config."""
+def run_codex(binary: Path, *, base_url: str, api_key: str, model: str, prompt: str, tmp: Path,
+              auth: str = ENV_KEY_AUTH, provider_extra: str = "") -> AgentRun:
+    """``codex exec`` in ``tmp/work`` with ``CODEX_HOME=tmp/codex-home`` holding the provider config;
+    ``auth`` is the provider's auth line, ``provider_extra`` more provider settings (TOML lines)."""
     workdir, home = tmp / "work", tmp / "home"
     codex_home = home / ".codex"
     for folder in (workdir, codex_home):
         folder.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=model, base_url=base_url))
+    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=model, base_url=base_url, auth=auth,
+                                                                    extra=provider_extra))
     env = clean_env(home, {"CODEX_HOME": str(codex_home), "GATEWAY_API_KEY": api_key, "RUST_LOG": "error"})
     cmd = [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json",
            "--color", "never", "--ephemeral", "-C", str(workdir), prompt]

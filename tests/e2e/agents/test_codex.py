@@ -48,18 +48,18 @@ KNOWN_LOSSES = {
 }
 
 
-def _configure(agent_upstream, protocol: str):
+def _configure(agent_upstream, protocol: str, model: str = MODEL):
     from gateway import config_version
     from transforms.models import TransformRule
 
     # Responses upstream: let Codex's top-level ``client_metadata`` through the extra-field whitelist.
     fields = {"extra_fields_whitelist": ["client_metadata"]} if protocol == "responses" else {}
-    route = make_route(protocol, MODEL, f"{agent_upstream.url}/v1", upstream_model=UPSTREAM_MODEL, **fields)
+    route = make_route(protocol, model, f"{agent_upstream.url}/v1", upstream_model=UPSTREAM_MODEL, **fields)
     if protocol == "chat_completion":
         for position, phase in enumerate(("request", "response")):
             TransformRule.objects.create(scope="provider", provider=route.provider, position=position,
                                          transform="field_custom_tools_to_function", phase=phase,
-                                         models=[MODEL], config={"names": ["*"]})
+                                         models=[model], config={"names": ["*"]})
         config_version.bump()
     _, secret = make_key("codex")
     return route, secret
@@ -76,10 +76,11 @@ def _events(stdout: str) -> list[dict]:
     return out
 
 
-def _run(agent_clis, base_url: str, secret: str, tmp_path) -> AgentRun:
-    """One ``codex exec`` run of the task; asserts exit 0, the final message and the file."""
-    run = run_codex(agent_clis["codex"], base_url=base_url, api_key=secret, model=MODEL, prompt=PROMPT,
-                    tmp=tmp_path)
+def _run(agent_clis, base_url: str, secret: str, tmp_path, model: str = MODEL, **codex: str) -> AgentRun:
+    """One ``codex exec`` run of the task; asserts exit 0, the final message and the file.
+    ``codex``: more ``run_codex`` settings (the provider's auth, extra provider lines)."""
+    run = run_codex(agent_clis["codex"], base_url=base_url, api_key=secret, model=model, prompt=PROMPT,
+                    tmp=tmp_path, **codex)
     assert run.returncode == 0, run.describe()
     events = _events(run.stdout)
     items = [e["item"] for e in events if e.get("type") == "item.completed" and isinstance(e.get("item"), dict)]
