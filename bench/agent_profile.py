@@ -3,16 +3,20 @@ a Chat upstream, and the 1 MB Codex Responses body to a Responses and to a Chat 
 
 The real ASGI proxy app (``ProxyApp`` with the production recorders: observe, captures off,
 request logs on) is driven in this process, like a server would, against nginx answering canned
-JSON in its own process. Three measurements per case:
+JSON in its own process (the request-log writer thread is not started: its rows queue up, and
+its SQLite inserts are not in these figures; they are in ``make bench``'s). Four measurements
+per case:
 
 - **CPU ms per request**: ``time.process_time()`` over ``--requests`` whole requests (the
   driver's own share is a dict and a few awaits per request). Process CPU time, not wall clock,
   so the shared box does not distort it.
-- **stages**: the pipeline's steps run one at a time on the same body, CPU ms each: orjson parse,
-  depth check, decode to URP, preparation (before/after chains), the request chain, encode,
-  orjson dumps, the recorders' request hooks, the upstream POST (aiohttp writing 1 MB and reading
-  the canned answer).
-- **profile**: cProfile over the whole requests, the top functions by own time.
+- **stages**: the pipeline's steps run one at a time on the same body, CPU ms each: the stream
+  sniff, orjson parse, depth check, decode to URP, preparation (before/after chains), the request
+  chain, encode, orjson dumps, the upstream POST (aiohttp writing 1 MB and reading the canned
+  answer).
+- **garbage collection**: the collector's share of that CPU time (``gc.callbacks``);
+- **profile**: cProfile over the whole requests with the collector off (its pauses would be
+  charged to whichever line happened to allocate), the top functions by own time.
 
     .venv/bin/python bench/agent_profile.py [--requests 40] [--out bench/out/agent_profile.txt]
 """
@@ -173,6 +177,7 @@ def stage_times(app: ProxyApp, snap: Snapshot, case: str, raw: bytes, n: int) ->
         return out
 
     for _ in range(n):
+        timed("stream sniff (app.py)", lambda: raw.rfind(b'"stream"') >= 0)
         body = timed("orjson.loads (client body)", lambda: orjson.loads(raw))
         timed("depth check (too_deep)", lambda body=body: too_deep(body, raw))
         req = timed("decode_request -> URP", lambda body=body: ccodec.decode_request(body))
@@ -223,6 +228,8 @@ async def main_async(args: argparse.Namespace) -> str:
         await app.client.start()
         gc.collect()
         gc.freeze()  # as ProxyApp.startup does: start-up objects out of the collector's reach
+        if args.gc_threshold:
+            gc.set_threshold(*args.gc_threshold)
         for case, (path, factory, logical, _client, headers) in CASES.items():
             if args.only and case not in args.only:
                 continue
@@ -255,13 +262,15 @@ async def main_async(args: argparse.Namespace) -> str:
             lines.append("| stage | CPU ms (median) |\n| --- | ---: |")
             lines += [f"| {k} | {v:.2f} |" for k, v in stages.items()]
             prof = cProfile.Profile()
+            gc.disable()  # the collector's pauses land on whatever line allocates: priced above instead
             prof.enable()
             for _ in range(args.profile_requests):
                 await asgi_call(app, path, raw, headers)
             prof.disable()
+            gc.enable()
             buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(args.top)
-            lines.append(f"cProfile, {args.profile_requests} requests, by own time:\n```\n"
+            pstats.Stats(prof, stream=buf).sort_stats(args.sort).print_stats(args.top)
+            lines.append(f"cProfile, {args.profile_requests} requests, by {args.sort}:\n```\n"
                          + "\n".join(buf.getvalue().splitlines()[4:]) + "\n```")
             print("\n".join(lines[-len(stages) - 6:]), flush=True)
         await app.client.close()
@@ -277,10 +286,15 @@ def main() -> None:
     p.add_argument("--stage-rounds", type=int, default=9)
     p.add_argument("--profile-requests", type=int, default=20)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--gc-threshold", type=int, nargs=3, metavar=("GEN0", "GEN1", "GEN2"),
+                   help="gc.set_threshold for the run (default: Python's 700 10 10), to price the collector")
+    p.add_argument("--sort", default="tottime", help="cProfile order: tottime (own time) or cumulative")
     p.add_argument("--only", nargs="*", choices=list(CASES))
     p.add_argument("--out", default=str(BENCH / "out" / "agent_profile.txt"))
     args = p.parse_args()
-    text = asyncio.run(main_async(args))
+    import uvloop  # the production loop (uvicorn --loop uvloop)
+
+    text = uvloop.run(main_async(args))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(f"wrote {args.out}")

@@ -32,6 +32,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from harness import memory, nginx_mock, payloads, procs, profile, servers, stream_client, tools, wrk  # noqa: E402
+from harness.agent_cases import cases as agent_cases  # noqa: E402
 from harness.report import write_report  # noqa: E402
 from harness.stats import Figure  # noqa: E402
 
@@ -168,6 +169,7 @@ class Bench:
             Case("to-messages-1", "Chat client → Messages upstream, 1 conn", 1,
                  {"direct": direct_msgs, "gateway": gw_to_msgs}),
         ]
+        self.cases += agent_cases(self, Case)  # issue 20: 1 MB Claude Code / Codex requests
         self.capture_cases = [
             Case(f"capture-{conns}", f"Chat → Chat, capture off vs on, {conns} conn", conns,
                  {"gateway": gw_chat, "gateway+capture": gw_chat_cap}, settle=True)

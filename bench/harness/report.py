@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import agent_cases
 from .stats import Figure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -167,6 +168,7 @@ class Report:
                                  f"{gw_add:.3f} ms vs {ll_add:.3f} ms = {frac:.2f}", frac <= 0.25))
         else:
             self.targets.append(("≤ ¼ of LiteLLM's added latency", NA, None))
+        agent_cases.target_rows(self)
 
     def _t(self, label: str, values: list[float] | None, ok, unit: str, digits: int) -> None:
         if not values:
