@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import agent_payloads, servers, wrk
+from .stats import Figure
 
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 KEYS = ("agent-msgs-chat-1", "agent-rsp-rsp-1", "agent-rsp-chat-1")
@@ -53,6 +54,6 @@ def target_rows(report: Any) -> None:
         case = report.cases.get(key)
         title = case.title.removesuffix(", 1 conn") if case is not None else key
         cpu = case.cpu_ms.get("gateway") if case is not None else None
-        cpu_text = f"; gateway CPU {sorted(cpu)[len(cpu) // 2]:.2f} ms/req" if cpu else ""
+        cpu_text = f"; gateway CPU {Figure.of(cpu).fmt(2)} ms/req" if cpu else ""
         values = report.added(key, "gateway")
         report._t(f"{title}: added p50 ≤ 5 ms{cpu_text}", values, lambda v: v <= 5.0, "ms", 2)
