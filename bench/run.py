@@ -38,6 +38,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from harness import (  # noqa: E402
+    agent_cases,
     cases_checks,
     cases_core,
     images,
@@ -57,7 +58,7 @@ from harness.report import write_report  # noqa: E402
 from harness.stats import Figure  # noqa: E402
 
 # The case families, in the order their cases run within each phase; add a module here to add cases.
-FAMILIES = (cases_core, cases_checks)
+FAMILIES = (cases_core, agent_cases, cases_checks)
 
 
 class Bench:

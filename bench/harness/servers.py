@@ -56,6 +56,11 @@ FIVE_RULES = [
     {"transform": "role_developer_to_system", "phase": "request", "models": ["*"], "config": {}},
 ]
 
+# A Codex deployment in front of a Chat upstream: the freeform apply_patch tool as a function.
+CUSTOM_TOOLS_TO_FUNCTION = [
+    {"transform": "field_custom_tools_to_function", "phase": phase, "models": ["*"], "config": {"names": ["*"]}}
+    for phase in ("request", "response")]
+
 
 # Issue 15: the seven cache transforms, each limited to a model glob no bench model matches, so
 # the rule engine must skip them on a glob miss (the hot-path cost being measured).
@@ -85,6 +90,7 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
             _provider("bench-responses", "responses", nginx),
             _provider("bench-messages", "messages", nginx),
             _provider("bench-chain", "chat_completion", nginx, FIVE_RULES),
+            _provider("bench-codex-chat", "chat_completion", nginx, CUSTOM_TOOLS_TO_FUNCTION),
             _provider("bench-stream", "chat_completion", f"http://127.0.0.1:{up.paced_port}/v1"),
             # issue 15: the chain plus seven cache rules whose globs miss; affinity said off / on
             _provider("bench-chain-cache", "chat_completion", nginx, FIVE_RULES + CACHE_MISS_RULES),

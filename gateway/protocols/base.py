@@ -49,6 +49,25 @@ def without_internal(value: Any) -> Any:
     return value
 
 
+def _has_internal(value: Any) -> bool:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if (isinstance(k, str) and k.startswith(INTERNAL_PREFIX)) or (
+                    isinstance(v, dict | list) and _has_internal(v)):
+                return True
+        return False
+    if isinstance(value, list):
+        return any(isinstance(v, dict | list) and _has_internal(v) for v in value)
+    return False
+
+
+def scrub(value: Any) -> Any:
+    """Opaque JSON with every ``_gw_*`` key removed at any depth (anti-spoofing on the way in, no
+    leakage on the way out). Returns the very same object when there is nothing to remove, so
+    the common case costs one read-only walk and no copy."""
+    return without_internal(value) if _has_internal(value) else value
+
+
 def put_extra(target: dict[str, Any], extra: dict[str, Any] | None) -> dict[str, Any]:
     """Merge preserved unknown fields into a wire object the encoder built: they fill absent keys
     only (encoder-owned fields win) and internal markers never go out. Returns ``target``."""

@@ -88,6 +88,10 @@ async def _serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, ra
             await stream_error(ex, err)
     finally:
         rec.on_finish(ex, error_text)
+        # The recorders hold the exchange (and the attempt: URP, upstream body) and the exchange
+        # held them: a cycle that kept a 1 MB request's objects until a full GC pass instead of
+        # freeing them here (bench/AGENT_REQUESTS.md).
+        ex.recorder = NULL_RECORDER
 
 
 def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes,

@@ -22,9 +22,15 @@ from gateway.urp import (
     Usage,
     accept_extra,
 )
-from gateway.urp.nodes import INTERNAL_PREFIX
 
-from ..base import arguments_object, json_text, put_extra, split_data_url, token_count, without_internal
+from ..base import (
+    arguments_object,
+    json_text,
+    put_extra,
+    scrub,
+    split_data_url,
+    token_count,
+)
 
 PROTOCOL = "messages"
 
@@ -54,25 +60,6 @@ _FINISH_IN = {
     "tool_use": "tool_calls",
     "refusal": "content_filter",
 }
-
-
-def _has_internal(value: Any) -> bool:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if (isinstance(k, str) and k.startswith(INTERNAL_PREFIX)) or (
-                    isinstance(v, dict | list) and _has_internal(v)):
-                return True
-        return False
-    if isinstance(value, list):
-        return any(isinstance(v, dict | list) and _has_internal(v) for v in value)
-    return False
-
-
-def scrub(value: Any) -> Any:
-    """Opaque JSON with every ``_gw_*`` key removed at any depth (anti-spoofing on the way in, no
-    leakage on the way out). Returns the very same object when there is nothing to remove, so
-    the common case costs one read-only walk and no copy."""
-    return without_internal(value) if _has_internal(value) else value
 
 
 def unknown(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:

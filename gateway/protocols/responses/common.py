@@ -35,7 +35,7 @@ from gateway.urp.nodes import (
     wire_extra,
 )
 
-from ..base import json_text, new_id, put_extra, split_data_url, without_internal
+from ..base import json_text, new_id, put_extra, scrub, split_data_url, without_internal
 
 PROTOCOL = "responses"
 
@@ -235,9 +235,9 @@ def _decode_reasoning(item: dict[str, Any], path: str) -> ReasoningNode:
                          summary=_joined(summary, "summary", path, SUMMARY_SEP) or None,
                          content=_joined(content, "content", path))
     if summary is not None:
-        extra[M_SUMMARY] = without_internal(summary)
+        extra[M_SUMMARY] = scrub(summary)
     if content is not None:
-        extra[M_CONTENT] = without_internal(content)
+        extra[M_CONTENT] = scrub(content)
     enc = item.get("encrypted_content")
     if enc is not None:
         node.encrypted = enc
@@ -270,7 +270,7 @@ def decode_item(item: Any, path: str, default_role: str, out: list[Node]) -> Non
         out.append(_decode_reasoning(item, path))
     elif isinstance(itype, str):
         role = item.get("role") if isinstance(item.get("role"), str) else "assistant"
-        out.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=itype, body=without_internal(item), role=role,
+        out.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=itype, body=scrub(item), role=role,
                                     id=item.get("id") if isinstance(item.get("id"), str) else None))
     else:
         raise ProtocolError("item 'type' must be a string", param=f"{path}.type")
