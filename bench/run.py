@@ -31,7 +31,18 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from harness import memory, nginx_mock, payloads, procs, profile, servers, stream_client, tools, wrk  # noqa: E402
+from harness import (  # noqa: E402
+    many_streams,
+    memory,
+    nginx_mock,
+    payloads,
+    procs,
+    profile,
+    servers,
+    stream_client,
+    tools,
+    wrk,
+)
 from harness.report import write_report  # noqa: E402
 from harness.stats import Figure  # noqa: E402
 
@@ -69,13 +80,15 @@ class Bench:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.workdir = BENCH / "out" / stamp
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.ports = {name: procs.free_port() for name in ("nginx", "paced", "gateway", "litellm")}
-        self.up = servers.Upstreams(self.ports["nginx"], self.ports["paced"])
+        self.ports = {name: procs.free_port() for name in ("nginx", "paced", "many", "gateway", "litellm")}
+        self.up = servers.Upstreams(self.ports["nginx"], self.ports["paced"], self.ports["many"])
         self.gateway = servers.Gateway(self.workdir, self.ports["gateway"], workers=args.workers)
         self.litellm = None if args.skip_litellm else servers.LiteLLM(self.workdir, self.ports["litellm"],
                                                                        workers=args.workers)
         self.nginx: subprocess.Popen | None = None
         self.paced: subprocess.Popen | None = None
+        self.many_paced: subprocess.Popen | None = None
+        self.many: dict = {}  # harness.many_streams: 1,000 concurrent paced streams
         self.cases: list[Case] = []
         self.streams: list[StreamCase] = []
         self.memory: dict[str, dict] = {}
@@ -97,6 +110,8 @@ class Bench:
                                        "--interval-ms", str(self.args.interval_ms)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
         procs.wait_port(self.ports["paced"], self.paced, "paced SSE server")
+        self.many_paced = many_streams.start_paced(self.ports["many"], self.args.many_deltas,
+                                                   self.args.many_interval_ms)
         self.gateway.prepare(self.up)
         self.gateway.start()
         if self.litellm is not None:
@@ -106,7 +121,22 @@ class Bench:
         procs.stop(self.litellm.proc if self.litellm else None)
         procs.stop(self.gateway.proc)
         procs.stop(self.paced)
+        procs.stop(self.many_paced)
         procs.stop(self.nginx)
+
+    def run_many_streams(self) -> None:
+        """harness.many_streams: --many-streams concurrent paced streams, direct then gateway."""
+        if self.args.many_streams <= 0:
+            return
+        up = {"authorization": f"Bearer {servers.UPSTREAM_KEY}"}
+        self.many = many_streams.run(
+            gateway_master=self.gateway.proc.pid, gateway_port=self.ports["gateway"], paced_port=self.ports["many"],
+            path="/v1/chat/completions", gw_body=payloads.dumps(payloads.chat_body("bench-stream-many", stream=True)),
+            direct_body=payloads.dumps(payloads.chat_body("bench-model", stream=True)),
+            gw_headers={"authorization": f"Bearer {servers.PLAIN_KEY}"}, direct_headers=up,
+            streams=self.args.many_streams, ramp=self.args.many_ramp,
+            stream_seconds=self.args.many_deltas * self.args.many_interval_ms / 1000)
+        print(many_streams.markdown(self.many), flush=True)
 
     def masters(self) -> dict[str, int]:
         out = {"gateway": self.gateway.proc.pid}
@@ -349,6 +379,8 @@ class Bench:
             print("== streams", flush=True)
             for sc in self.streams:
                 self.run_stream(sc)
+            print(f"== {self.args.many_streams} concurrent streams", flush=True)
+            self.run_many_streams()
             print(f"== {self.args.connections} connections", flush=True)
             self.run_loaded(many)
             time.sleep(5)
@@ -374,7 +406,7 @@ class Bench:
         raw = self.workdir / "results.json"
         raw.write_text(json.dumps({"meta": self.meta, "cases": [asdict(c) for c in self.cases + self.capture_cases],
                                    "streams": [asdict(s) for s in self.streams], "memory": self.memory,
-                                   "soak": self.soak, "profiles": self.profiles, "checks": self.checks},
+                                   "soak": self.soak, "many_streams": self.many, "profiles": self.profiles, "checks": self.checks},
                                   default=str, indent=1))
         out = Path(self.args.output)
         write_report(out, self)
@@ -419,7 +451,7 @@ def load_results(path: Path) -> SimpleNamespace:
         args=args, meta=meta, cases=[c for c in cases if not c.key.startswith("capture")],
         capture_cases=[c for c in cases if c.key.startswith("capture")],
         streams=[StreamCase(**s) for s in data["streams"]], memory=data["memory"], soak=data["soak"],
-        profiles=data["profiles"], checks=data["checks"])
+        profiles=data["profiles"], checks=data["checks"], many=data.get("many_streams", {}))
 
 
 def capture_sink_state() -> str:
@@ -447,6 +479,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stream-requests", type=int, default=25, help="timed streams per run")
     p.add_argument("--deltas", type=int, default=64)
     p.add_argument("--interval-ms", type=float, default=5.0)
+    p.add_argument("--many-streams", type=int, default=1000, help="concurrent paced streams (0 skips the case)")
+    p.add_argument("--many-ramp", type=float, default=10.0, help="seconds over which those streams start")
+    p.add_argument("--many-deltas", type=int, default=100)
+    p.add_argument("--many-interval-ms", type=float, default=200.0)
     p.add_argument("--soak-seconds", type=float, default=600, help="soak duration; 0 skips it")
     p.add_argument("--soak-connections", type=int, default=16)
     p.add_argument("--skip-litellm", action="store_true")
@@ -465,6 +501,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     os.chdir(ROOT)
+    many_streams.raise_nofile()  # ~1,000 sockets each side of the gateway; the servers inherit it
     if args.report_only:
         write_report(Path(args.output), load_results(Path(args.report_only)))
         print(f"wrote {args.output}")

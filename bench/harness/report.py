@@ -439,6 +439,10 @@ class Report:
         self.latency_table()
         self.throughput_table()
         self.stream_table()
+        if getattr(self.b, "many", None):
+            from .many_streams import markdown
+
+            self.w(markdown(self.b.many))
         self.capture_table()
         self.memory_table()
         self.soak_section()

@@ -46,6 +46,7 @@ FIVE_RULES = [
 class Upstreams:
     nginx_port: int
     paced_port: int
+    many_port: int = 0  # the long paced streams of harness.many_streams (provider bench-stream-many)
 
 
 def _provider(name: str, protocol: str, base_url: str, transforms: list | None = None) -> dict:
@@ -63,6 +64,8 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
             _provider("bench-messages", "messages", nginx),
             _provider("bench-chain", "chat_completion", nginx, FIVE_RULES),
             _provider("bench-stream", "chat_completion", f"http://127.0.0.1:{up.paced_port}/v1"),
+            *([_provider("bench-stream-many", "chat_completion", f"http://127.0.0.1:{up.many_port}/v1")]
+              if up.many_port else []),
         ],
         "global_transforms": [],
         "api_keys": [
@@ -74,9 +77,18 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
     }
 
 
+SERVERS = ("reuseport", "uvicorn", "granian")
+
+
 class Gateway:
-    def __init__(self, workdir: Path, port: int, workers: int = 2, app: str = "gateway.asgi:application") -> None:
+    """``server``: ``reuseport`` (``gateway.launch``: uvicorn workers, one SO_REUSEPORT socket
+    each; what ``make run`` uses), ``uvicorn`` (``uvicorn --workers``, one shared socket) or
+    ``granian`` (its ASGI interface; only where ``bench/server_choice.py`` installed it)."""
+
+    def __init__(self, workdir: Path, port: int, workers: int = 2, app: str = "gateway.asgi:application",
+                 server: str = "reuseport") -> None:
         self.app = app
+        self.server = server
         self.workdir = workdir / "gateway-data"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port
@@ -102,6 +114,14 @@ class Gateway:
         self.configure(up, capture=False)
 
     def command(self) -> list[str]:
+        if self.server == "reuseport":
+            return [sys.executable, "-m", "gateway.launch", "--app", self.app, "--host", "127.0.0.1",
+                    "--port", str(self.port), "--workers", str(self.workers), "--http", "httptools",
+                    "--log-level", "warning"]
+        if self.server == "granian":
+            return [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "1",
+                    "--no-ws", "--log-level", "warning", "--no-access-log", self.app]
         return [str(Path(sys.executable).parent / "uvicorn"), self.app, "--host", "127.0.0.1",
                 "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "httptools",
                 "--no-access-log", "--lifespan", "on", "--log-level", "warning"]
