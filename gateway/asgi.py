@@ -13,7 +13,7 @@ django.setup()
 from transforms.checks import log_problems  # noqa: E402
 
 # Broken transforms and plug-ins are logged at start-up; the server still starts. Under
-# ``gateway.launch`` only the first worker runs the checks (GATEWAY_SKIP_START_CHECKS).
+# ``gateway.launch`` they run once, beside the workers (GATEWAY_SKIP_START_CHECKS).
 if not os.environ.get("GATEWAY_SKIP_START_CHECKS"):
     log_problems()
 

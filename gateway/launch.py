@@ -12,8 +12,9 @@ configured as ``make run`` always did (uvloop, the guarded httptools protocol of
 
 The master process imports nothing of the gateway: it starts the workers, restarts one that
 dies, and passes SIGINT/SIGTERM on (each worker then drains its in-flight requests and streams,
-as uvicorn does). The transform checks run once per server, in the first worker, not in every
-worker (they load Pillow for an example: ~4 MB of RSS per worker).
+as uvicorn does). The transform checks (``transforms.checks.log_problems``) run once per server, in
+a short-lived process started beside the workers, not in every worker: they run every transform's
+examples, which loads Pillow among others (~4 MB of RSS per worker, for the worker's lifetime).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import time
 
-CHECKS_ENV = "GATEWAY_SKIP_START_CHECKS"  # set for every worker but the first: gateway.asgi reads it
+CHECKS_ENV = "GATEWAY_SKIP_START_CHECKS"  # set for every worker: gateway.asgi reads it
 RESTART_PAUSE = 1.0
 STARTUP_SECONDS = 15.0  # a worker that exits this soon after its start failed to start: stop the server
 
@@ -46,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--access-log", action="store_true", help="uvicorn's access log (off: the gateway logs its own)")
     p.add_argument("--backlog", type=int, default=2048)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -61,15 +63,38 @@ def reuseport_socket(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
+def raise_nofile(want: int = 65536) -> None:
+    """The soft file-descriptor limit up to the hard one (at most ``want``): a worker holds two
+    sockets per stream (client and upstream), and a soft limit of 1,024 would refuse the 513th."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 def run_worker(args: argparse.Namespace) -> None:
     """One worker: its own socket, one uvicorn server on it (uvloop, lifespan on)."""
     import uvicorn
 
+    raise_nofile()
     sock = reuseport_socket(args.host, args.port, args.backlog)
     config = uvicorn.Config(args.app, loop="uvloop", http=args.http, lifespan="on", log_level=args.log_level,
                             access_log=args.access_log, timeout_keep_alive=args.timeout_keep_alive,
                             timeout_graceful_shutdown=args.timeout_graceful_shutdown, backlog=args.backlog)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def run_checks() -> None:
+    """The transform checks, logged (broken transforms and plug-ins); the server runs regardless."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
+    import django
+
+    django.setup()
+    from transforms.checks import log_problems
+
+    log_problems()
 
 
 class Master:
@@ -83,12 +108,7 @@ class Master:
 
     def spawn(self, index: int) -> None:
         argv = [sys.executable, "-m", "gateway.launch", "--worker"] + _passthrough(self.args)
-        env = dict(os.environ)
-        if index > 0:
-            env[CHECKS_ENV] = "1"
-        else:
-            env.pop(CHECKS_ENV, None)
-        self.workers[index] = subprocess.Popen(argv, env=env)
+        self.workers[index] = subprocess.Popen(argv, env={**os.environ, CHECKS_ENV: "1"})
         self.started[index] = time.monotonic()
 
     def stop(self, signum: int, _frame: object = None) -> None:
@@ -104,10 +124,12 @@ class Master:
         reuseport_socket(self.args.host, self.args.port, 1).close()
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        checks = subprocess.Popen([sys.executable, "-m", "gateway.launch", "--checks"])
         for i in range(len(self.workers)):
             self.spawn(i)
         while not self.stopping:
             time.sleep(0.5)
+            checks.poll()  # reaps it once done
             for i, proc in enumerate(self.workers):
                 if proc is None or proc.poll() is None or self.stopping:
                     continue
@@ -120,6 +142,9 @@ class Master:
                       file=sys.stderr, flush=True)
                 time.sleep(RESTART_PAUSE)
                 self.spawn(i)
+        if checks.poll() is None:
+            checks.terminate()
+        checks.wait()
         codes = [proc.wait() for proc in self.workers if proc is not None]
         return max((c for c in codes if c > 0), default=0)
 
@@ -134,6 +159,9 @@ def _passthrough(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.checks:
+        run_checks()
+        return
     if args.worker:
         run_worker(args)
         return

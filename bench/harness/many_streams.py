@@ -143,9 +143,10 @@ async def run_side(port: int, path: str, body: bytes, headers: dict[str, str], s
     return side
 
 
-def settle_rss(master: int, idle: float, seconds: float = 30.0) -> tuple[float, float]:
+def settle_rss(master: int, idle: float, seconds: float = 90.0) -> tuple[float, float]:
     """Wait (up to ``seconds``) for the workers' RSS sum to come back within 5 % (or 5 MB) of
-    ``idle``; returns (RSS sum now, seconds waited)."""
+    ``idle``; returns (RSS sum now, seconds waited). The upstream pool keeps its idle keep-alive
+    connections (one per stream that ran at once) for 60 s, so 90 s by default."""
     t0 = time.monotonic()
     while True:
         now = sum(memory.workers_rss(master))

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .procs import wait_port
+from .procs import wait_port, worker_pids
 from .tools import LITELLM_VENV
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -131,6 +131,12 @@ class Gateway:
         self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         wait_port(self.port, self.proc, "gateway")
+        # gateway.launch runs the transform checks in a short-lived child beside the workers: wait
+        # for it to be gone, so that only workers are measured.
+        deadline = time.monotonic() + 60
+        while self.server == "reuseport" and len(worker_pids(self.proc.pid)) > self.workers \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
         time.sleep(2)  # both workers up and their snapshots loaded
 
 
