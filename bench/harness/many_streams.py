@@ -202,8 +202,8 @@ def markdown(res: dict) -> str:
 
 
 def main() -> None:
-    """Standalone: ``python bench/harness/many_streams.py [--streams 1000]`` starts its own paced
-    server and gateway (two workers, the launcher ``make run`` uses) and prints the section."""
+    """Standalone: ``cd bench && python -m harness.many_streams [--streams 1000]`` starts its own
+    paced server and gateway (two workers, the launcher ``make run`` uses) and prints the section."""
     import argparse
     import json
     import os
@@ -218,6 +218,7 @@ def main() -> None:
     p.add_argument("--interval-ms", type=float, default=200.0)
     p.add_argument("--server", default="reuseport", choices=servers.SERVERS)
     p.add_argument("--workdir", default="/tmp/many-streams")
+    p.add_argument("--output", help="also write the Markdown section here (e.g. bench/STREAMS.md)")
     args = p.parse_args()
     os.chdir(servers.ROOT)
     raise_nofile()
@@ -237,7 +238,10 @@ def main() -> None:
         procs.stop(gw.proc)
         procs.stop(paced)
     print(json.dumps(res, indent=1))
-    print(markdown(res))
+    text = markdown(res) + f"\nLoad average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.\n"
+    print(text)
+    if args.output:
+        Path(args.output).write_text(f"# Many streams (`python -m harness.many_streams`, from bench/)\n\n{text}")
 
 
 if __name__ == "__main__":
