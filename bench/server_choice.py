@@ -112,7 +112,13 @@ def report(rows: dict[str, list[dict]], firsts: dict[str, list[float]], failed: 
                    f"{splits} | {first} | {sum(r['errors'] for r in runs)} |")
     for name, why in failed.items():
         out.append(f"| {name} | failed: {why} | | | | | |")
-    out += ["", f"Load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.", ""]
+    out += ["", f"Load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.", "",
+            "Why `make run` uses `reuseport` (`python -m gateway.launch`): it spreads connections like granian "
+            "does, where `uvicorn --workers` can split them 58 / 6 or 61 / 3 (bench/TAIL.md). Its CPU per "
+            "request is within the noise of granian's on this box. It also keeps `gateway.serving`'s guarded "
+            "protocol, with the request-head and body timeouts and the per-worker connection cap (issue 13). "
+            "granian has a header timeout but neither of the other two. granian would have to be clearly "
+            "cheaper per request to be worth losing those, and a new dependency.", ""]
     return "\n".join(out)
 
 
