@@ -60,12 +60,14 @@ run: migrate
 	@echo "  Mock upstream: http://$(HOST):$(MOCK_PORT)"
 	@echo ""
 	@rm -rf data/prometheus && mkdir -p data/prometheus
-	@# --no-access-log: the gateway logs its own line per /v1 request (logger gateway.access;
+	@# No access log (the launcher's default): the gateway logs its own line per /v1 request (logger gateway.access;
 	@# GATEWAY_LOG_FORMAT=json for JSON). PROMETHEUS_MULTIPROC_DIR: /metrics sums every worker.
 	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
-	GATEWAY_SECURE_COOKIES=$${GATEWAY_SECURE_COOKIES:-0} PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/uvicorn gateway.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) \
-		--loop uvloop --http gateway.serving:GuardedHttpToolsProtocol --timeout-keep-alive 5 \
-		--no-access-log --lifespan on --timeout-graceful-shutdown $(GRACE)
+	@# gateway.launch: uvicorn workers (uvloop, the guarded httptools protocol, keep-alive 5 s, lifespan
+	@# on, no access log), each on its own SO_REUSEPORT socket so the kernel spreads connections evenly
+	@# (issue 20; bench/SERVERS.md compares it with uvicorn --workers and granian).
+	GATEWAY_SECURE_COOKIES=$${GATEWAY_SECURE_COOKIES:-0} PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/python -m gateway.launch --host $(HOST) --port $(PORT) --workers $(WORKERS) \
+		--timeout-graceful-shutdown $(GRACE)
 
 # Two pytest-xdist workers (one per core); each has its own Redis databases (tests/conftest.py),
 # and the agent CLIs stay on one worker.

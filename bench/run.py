@@ -41,6 +41,7 @@ from harness import (  # noqa: E402
     agent_cases,
     cases_checks,
     cases_core,
+    cases_server,
     images,
     memory,
     nginx_mock,
@@ -58,7 +59,7 @@ from harness.report import write_report  # noqa: E402
 from harness.stats import Figure  # noqa: E402
 
 # The case families, in the order their cases run within each phase; add a module here to add cases.
-FAMILIES = (cases_core, agent_cases, cases_checks)
+FAMILIES = (cases_core, agent_cases, cases_checks, cases_server)
 
 
 class Bench:
@@ -67,8 +68,9 @@ class Bench:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.workdir = BENCH / "out" / stamp
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.ports = {name: procs.free_port() for name in ("nginx", "paced", "gateway", "litellm", "portkey", "redis")}
-        self.up = servers.Upstreams(self.ports["nginx"], self.ports["paced"])
+        self.ports = {name: procs.free_port() for name in ("nginx", "paced", "many", "gateway", "litellm", "portkey",
+                                                          "redis")}
+        self.up = servers.Upstreams(self.ports["nginx"], self.ports["paced"], self.ports["many"])
         self.gateway = servers.Gateway(self.workdir, self.ports["gateway"], workers=args.workers)
         self.litellm = None if args.skip_litellm else servers.LiteLLM(self.workdir, self.ports["litellm"],
                                                                        workers=args.workers)
@@ -78,6 +80,7 @@ class Bench:
         self.variant_env: dict[str, tuple[dict[str, str], bool]] = {}
         self.nginx: subprocess.Popen | None = None
         self.paced: subprocess.Popen | None = None
+        self.many: dict = {}  # cases_server: 1,000 concurrent paced streams (harness.many_streams)
         self.cases: list[Case] = []
         self.capture_cases: list[Case] = []
         self.check_cases: list[Case] = []
@@ -413,7 +416,8 @@ class Bench:
         raw.write_text(json.dumps({"meta": self.meta, "cases": [asdict(c) for c in self.all_cases()],
                                    "streams": [asdict(s) for s in self.streams], "memory": self.memory,
                                    "soak": self.soak, "profiles": self.profiles, "checks": self.checks,
-                                   "images": self.images, "figures": self.figures, "extra": self.extra},
+                                   "images": self.images, "figures": self.figures, "extra": self.extra,
+                                   "many_streams": self.many},
                                   default=str, indent=1))
         out = Path(self.args.output)
         write_report(out, self)
@@ -463,7 +467,8 @@ def load_results(path: Path) -> SimpleNamespace:
         check_cases=[c for c in cases if c.section == "check"],
         streams=[StreamCase(**s) for s in data["streams"]], memory=data["memory"], soak=data["soak"],
         profiles=data["profiles"], checks=data["checks"], images=data.get("images", {}),
-        figures={k: tuple(v) for k, v in data.get("figures", {}).items()}, extra=data.get("extra", {}))
+        figures={k: tuple(v) for k, v in data.get("figures", {}).items()}, extra=data.get("extra", {}),
+        many=data.get("many_streams", {}))
 
 
 def capture_sink_state() -> str:
@@ -483,7 +488,7 @@ def capture_sink_state() -> str:
 
 
 QUICK = {"seconds": 1.0, "runs": 3, "soak_seconds": 0.0, "stream_requests": 5, "image_seconds": 2.0,
-         "no_profile": True, "no_tail": True}
+         "no_profile": True, "no_tail": True, "many_streams": 100, "many_ramp": 2.0, "many_deltas": 20}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -495,6 +500,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stream-requests", type=int, default=25, help="timed streams per run")
     p.add_argument("--deltas", type=int, default=64)
     p.add_argument("--interval-ms", type=float, default=5.0)
+    p.add_argument("--many-streams", type=int, default=1000, help="concurrent paced streams (0 skips the phase)")
+    p.add_argument("--many-ramp", type=float, default=10.0, help="seconds over which those streams start")
+    p.add_argument("--many-deltas", type=int, default=100)
+    p.add_argument("--many-interval-ms", type=float, default=200.0)
     p.add_argument("--soak-seconds", type=float, default=600, help="soak duration; 0 skips it")
     p.add_argument("--soak-connections", type=int, default=16)
     p.add_argument("--image-seconds", type=float, default=8, help="length of each image-case phase (issue 16)")

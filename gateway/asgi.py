@@ -12,7 +12,10 @@ django.setup()
 
 from transforms.checks import log_problems  # noqa: E402
 
-log_problems()  # broken transforms and plug-ins are logged at start-up; the server still starts
+# Broken transforms and plug-ins are logged at start-up; the server still starts. Under
+# ``gateway.launch`` they run once, beside the workers (GATEWAY_SKIP_START_CHECKS).
+if not os.environ.get("GATEWAY_SKIP_START_CHECKS"):
+    log_problems()
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 

@@ -66,8 +66,11 @@ ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,l
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 PORT = int(os.environ.get("PORT", "8000"))
 
+# Daphne (Channels' server, on Twisted) only serves ``manage.py runserver`` in development; the
+# production servers do not need it, and importing it (its app module installs Twisted's reactor)
+# cost every worker ~27 MB of RSS (issue 20: idle RSS). It must come first when it is there.
 INSTALLED_APPS = [
-    "daphne",  # first: its runserver serves the ASGI application in development
+    *(["daphne"] if "runserver" in sys.argv[1:2] else []),
     "gateway.admin_site.MonogateAdminConfig",  # django.contrib.admin with our site
     "django.contrib.auth",
     "django.contrib.contenttypes",

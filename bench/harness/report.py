@@ -176,6 +176,10 @@ class Report(Tables):
         self.stream_table()
         self.checks_table()
         self.images_section()
+        if getattr(self.b, "many", None):
+            from .many_streams import markdown
+
+            self.w(markdown(self.b.many))
         self.capture_table()
         self.memory_table()
         self.soak_section()

@@ -74,6 +74,7 @@ CACHE_MISS_RULES = [{"transform": name, "phase": "request", "models": ["no-such-
 class Upstreams:
     nginx_port: int
     paced_port: int
+    many_port: int = 0  # the long paced streams of harness.many_streams (provider bench-stream-many)
 
 
 def _provider(name: str, protocol: str, base_url: str, transforms: list | None = None, **extra: object) -> dict:
@@ -96,6 +97,8 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
             _provider("bench-chain-cache", "chat_completion", nginx, FIVE_RULES + CACHE_MISS_RULES),
             _provider("bench-affinity-off", "chat_completion", nginx, affinity_mode="off"),
             _provider("bench-affinity-sticky", "chat_completion", nginx, affinity_mode="sticky"),
+            *([_provider("bench-stream-many", "chat_completion", f"http://127.0.0.1:{up.many_port}/v1")]
+              if up.many_port else []),
         ],
         "global_transforms": [],
         "api_keys": [
@@ -109,10 +112,19 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
     }
 
 
+SERVERS = ("reuseport", "uvicorn", "granian")
+
+
 class Gateway:
+    """``server``: ``reuseport`` (``gateway.launch``: uvicorn workers, one SO_REUSEPORT socket
+    each; what ``make run`` uses), ``uvicorn`` (``uvicorn --workers``, one shared socket) or
+    ``granian`` (its ASGI interface; only where ``bench/server_choice.py`` installed it).
+    ``name``/``env``: a variant of the gateway (its own data directory and environment)."""
+
     def __init__(self, workdir: Path, port: int, workers: int = 2, app: str = "gateway.asgi:application",
-                 name: str = "gateway-data", env: dict[str, str] | None = None) -> None:
+                 name: str = "gateway-data", env: dict[str, str] | None = None, server: str = "reuseport") -> None:
         self.app = app
+        self.server = server
         self.workdir = workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port
@@ -143,6 +155,14 @@ class Gateway:
         self.configure(up, capture=False)
 
     def command(self) -> list[str]:
+        if self.server == "reuseport":
+            return [sys.executable, "-m", "gateway.launch", "--app", self.app, "--host", "127.0.0.1",
+                    "--port", str(self.port), "--workers", str(self.workers), "--http", "httptools",
+                    "--log-level", "warning"]
+        if self.server == "granian":
+            return [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "1",
+                    "--no-ws", "--log-level", "warning", "--no-access-log", self.app]
         return [str(Path(sys.executable).parent / "uvicorn"), self.app, "--host", "127.0.0.1",
                 "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "httptools",
                 "--no-access-log", "--lifespan", "on", "--log-level", "warning"]
@@ -152,6 +172,12 @@ class Gateway:
         self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         wait_port(self.port, self.proc, "gateway")
+        # gateway.launch runs the transform checks in a short-lived child beside the workers: wait
+        # for it to be gone, so that only workers are measured.
+        deadline = time.monotonic() + 60
+        while self.server == "reuseport" and len(worker_pids(self.proc.pid)) > self.workers \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
         time.sleep(2)  # both workers up and their snapshots loaded
 
 

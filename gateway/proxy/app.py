@@ -380,7 +380,7 @@ class ProxyApp:
             # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
             # rfind, not ``in``: agents write "stream" last, after a megabyte of history, and a
             # forward search for a needle ending in '"' crawls through JSON (0.4 ms per MB).
-            await self._serve_watched(ex, snapshot, key, raw_body, receive)
+            await self._serve_whole(ex, snapshot, key, raw_body, receive, delay=0.0)
         else:
             await self._serve_whole(ex, snapshot, key, raw_body, receive)
 
@@ -405,11 +405,14 @@ class ProxyApp:
             raise ClientError(503, "server_busy", "too many large requests in progress; retry shortly",
                               error_type="server_error") from None
 
-    async def _serve_whole(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
-        """A non-stream request, served in this task. Most answer within a second, so they pay
-        only a timer: a disconnect watcher starts after ``watch_delay`` seconds and, when the
+    async def _serve_whole(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive,
+                           delay: float | None = None) -> None:
+        """A request served in this task. A non-stream one mostly answers within a second, so it
+        pays only a timer: a disconnect watcher starts after ``watch_delay`` seconds and, when the
         client has gone, cancels this task (and with it the upstream call), recorded as
-        ``client_gone``."""
+        ``client_gone``. A possibly streaming one (``delay=0``) is watched from the start; it is
+        still served in this task, not a new one, which saves a task switch before the upstream
+        call (time to first byte)."""
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         watcher: list[asyncio.Task] = []
@@ -417,7 +420,11 @@ class ProxyApp:
         def start_watch() -> None:
             watcher.append(loop.create_task(self._watch(task, receive, ex)))
 
-        timer = loop.call_later(self.watch_delay, start_watch)
+        if delay is not None and delay <= 0:
+            start_watch()
+            timer = None
+        else:
+            timer = loop.call_later(self.watch_delay if delay is None else delay, start_watch)
         try:
             await serve(self.runtime, ex, snapshot, key, raw_body)
         except asyncio.CancelledError:
@@ -426,7 +433,8 @@ class ProxyApp:
             task.uncancel()
             log.info("client disconnected; upstream request %s cancelled", ex.request_id)
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
             if watcher:
                 watcher[0].cancel()
 
@@ -447,23 +455,6 @@ class ProxyApp:
         body = {"status": "ready" if ready else "not_ready", "reason": reason,
                 "config_version": snap.version if snap is not None else None}
         await ex.send_json(200 if ready else 503, body)
-
-    async def _serve_watched(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive) -> None:
-        loop = asyncio.get_running_loop()
-        work = loop.create_task(serve(self.runtime, ex, snapshot, key, raw_body))
-        watch = loop.create_task(wait_disconnect(receive))
-        try:
-            await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not work.done() and not ex.finished:
-                ex.client_gone = True
-                work.cancel()  # the client left: closes the upstream response and its connection
-                log.info("client disconnected; upstream request %s cancelled", ex.request_id)
-            watch.cancel()
-            try:
-                await work
-            except asyncio.CancelledError:
-                pass
 
     async def _other(self, scope, ex: Exchange, snapshot: Snapshot, headers, path: str) -> None:
         if path != MODELS_PATH and not path.startswith(MODELS_PATH + "/"):

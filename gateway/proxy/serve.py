@@ -131,11 +131,23 @@ async def _serve_stream(call: Call) -> None:
     ex = call.ex
     ex.start_stream()
     ex.encoder = call.new_encoder(None)  # keep-alives and pre-stream errors until an attempt commits
-    keepalive = asyncio.get_running_loop().create_task(keepalive_loop(ex, call.rt.keepalive_seconds))
+    # The keep-alive task starts only when a keep-alive is first due: a stream whose first event
+    # comes sooner (nearly all) pays a timer, not a task start before its upstream call.
+    loop = asyncio.get_running_loop()
+    interval = call.rt.keepalive_seconds
+    keepalive: list[asyncio.Task] = []
+
+    def start_keepalive() -> None:
+        if not ex.finished:
+            keepalive.append(loop.create_task(keepalive_loop(ex, interval)))
+
+    timer = loop.call_later(interval, start_keepalive)
     try:
         await route(call, stream_one)
     finally:
-        keepalive.cancel()
+        timer.cancel()
+        if keepalive:
+            keepalive[0].cancel()
 
 
 async def stream_error(ex: Exchange, err: ClientError) -> None:

@@ -34,6 +34,11 @@ from .whole import decode_whole, emit_whole, read_bounded, synth_one
 
 log = logging.getLogger("gateway.proxy")
 
+# After a stream's terminal event: how long and how much of the rest of the upstream body is read
+# so that its connection can be reused (``StreamPump._drain``); past either, it is closed.
+DRAIN_SECONDS = 0.25
+DRAIN_BYTES = 65536
+
 
 async def stream_one(call: Call, att: Attempt) -> None:
     """One attempt for a streaming client."""
@@ -173,7 +178,25 @@ class StreamPump:
             if stop or self.decoder.finished or chunk is None or self.failed:
                 break
         await self._finish()
+        if not self.eof and not stop and not self.failed and self.decoder.finished:
+            await self._drain()
         return self.eof
+
+    async def _drain(self) -> None:
+        """The stream's terminal event arrived, and the client has its answer, but the HTTP body
+        may not be over: a chunked body's terminator (or a trailing ``[DONE]``) follows the last
+        event, often in the next packet. Read it, within a short bound, so the connection goes
+        back to the pool: closing it instead cost the next stream a TCP connect and aiohttp's
+        connection set-up (measured: ~0.5 ms of the added time to first byte)."""
+        left = DRAIN_BYTES
+        try:
+            async with asyncio.timeout(DRAIN_SECONDS):
+                while left >= 0:
+                    left -= len(await self.chunks.__anext__())
+        except StopAsyncIteration:
+            self.eof = True
+        except (TimeoutError, *TRANSPORT_ERRORS):
+            pass
 
     async def _next_chunk(self) -> tuple[bytes | None, ev.StreamError | None]:
         """The next upstream chunk (None at the end), or the error event for a broken upstream."""

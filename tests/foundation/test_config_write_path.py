@@ -92,6 +92,7 @@ def test_no_environment_reads_outside_settings():
     (gateway/proxy and gateway/protocols are being restructured elsewhere; they read settings.GATEWAY.)"""
     allowed = {"gateway/settings.py", "manage.py", "gateway/asgi.py", "gateway/wsgi.py", "gateway/celery.py",
                "gateway/management/commands/ensureadmin.py",
+               "gateway/launch.py",  # an entry point like asgi.py: sets its worker processes' environment
                "gateway/configenv.py",  # ${NAME} references in the operator's config file
                "gateway/observe/metrics.py"}  # PROMETHEUS_MULTIPROC_DIR: prometheus_client's own variable
     offenders = []
