@@ -27,6 +27,7 @@ import orjson
 
 from captures.bounds import Budget, cut_utf8
 from captures.images import ImageBounder
+from captures.materialize import materialize
 from captures.record import AttemptRecord, CaptureRecord
 from captures.redact import mask_secrets
 
@@ -128,6 +129,7 @@ def is_error(record: CaptureRecord) -> bool:
 
 def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     """The dump's JSON bytes (within the byte budget) and the row metadata."""
+    materialize(record)
     budget = record.budget or Budget()
     limit = budget.limits.max_bytes
     head = _head(record)
