@@ -130,8 +130,9 @@ class Writer(HandOff):
         self._save_rows(rows)
 
     def _save_rows(self, rows: list[tuple[dict[str, Any], bytes]]) -> None:
-        """Insert rows in one transaction (one commit, not one per capture: the commit is most
-        of an insert's cost), then the size budget at most once a second."""
+        """Insert rows in one transaction with one multi-row INSERT (one commit and one statement,
+        not one per capture: those were most of an insert's cost), then the size budget at most
+        once a second."""
         from django.db import close_old_connections, connection, transaction
 
         from captures import retention, store
@@ -139,8 +140,7 @@ class Writer(HandOff):
         close_old_connections()
         try:
             with transaction.atomic():
-                for meta, blob in rows:
-                    store.save(meta, blob)
+                store.save_many(rows)
         except Exception:
             connection.close()
             raise
