@@ -29,8 +29,13 @@ log = logging.getLogger("gateway.proxy.capture")
 
 
 def capture_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> CaptureRecorder | None:
-    """A recorder when the global switch and the key's mode want this request captured."""
+    """A recorder when the global switch and the key's mode want this request captured, and
+    the writer has room for it (a key capturing only abnormal requests is still recorded: whether
+    it will be submitted is known only at the end)."""
     if not (snapshot.settings.capture_enabled and key.capture_mode in ("all", "abnormal")):
+        return None
+    if key.capture_mode == "all" and sink.writer.full():
+        sink.writer.shed(ex.request_id)  # overload: the writer is behind; shed before recording anything
         return None
     record = CaptureRecord(request_id=ex.request_id, created_at=time.time(), api_key_id=key.id,
                            api_key_name=key.name, client_protocol=ex.protocol, stream=False, logical_model="",

@@ -16,7 +16,12 @@ thread then, per batch:
 What can still be lost is bounded and counted: a SIGKILL loses at most the queue
 (``CAPTURE_QUEUE_MAX`` records) plus the batch in flight (``BATCH_MAX``).
 
-Knobs (``gateway_settings``): ``CAPTURE_QUEUE_MAX`` (1000 records), ``CAPTURE_SPOOL_MAX_MB``
+Under overload the writer sheds (issue 20): while the worker's event loop is busy the writer thread
+keeps to ``CAPTURE_WRITER_SHARE`` of a core (``HandOff.busy_share``), the queue fills, and
+``capture_recorder`` then records nothing for a new request (it is counted as dropped), so a
+shed capture costs the request path one length check. One log line a second says how many.
+
+Knobs (``gateway_settings``): ``CAPTURE_QUEUE_MAX`` (1000 records), ``CAPTURE_WRITER_SHARE`` (0.1), ``CAPTURE_SPOOL_MAX_MB``
 (256), ``CAPTURE_RETRY_SECONDS`` (2), ``CAPTURE_BROKER_TIMEOUT`` (1),
 ``CAPTURE_BROKER_COOLDOWN_SECONDS`` (5), ``CAPTURE_DEAD_LETTER_AFTER`` (6),
 ``CAPTURE_FLUSH_SECONDS`` (10, the shutdown drain).
@@ -86,6 +91,7 @@ class Writer(HandOff):
     queue_max = QUEUE_MAX
     spool_max_bytes = SPOOL_MAX_BYTES
     retry_seconds = RETRY_SECONDS
+    busy_share = min(1.0, max(0.01, float(gateway_settings.CAPTURE_WRITER_SHARE)))
     stats = STATS
     log = log
 

@@ -101,6 +101,12 @@ class HandOff:
     # Seconds of idleness before the database connection is given back (0: after every batch
     # that empties the queue; opening a connection again costs more than a small insert).
     idle_release_seconds = 0.0
+    # While the process is busy, the share of a core the writer thread may take (1.0: no limit).
+    # The writer shares the GIL with the event loop: a batch that ran much longer than its own
+    # CPU time waited for the loop, so the thread then sleeps long enough to keep to this share
+    # and the loop keeps the rest; what the writer cannot keep up with is shed and counted.
+    busy_share = 1.0
+    drop_log_seconds = 1.0  # at most one "dropped: writer queue full" line per this many seconds
     # submitted, persisted, published, spooled, retried, dropped, dead_lettered, outages,
     # spooled_at_shutdown, lost_in_flight
     stats: Counter[str] = Counter()
@@ -121,6 +127,8 @@ class HandOff:
         self.in_flight = 0  # records of the batch being handled
         self._failures: dict[str, tuple[int, float]] = {}  # spool file -> (failures, next try)
         self._seq = 0
+        self._drops_unlogged = 0  # queue-full drops since the last log line
+        self._drop_logged_at = -1e9
 
     # -- to implement -------------------------------------------------------------------------
     def prepare(self, record: Any) -> Any:
@@ -158,13 +166,25 @@ class HandOff:
             self.queue.put_nowait(record)
             self.stats["submitted"] += 1
         except queue.Full:
-            self.stats["dropped"] += 1
+            self.shed(self.record_id(record))
+
+    def full(self) -> bool:
+        """Whether a record submitted now would be dropped (a lock-free look at the queue)."""
+        return len(self.queue.queue) >= self.queue_max
+
+    def shed(self, record_id: str = "") -> None:
+        """Count a record dropped because the writer is behind (the queue is full). Under
+        overload that is every request, so the log line is one per ``drop_log_seconds`` with
+        the number dropped since the previous line, not one per record."""
+        self.stats["dropped"] += 1
+        self._drops_unlogged += 1
+        now = time.monotonic()
+        if now - self._drop_logged_at >= self.drop_log_seconds:
             self.log.warning(
-                "%s dropped: writer queue full (%d records); request_id=%s",
-                self.label,
-                self.queue_max,
-                self.record_id(record),
-            )
+                "%s dropped: writer queue full (%d records); %d dropped since the last such line; request_id=%s",
+                self.label, self.queue_max, self._drops_unlogged, record_id)
+            self._drops_unlogged = 0
+            self._drop_logged_at = now
 
     def start(self) -> None:
         """At worker start: take back what dead processes left in the spool (claims, temp
@@ -218,11 +238,13 @@ class HandOff:
             if batch:
                 self.busy = True
                 self.in_flight = len(batch)
+                wall, cpu = time.perf_counter(), time.thread_time()
                 try:
                     self._handle(batch)
                 except Exception:  # the thread must survive anything
                     self.log.exception("%s writer failed on a batch", self.label)
                 finally:
+                    self._yield(time.perf_counter() - wall, time.thread_time() - cpu)
                     self.in_flight = 0
                     holding_db = True
                     if self.idle_release_seconds <= 0 and self.queue.empty():
@@ -242,6 +264,14 @@ class HandOff:
                     holding_db = False
                     self.busy = False
                 next_retry = time.monotonic() + self.retry_seconds
+
+    def _yield(self, wall: float, cpu: float) -> None:
+        """Keep to ``busy_share`` of a core when the batch had to wait for the GIL or a CPU (it
+        took more than 1.25x its own CPU time): the event loop or the machine is busy. An idle
+        process (or one whose waits are short) lets the writer run flat out."""
+        if self.busy_share >= 1.0 or self.closing or cpu <= 0.0 or wall < 1.25 * cpu:
+            return
+        time.sleep(min(cpu * (1.0 / self.busy_share - 1.0), 1.0))
 
     @staticmethod
     def _release_db() -> None:
@@ -535,6 +565,10 @@ class HandOff:
         persisted or spooled, never dropped silently. A batch the writer thread is still stuck on
         is counted as ``lost_in_flight`` (logged). Returns what it found queued and what it spooled."""
         timeout = self.shutdown_seconds if timeout is None else timeout
+        if self._drops_unlogged:
+            self.log.warning("%s dropped: writer queue full (%d records); %d dropped since the last such line; "
+                             "at shutdown", self.label, self.queue_max, self._drops_unlogged)
+            self._drops_unlogged = 0
         done = {"queued": self.queue.unfinished_tasks, "spooled": 0}
         if self.flush(timeout * 0.8):
             return done
