@@ -16,8 +16,8 @@ thread then, per batch:
 What can still be lost is bounded and counted: a SIGKILL loses at most the queue
 (``CAPTURE_QUEUE_MAX`` records) plus the batch in flight (``BATCH_MAX``).
 
-Under overload the writer sheds (issue 20): while the worker's event loop is busy the writer thread
-keeps to ``CAPTURE_WRITER_SHARE`` of a core (``HandOff.busy_share``), the queue fills, and
+Under overload the writer sheds (issue 20): while the worker's event loop is busy and the writer
+behind, the writer thread keeps to ``CAPTURE_WRITER_SHARE`` of a core (``HandOff._yield``), the queue fills, and
 ``capture_recorder`` then records nothing for a new request (it is counted as dropped), so a
 shed capture costs the request path one length check. One log line a second says how many.
 
