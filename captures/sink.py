@@ -92,6 +92,10 @@ class Writer(HandOff):
     spool_max_bytes = SPOOL_MAX_BYTES
     retry_seconds = RETRY_SECONDS
     busy_share = min(1.0, max(0.01, float(gateway_settings.CAPTURE_WRITER_SHARE)))
+    # One transaction per burst, not per capture, and the connection kept while captures flow:
+    # at one connection the writer used to open a database connection for every capture.
+    linger_seconds = 0.05
+    idle_release_seconds = 1.0
     stats = STATS
     log = log
 
