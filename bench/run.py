@@ -438,7 +438,9 @@ def capture_counts(gateway_data: Path) -> dict[str, int]:
     log = gateway_data / "uvicorn.log"
     if log.exists():
         with log.open("rb") as f:
-            out["dropped"] = sum(1 for line in f if b"capture dropped" in line)
+            # One line a second, with the count since the previous line (older builds: one per capture).
+            out["dropped"] = sum(int(m.group(1)) if (m := re.search(rb"; (\d+) dropped since the last", line)) else 1
+                                 for line in f if b"capture dropped" in line)
     return out
 
 

@@ -32,6 +32,16 @@ _MAGIC = ((b"\x89PNG", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", 
 _RUN = re.compile(r"(data:(image/[A-Za-z0-9.+-]+);base64,)?([A-Za-z0-9+/]{" + str(PLACEHOLDER_MIN) + r",}={0,2})")
 
 
+_RUN_BYTES = re.compile(rb"[A-Za-z0-9+/]{" + str(PLACEHOLDER_MIN).encode() + rb",}")
+
+
+def may_hold_image(data: bytes) -> bool:
+    """Whether ``data`` (compact JSON as orjson writes it: base64 characters and ``data:image/``
+    appear in it as they are) may hold what :meth:`ImageBounder.bound` replaces or notes; False
+    means the walk can be skipped."""
+    return b"data:image/" in data or _RUN_BYTES.search(data) is not None
+
+
 def _sniff(b64: str) -> str | None:
     try:
         head = base64.b64decode(b64[:24])

@@ -13,6 +13,8 @@ captured logprobs useless.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any
 
 MASK = "***"
@@ -25,8 +27,24 @@ SECRET_KEYS = frozenset({
 })
 
 
+@lru_cache(maxsize=4096)  # the same few dozen keys come back in every body
 def _is_secret(key: str) -> bool:
     return key.lower().replace("_", "").replace("-", "") in SECRET_KEYS
+
+
+_KEY_AT = re.compile(b'"(?:' + b"|".join(sorted(k.encode() for k in SECRET_KEYS)) + b')":')
+
+
+def may_hold_secret(data: bytes) -> bool:
+    """Whether ``data`` (compact JSON as orjson writes it) may have a key :func:`mask_secrets`
+    masks; False means the walk would change nothing and can be skipped. A key is written as
+    ``"name":`` with its characters as they are (orjson escapes only quotes, backslashes and
+    control characters), so once case and ``-``/``_`` are folded away a secret key reads as one
+    of :data:`SECRET_KEYS` between quotes. Non-ASCII text is always walked (``str.lower`` folds
+    some non-ASCII letters to ASCII ones)."""
+    if not data.isascii():
+        return True
+    return _KEY_AT.search(data.lower().translate(None, b"_-")) is not None
 
 
 def mask_secrets(value: Any) -> Any:

@@ -16,7 +16,12 @@ thread then, per batch:
 What can still be lost is bounded and counted: a SIGKILL loses at most the queue
 (``CAPTURE_QUEUE_MAX`` records) plus the batch in flight (``BATCH_MAX``).
 
-Knobs (``gateway_settings``): ``CAPTURE_QUEUE_MAX`` (1000 records), ``CAPTURE_SPOOL_MAX_MB``
+Under overload the writer sheds (issue 20): while the worker's event loop is busy and the writer
+behind, the writer thread keeps to ``CAPTURE_WRITER_SHARE`` of a core (``HandOff._yield``), the queue fills, and
+``capture_recorder`` then records nothing for a new request (it is counted as dropped), so a
+shed capture costs the request path one length check. One log line a second says how many.
+
+Knobs (``gateway_settings``): ``CAPTURE_QUEUE_MAX`` (1000 records), ``CAPTURE_WRITER_SHARE`` (0.1), ``CAPTURE_SPOOL_MAX_MB``
 (256), ``CAPTURE_RETRY_SECONDS`` (2), ``CAPTURE_BROKER_TIMEOUT`` (1),
 ``CAPTURE_BROKER_COOLDOWN_SECONDS`` (5), ``CAPTURE_DEAD_LETTER_AFTER`` (6),
 ``CAPTURE_FLUSH_SECONDS`` (10, the shutdown drain).
@@ -86,6 +91,11 @@ class Writer(HandOff):
     queue_max = QUEUE_MAX
     spool_max_bytes = SPOOL_MAX_BYTES
     retry_seconds = RETRY_SECONDS
+    busy_share = min(1.0, max(0.01, float(gateway_settings.CAPTURE_WRITER_SHARE)))
+    # One transaction per burst, not per capture, and the connection kept while captures flow:
+    # at one connection the writer used to open a database connection for every capture.
+    linger_seconds = 0.05
+    idle_release_seconds = 1.0
     stats = STATS
     log = log
 
@@ -130,8 +140,9 @@ class Writer(HandOff):
         self._save_rows(rows)
 
     def _save_rows(self, rows: list[tuple[dict[str, Any], bytes]]) -> None:
-        """Insert rows in one transaction (one commit, not one per capture: the commit is most
-        of an insert's cost), then the size budget at most once a second."""
+        """Insert rows in one transaction with one multi-row INSERT (one commit and one statement,
+        not one per capture: those were most of an insert's cost), then the size budget at most
+        once a second."""
         from django.db import close_old_connections, connection, transaction
 
         from captures import retention, store
@@ -139,8 +150,7 @@ class Writer(HandOff):
         close_old_connections()
         try:
             with transaction.atomic():
-                for meta, blob in rows:
-                    store.save(meta, blob)
+                store.save_many(rows)
         except Exception:
             connection.close()
             raise

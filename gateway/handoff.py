@@ -101,6 +101,8 @@ class HandOff:
     # Seconds of idleness before the database connection is given back (0: after every batch
     # that empties the queue; opening a connection again costs more than a small insert).
     idle_release_seconds = 0.0
+    busy_share = 1.0  # share of a core the writer may take while the loop is busy (``_yield``)
+    drop_log_seconds = 1.0  # at most one "dropped: writer queue full" line per this many seconds
     # submitted, persisted, published, spooled, retried, dropped, dead_lettered, outages,
     # spooled_at_shutdown, lost_in_flight
     stats: Counter[str] = Counter()
@@ -121,6 +123,9 @@ class HandOff:
         self.in_flight = 0  # records of the batch being handled
         self._failures: dict[str, tuple[int, float]] = {}  # spool file -> (failures, next try)
         self._seq = 0
+        self._drops_unlogged = 0  # queue-full drops since the last log line
+        self._prep_times = (0.0, 0.0)  # wall and CPU seconds the last batch's prepare step took
+        self._drop_logged_at = -1e9
 
     # -- to implement -------------------------------------------------------------------------
     def prepare(self, record: Any) -> Any:
@@ -158,13 +163,26 @@ class HandOff:
             self.queue.put_nowait(record)
             self.stats["submitted"] += 1
         except queue.Full:
-            self.stats["dropped"] += 1
-            self.log.warning(
-                "%s dropped: writer queue full (%d records); request_id=%s",
-                self.label,
-                self.queue_max,
-                self.record_id(record),
-            )
+            self.shed(self.record_id(record))
+
+    def full(self) -> bool:
+        """Whether a record submitted now would be dropped (a lock-free look at the queue)."""
+        return len(self.queue.queue) >= self.queue_max
+
+    def shed(self, record_id: str = "") -> None:
+        """Count a record dropped because the writer is behind (the queue is full): under overload
+        that is most requests, so one log line per ``drop_log_seconds`` says how many."""
+        self.stats["dropped"] += 1
+        self._drops_unlogged += 1
+        now = time.monotonic()
+        if now - self._drop_logged_at >= self.drop_log_seconds:
+            self._log_drops(f"request_id={record_id}")
+            self._drop_logged_at = now
+
+    def _log_drops(self, tail: str) -> None:
+        self.log.warning("%s dropped: writer queue full (%d records); %d dropped since the last such line; %s",
+                         self.label, self.queue_max, self._drops_unlogged, tail)
+        self._drops_unlogged = 0
 
     def start(self) -> None:
         """At worker start: take back what dead processes left in the spool (claims, temp
@@ -218,11 +236,13 @@ class HandOff:
             if batch:
                 self.busy = True
                 self.in_flight = len(batch)
+                cpu = time.thread_time()
                 try:
                     self._handle(batch)
                 except Exception:  # the thread must survive anything
                     self.log.exception("%s writer failed on a batch", self.label)
                 finally:
+                    self._yield(time.thread_time() - cpu)
                     self.in_flight = 0
                     holding_db = True
                     if self.idle_release_seconds <= 0 and self.queue.empty():
@@ -242,6 +262,19 @@ class HandOff:
                     holding_db = False
                     self.busy = False
                 next_retry = time.monotonic() + self.retry_seconds
+
+    def _yield(self, cpu: float) -> None:
+        """Keep to ``busy_share`` of a core while the event loop is busy and the writer behind.
+        Busy: the batch's prepare step (pure CPU, no I/O) took 1.25x its own CPU time or more, so
+        the thread waited for the GIL (or a core). Behind: records queued up meanwhile. Then
+        the thread sleeps for ``cpu * (1 / share - 1)`` and the loop keeps the rest; the queue
+        fills and new captures are shed (counted) instead of slowing every request. A writer
+        that keeps up, or a process whose loop is idle, is never slowed."""
+        wall_prep, cpu_prep = self._prep_times
+        if (self.busy_share >= 1.0 or self.closing or cpu <= 0.0 or wall_prep < 1.25 * cpu_prep
+                or not self.queue.qsize()):
+            return
+        time.sleep(min(cpu * (1.0 / self.busy_share - 1.0), 1.0))
 
     @staticmethod
     def _release_db() -> None:
@@ -269,7 +302,9 @@ class HandOff:
         return built
 
     def _handle(self, records: list[Any]) -> None:
+        wall, cpu = time.perf_counter(), time.thread_time()
         built = self._build(records)
+        self._prep_times = (time.perf_counter() - wall, time.thread_time() - cpu)
         if not built:
             return
         if self.closing or self.paused():
@@ -535,6 +570,8 @@ class HandOff:
         persisted or spooled, never dropped silently. A batch the writer thread is still stuck on
         is counted as ``lost_in_flight`` (logged). Returns what it found queued and what it spooled."""
         timeout = self.shutdown_seconds if timeout is None else timeout
+        if self._drops_unlogged:
+            self._log_drops("at shutdown")
         done = {"queued": self.queue.unfinished_tasks, "spooled": 0}
         if self.flush(timeout * 0.8):
             return done

@@ -256,6 +256,8 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
                               "what is left is spooled to disk."),
     # Capture writer (captures.sink) and capture bounds (captures.bounds).
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
+    "CAPTURE_WRITER_SHARE": (float, 0.1, "While its worker is busy, the share of a core the capture writer thread "
+                             "may take (the rest of the captures are shed and counted); 1 removes the limit."),
     "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),
     "CAPTURE_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed capture write."),
     "CAPTURE_BROKER_TIMEOUT": (float, 1.0, "Connect and send timeout of a capture publish to the broker, in seconds."),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from captures import recorder as capture_recorder_module
+from captures.materialize import materialize
 from captures.recorder import capture_recorder
 from captures.steps import chips
 from gateway.crypto import hash_api_key
@@ -34,8 +35,9 @@ async def upstream():
 
 @pytest.fixture
 def submitted(monkeypatch):
+    """What the writer gets, made JSON-able as the writer does before building the dump."""
     out = []
-    monkeypatch.setattr(capture_recorder_module.sink, "submit", out.append)
+    monkeypatch.setattr(capture_recorder_module.sink, "submit", lambda rec: out.append(materialize(rec)))
     return out
 
 

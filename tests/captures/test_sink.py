@@ -106,13 +106,13 @@ def test_a_dead_process_claim_is_taken_back(spool):
 def test_waiting_captures_are_written_together_and_one_bad_row_costs_only_itself(spool, monkeypatch):
     from captures import store
 
-    real_save = store.save
+    real_save = store.save_many
     transactions = []
 
-    def save(meta, blob):
-        if meta["request_id"] == "batch-bad":
+    def save(rows):
+        if any(meta["request_id"] == "batch-bad" for meta, _ in rows):
             raise ValueError("this row cannot be written")
-        return real_save(meta, blob)
+        return real_save(rows)
 
     real_rows = sink.Writer._save_rows
 
@@ -120,7 +120,7 @@ def test_waiting_captures_are_written_together_and_one_bad_row_costs_only_itself
         transactions.append([meta["request_id"] for meta, _ in rows])
         return real_rows(self, rows)
 
-    monkeypatch.setattr(store, "save", save)
+    monkeypatch.setattr(store, "save_many", save)
     monkeypatch.setattr(sink.Writer, "_save_rows", save_rows)
     writer = sink.Writer()
     writer._handle([record("batch-1"), record("batch-2")])

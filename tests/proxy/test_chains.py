@@ -187,10 +187,11 @@ async def test_rule_rejection_is_400_naming_the_field(app, upstream):
 
 async def test_capture_records_attempts_and_chain(app, upstream, monkeypatch):
     from captures import recorder as capture_mod
+    from captures.materialize import materialize
     from gateway.proxy.snapshot import SettingsSnap
 
     got = []
-    monkeypatch.setattr(capture_mod.sink, "submit", got.append)
+    monkeypatch.setattr(capture_mod.sink, "submit", lambda rec: got.append(materialize(rec)))
     k = key(capture_mode="all", chain=(rule("api_key", "K"),))
     app.holder.set(snapshot(
         [provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"})]),
@@ -211,10 +212,11 @@ async def test_capture_records_attempts_and_chain(app, upstream, monkeypatch):
 
 async def test_capture_abnormal_only_submits_abnormal(app, upstream, monkeypatch):
     from captures import recorder as capture_mod
+    from captures.materialize import materialize
     from gateway.proxy.snapshot import SettingsSnap
 
     got = []
-    monkeypatch.setattr(capture_mod.sink, "submit", got.append)
+    monkeypatch.setattr(capture_mod.sink, "submit", lambda rec: got.append(materialize(rec)))
     app.holder.set(snapshot(
         [provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"m": "m"})])],
         keys={hash_api_key(SECRET): key(capture_mode="abnormal")}, settings=SettingsSnap(capture_enabled=True)))
