@@ -66,6 +66,44 @@ class UpstreamClient:
         """An ``async with`` context manager yielding the aiohttp response."""
         # raises AddressRefused (an OSError) when a guard refuses an IP literal host
         check_channel_url(url, force=self.ssrf_guard)
-        return self.session.post(
-            url, data=body, headers=headers, allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read))
+        timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
+        return _ResendOnce(lambda: self.session.post(url, data=body, headers=headers, allow_redirects=False,
+                                                     timeout=timeout))
+
+
+def _unsent(exc: BaseException) -> bool:
+    """The request could not be written: the pooled keep-alive connection had been closed by
+    the upstream (its idle timeout) as it was reused. The upstream never got the whole request,
+    so sending it again on a fresh connection cannot double an LLM call."""
+    return isinstance(exc, aiohttp.ClientOSError) and "Can not write request body" in str(exc)
+
+
+class _ResendOnce:
+    """``session.post(...)`` (awaitable and ``async with``), sent once more when the first send
+    failed to write the request (``_unsent``). Seen under connection churn: about 1 request in
+    2,000 answered 502 when the upstream closed an idle pooled connection at that instant."""
+
+    __slots__ = ("_make", "_resp")
+
+    def __init__(self, make) -> None:
+        self._make = make
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def _send(self) -> aiohttp.ClientResponse:
+        try:
+            return await self._make()
+        except aiohttp.ClientOSError as exc:
+            if not _unsent(exc):
+                raise
+        return await self._make()
+
+    def __await__(self):
+        return self._send().__await__()
+
+    async def __aenter__(self) -> aiohttp.ClientResponse:
+        self._resp = await self._send()
+        return await self._resp.__aenter__()
+
+    async def __aexit__(self, *exc_info) -> None:
+        if self._resp is not None:
+            await self._resp.__aexit__(*exc_info)

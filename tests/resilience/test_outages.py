@@ -125,6 +125,7 @@ def _limits_in_redis_again(topo, t_up: float) -> float:
 def test_redis_down_for_30_seconds_under_load(topo, mock_upstream):
     """Redis (broker, limit counters, breaker mirror, config version, affinity) stops for 30 s."""
     prefix = f"redis30-{secrets.token_hex(3)}-"
+    restarts = topo.celery.restarts
     with Load(topo.lb.url, prefix) as load:
         time.sleep(1.0)
         topo.redis.stop()
@@ -155,6 +156,7 @@ def test_redis_down_for_30_seconds_under_load(topo, mock_upstream):
         "breaker during the outage: their statuses": dict(fragile),
         "breaker during the outage: calls to the failing channel (per-worker breakers, 3 failures each)": fragile_calls,
         "limits counted in Redis again after its return (s)": limits_back,
+        "Celery worker restarted by its supervisor (kombu crash on the lost connection)": topo.celery.restarts - restarts,
     }
     assert not load.failed(), load.failed()[:10]  # no client error caused by Redis
     assert rows["captures missing"] == 0 and rows["duplicate captures"] == 0, rows
@@ -222,6 +224,7 @@ def test_postgres_down_for_30_seconds_under_load(topo):
         pytest.skip("needs the topology's own PostgreSQL cluster (initdb/pg_ctl were not usable)")
     admin = _admin_session(topo)
     prefix = f"pg30-{secrets.token_hex(3)}-"
+    restarts = topo.celery.restarts
     with Load(topo.lb.url, prefix) as load:
         time.sleep(1.0)
         topo.cluster.stop()
@@ -246,6 +249,7 @@ def test_postgres_down_for_30_seconds_under_load(topo):
         "what they said": sorted(seen["messages"]),
         "/readyz 200 on both again after the return (s)": back["readyz"],
         "admin answering again after the return (s)": back["admin"],
+        "Celery worker restarted by its supervisor": topo.celery.restarts - restarts,
     }
     admin.close()
     assert not load.failed(), load.failed()[:10]  # served from the snapshot throughout

@@ -201,6 +201,41 @@ class Process:
             self._log.close()
 
 
+class Supervised(Process):
+    """A process restarted when it exits on its own, as ``restart: unless-stopped`` does in
+    ``deploy/compose.yaml``: the Celery worker can die on a lost broker connection (kombu's
+    "Unrecoverable error: AttributeError(... 'hostname')" race while restoring unacknowledged
+    messages), and a deployment runs it under a process manager. ``restarts`` counts them."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str]) -> None:
+        super().__init__(name, cmd, env)
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._watch: threading.Thread | None = None
+
+    def start(self) -> Supervised:
+        super().start()
+        if self._watch is None:
+            self._stopping.clear()
+            self._watch = threading.Thread(target=self._supervise, name=f"supervise-{self.name}", daemon=True)
+            self._watch.start()
+        return self
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(0.5):
+            if self.proc is not None and self.proc.poll() is not None and not self._stopping.is_set():
+                self.restarts += 1
+                self._log.close()
+                super().start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watch is not None:
+            self._watch.join(5)
+            self._watch = None
+        super().stop()
+
+
 class Instance(Process):
     """One gateway instance: ``uvicorn gateway.asgi:application --workers 2`` on its own port."""
 
@@ -340,7 +375,7 @@ def base_env(db_url: str, redis_url: str, data_dir: Path, secret_key: str) -> di
     return env
 
 
-def celery_worker(env: dict[str, str]) -> Process:
+def celery_worker(env: dict[str, str]) -> Supervised:
     celery = str(Path(sys.executable).with_name("celery"))
     cmd = [
         celery,
@@ -359,4 +394,4 @@ def celery_worker(env: dict[str, str]) -> Process:
         "-n",
         f"topo-{os.getpid()}@%h",
     ]
-    return Process("celery", cmd, env)
+    return Supervised("celery", cmd, env)
