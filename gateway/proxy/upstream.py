@@ -8,6 +8,8 @@ created in lifespan startup, or lazily on first use when the server runs without
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
 
 import aiohttp
 
@@ -62,8 +64,8 @@ class UpstreamClient:
         self._session = None
 
     def post(self, url: str, body: bytes, headers: dict[str, str], *, total: float | None,
-             connect: float | None, sock_read: float | None):
-        """An ``async with`` context manager yielding the aiohttp response."""
+             connect: float | None, sock_read: float | None) -> _ResendOnce:
+        """The aiohttp response, awaited or as an ``async with`` context manager (``_ResendOnce``)."""
         # raises AddressRefused (an OSError) when a guard refuses an IP literal host
         check_channel_url(url, force=self.ssrf_guard)
         timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
@@ -85,7 +87,7 @@ class _ResendOnce:
 
     __slots__ = ("_make", "_resp")
 
-    def __init__(self, make) -> None:
+    def __init__(self, make: Callable[[], Awaitable[aiohttp.ClientResponse]]) -> None:
         self._make = make
         self._resp: aiohttp.ClientResponse | None = None
 
@@ -97,13 +99,13 @@ class _ResendOnce:
                 raise
         return await self._make()
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, aiohttp.ClientResponse]:
         return self._send().__await__()
 
     async def __aenter__(self) -> aiohttp.ClientResponse:
         self._resp = await self._send()
         return await self._resp.__aenter__()
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         if self._resp is not None:
             await self._resp.__aexit__(*exc_info)
