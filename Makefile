@@ -79,7 +79,7 @@ test-postgres: setup
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway_test} $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The scale-out topology (two instances x two workers behind a balancer, PostgreSQL, Redis, a
-# Celery worker) and its fault runs; bounded (< 3 min). Figures go to tests/resilience/RESULTS.md.
+# Celery worker) and its fault runs (30 s Redis and PostgreSQL outages, 2,000-connection churn); bounded (3-5 min). Figures go to tests/resilience/RESULTS.md.
 test-resilience: setup
 	GATEWAY_RESILIENCE=1 $(BIN)/python -m pytest -q -p no:randomly tests/resilience $(PYTEST_ARGS)
 

@@ -8,9 +8,12 @@ from typing import Any
 
 from celery import shared_task
 
+from gateway.broker import db_outage_retry, wait_out_db_outage
+
 log = logging.getLogger("captures")
 
-@shared_task(name="captures.tasks.persist_capture", ignore_result=True)
+@shared_task(name="captures.tasks.persist_capture", ignore_result=True, **db_outage_retry())
+@wait_out_db_outage
 def persist_capture(meta: dict[str, Any], blob_b64: str) -> int:
     """Insert one capture (``blob_b64``: base64 of the zlib-compressed dump), then keep the
     stored total within the size budget. Returns the new row's id."""

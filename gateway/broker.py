@@ -3,9 +3,14 @@ app's publishes fail fast instead of blocking the writer for seconds per attempt
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from gateway.conf import gateway_settings
+
+T = TypeVar("T")
 
 
 class DeliveryPaused(Exception):
@@ -47,3 +52,50 @@ def configure_fail_fast(app: Any, timeout: float | None = None) -> Any:
     app.conf.broker_transport_options = opts
     app.conf.broker_connection_timeout = t
     return app
+
+
+# Celery tasks that write to the database outlast its outages instead of dropping the payload.
+# First the task waits for the database in place (``wait_out_db_outage``: it tries again every
+# ``DB_WAIT_STEP`` seconds for up to ``DB_WAIT_MAX``), so a worker pauses on the first row of an
+# outage rather than cycling every queued task through failures, and the rows are written within
+# a fraction of a second of its return; the tasks behind it stay queued in the broker. A longer
+# outage falls to Celery's retry (the task is re-published with a countdown, at most
+# ``DB_RETRY_BACKOFF_MAX`` seconds, jittered); after ``DB_RETRY_MAX`` retries (hours) it fails
+# and Celery logs it.
+DB_WAIT_STEP = 0.25
+DB_WAIT_MAX = 10.0
+DB_RETRY_BACKOFF_MAX = 2
+DB_RETRY_MAX = 1800
+
+
+def db_outage_retry() -> dict[str, Any]:
+    """``shared_task`` options for a task that only writes rows: retry on a database outage."""
+    from django.db import InterfaceError, OperationalError
+
+    return {
+        "autoretry_for": (OperationalError, InterfaceError),
+        "retry_backoff": 1,
+        "retry_backoff_max": DB_RETRY_BACKOFF_MAX,
+        "retry_jitter": True,
+        "max_retries": DB_RETRY_MAX,
+    }
+
+
+def wait_out_db_outage(fn: Callable[..., T]) -> Callable[..., T]:
+    """Runs ``fn`` again while the database is unreachable, for up to ``DB_WAIT_MAX`` seconds
+    (closing the broken connections between tries), then lets the error through."""
+    from django.db import InterfaceError, OperationalError, connections
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> T:
+        deadline = time.monotonic() + DB_WAIT_MAX
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except (OperationalError, InterfaceError):
+                if time.monotonic() >= deadline:
+                    raise
+                connections.close_all()
+                time.sleep(DB_WAIT_STEP)
+
+    return run

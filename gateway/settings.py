@@ -101,6 +101,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so its process_exception sees a view's database error first: 503 and a clear message.
+    "gateway.dbdown.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "gateway.urls"
@@ -192,6 +194,10 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The worker reconnects to a returning broker within a second, however long it was away
+# (gateway/celery_consumer.py).
+CELERY_WORKER_CONSUMER = "gateway.celery_consumer:QuickReconnectConsumer"
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # Publishing from the gateway fails fast when the broker is unreachable or silent (issue 13: a
 # publish to a dead broker blocked ~6 s and the capture queue overflowed); the capture writer
 # spools instead. ``GATEWAY_CAPTURE_BROKER_TIMEOUT`` seconds for connect and for each send.

@@ -6,8 +6,11 @@ from typing import Any
 
 from celery import shared_task
 
+from gateway.broker import db_outage_retry, wait_out_db_outage
 
-@shared_task(name="requestlogs.tasks.persist_request_logs", ignore_result=True)
+
+@shared_task(name="requestlogs.tasks.persist_request_logs", ignore_result=True, **db_outage_retry())
+@wait_out_db_outage
 def persist_request_logs(rows: list[dict[str, Any]]) -> int:
     """Insert a batch of rows (idempotent by request id)."""
     from requestlogs import store

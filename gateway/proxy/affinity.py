@@ -229,8 +229,8 @@ class AffinityStore:
         async def guarded() -> None:
             try:
                 await coro
-            except Exception:
-                log.warning("could not share an affinity binding through Redis", exc_info=True)
+            except Exception as exc:  # Redis down: one line per binding, the local table holds
+                log.warning("could not share an affinity binding through Redis (%s: %s)", type(exc).__name__, exc)
 
         try:
             task = asyncio.get_running_loop().create_task(guarded())

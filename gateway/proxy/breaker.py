@@ -191,15 +191,15 @@ class RedisMirror:
                 await self.client.hset(self.OPEN_KEY, str(channel_id), str(until))
                 await self.client.delete(key)
                 board.force_open(channel_id, until)
-        except Exception:
-            log.warning("could not share a breaker failure through Redis", exc_info=True)
+        except Exception as exc:  # Redis down: a line, not a traceback per failure (each worker's own breaker holds)
+            log.warning("could not share a breaker failure through Redis (%s: %s)", type(exc).__name__, exc)
 
     async def _success(self, channel_id: int) -> None:
         try:
             await self.client.hdel(self.OPEN_KEY, str(channel_id))
             await self.client.delete(f"gateway:breaker:fail:{channel_id}")
-        except Exception:
-            log.warning("could not share a breaker success through Redis", exc_info=True)
+        except Exception as exc:
+            log.warning("could not share a breaker success through Redis (%s: %s)", type(exc).__name__, exc)
 
     async def pull_once(self) -> None:
         raw = await self.client.hgetall(self.OPEN_KEY)

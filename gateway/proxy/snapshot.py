@@ -28,6 +28,7 @@ from .limits import KeyLimits
 log = logging.getLogger("gateway.proxy.snapshot")
 
 LAST_USED_FLUSH_SECONDS = 5.0
+FAILURE_LOG_SECONDS = 30.0  # while the configuration source is down, one log line this often
 
 
 @dataclass(slots=True, frozen=True)
@@ -212,6 +213,8 @@ class SnapshotHolder:
         # monotonic time of the last poll that reached the source (the database): /readyz
         self.last_poll_ok: float | None = None
         self.stale_after = max(5 * poll_seconds, 3.0)  # no good poll for this long: not ready
+        self._failing_since: float | None = None  # monotonic start of a run of failed polls
+        self._failure_logged = 0.0
 
     def set(self, snapshot: Snapshot) -> None:
         """Install a snapshot directly (tests, or a caller that built one itself)."""
@@ -289,11 +292,28 @@ class SnapshotHolder:
                 self.reload_if_changed()
                 if time.monotonic() - self._last_flush >= LAST_USED_FLUSH_SECONDS:
                     self._flush_last_used()
-            except Exception:
-                log.exception("configuration reload failed; keeping the previous snapshot")
+            except Exception as exc:
+                self._poll_failed(exc)
                 self._release()
+            else:
+                if self._failing_since is not None:
+                    log.warning("configuration source reachable again after %.1f s",
+                                time.monotonic() - self._failing_since)
+                    self._failing_since = None
             self._stop.wait(poll)
         self._release()
+
+    def _poll_failed(self, exc: Exception) -> None:
+        """A traceback for the first failure of an outage, then a line every
+        ``FAILURE_LOG_SECONDS`` (the poller runs several times a second per worker)."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = self._failure_logged = now
+            log.exception("configuration reload failed; keeping the previous snapshot")
+        elif now - self._failure_logged >= FAILURE_LOG_SECONDS:
+            self._failure_logged = now
+            log.warning("configuration reload still failing after %.0f s (%s: %s); keeping the previous snapshot",
+                        now - self._failing_since, type(exc).__name__, str(exc).strip()[:200])
 
     def _release(self) -> None:
         try:

@@ -8,6 +8,8 @@ created in lifespan startup, or lazily on first use when the server runs without
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
 
 import aiohttp
 
@@ -62,10 +64,48 @@ class UpstreamClient:
         self._session = None
 
     def post(self, url: str, body: bytes, headers: dict[str, str], *, total: float | None,
-             connect: float | None, sock_read: float | None):
-        """An ``async with`` context manager yielding the aiohttp response."""
+             connect: float | None, sock_read: float | None) -> _ResendOnce:
+        """The aiohttp response, awaited or as an ``async with`` context manager (``_ResendOnce``)."""
         # raises AddressRefused (an OSError) when a guard refuses an IP literal host
         check_channel_url(url, force=self.ssrf_guard)
-        return self.session.post(
-            url, data=body, headers=headers, allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read))
+        timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
+        return _ResendOnce(lambda: self.session.post(url, data=body, headers=headers, allow_redirects=False,
+                                                     timeout=timeout))
+
+
+def _unsent(exc: BaseException) -> bool:
+    """The request could not be written: the pooled keep-alive connection had been closed by
+    the upstream (its idle timeout) as it was reused. The upstream never got the whole request,
+    so sending it again on a fresh connection cannot double an LLM call."""
+    return isinstance(exc, aiohttp.ClientOSError) and "Can not write request body" in str(exc)
+
+
+class _ResendOnce:
+    """``session.post(...)`` (awaitable and ``async with``), sent once more when the first send
+    failed to write the request (``_unsent``). Seen under connection churn: about 1 request in
+    2,000 answered 502 when the upstream closed an idle pooled connection at that instant."""
+
+    __slots__ = ("_make", "_resp")
+
+    def __init__(self, make: Callable[[], Awaitable[aiohttp.ClientResponse]]) -> None:
+        self._make = make
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def _send(self) -> aiohttp.ClientResponse:
+        try:
+            return await self._make()
+        except aiohttp.ClientOSError as exc:
+            if not _unsent(exc):
+                raise
+        return await self._make()
+
+    def __await__(self) -> Generator[Any, None, aiohttp.ClientResponse]:
+        return self._send().__await__()
+
+    async def __aenter__(self) -> aiohttp.ClientResponse:
+        self._resp = await self._send()
+        return await self._resp.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._resp is not None:
+            await self._resp.__aexit__(*exc_info)

@@ -2,161 +2,34 @@
 PostgreSQL and Redis, a Celery worker writing captures, a round-robin balancer in front. Each test
 states one property of the topology; the figures are written to ``tests/resilience/RESULTS.md``.
 
-Bounded: the topology starts once per module (about 15 s), each test runs a few seconds."""
+Bounded: the topology starts once per session (about 15 s, ``conftest.topo``), each test runs a few seconds."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
-import sys
 import threading
 import time
-from pathlib import Path
+from collections import Counter
 
 import httpx
 import pytest
 
-from tests.captures.conftest import PrivateRedis
-from tests.resilience.topology import Balancer, Instance, Postgres, base_env, celery_worker, run
+from tests.resilience.harness import (
+    FIGURES,
+    LIMITED,
+    RPM,
+    SECRET,
+    Load,
+    capture_ids,
+    chat,
+    log_ids,
+    until,
+    worker_pids,
+)
+from tests.resilience.topology import Instance
 
 pytestmark = [pytest.mark.e2e, pytest.mark.resilience, pytest.mark.timeout(180)]
-
-RESULTS = Path(__file__).with_name("RESULTS.md")
-FIGURES: dict[str, dict] = {}
-SECRET = "sk-topo-main-0001"
-LIMITED = "sk-topo-limited-0001"
-RPM = 10
-
-
-def config_yaml(mock_url: str) -> str:
-    return f"""
-providers:
-  - name: topo-chat
-    channels:
-      - {{name: mock, protocol: chat_completion, base_url: "{mock_url}/v1", api_key: sk-up-topo, models: [{{model: topo-chat}}]}}
-  - name: topo-broken
-    channel_max_retries: 0
-    circuit_breaker_enabled: true
-    channels:
-      - {{name: broken, protocol: chat_completion, base_url: "{mock_url}/fault/status=500/v1", api_key: sk-up-broken,
-          weight: 100, models: [{{model: topo-broken, upstream_model: up-broken}}]}}
-      - {{name: healthy, protocol: chat_completion, base_url: "{mock_url}/v1", api_key: sk-up-healthy,
-          weight: 1, models: [{{model: topo-broken, upstream_model: up-healthy}}]}}
-api_keys:
-  - {{name: topo, key: {SECRET}, capture_mode: all, allowed_models: ["*"]}}
-  - {{name: topo-limited, key: {LIMITED}, allowed_models: ["*"], limits: {{rpm: {RPM}}}}}
-"""
-
-
-class Topology:
-    def __init__(
-        self, pg: Postgres, env: dict, a: Instance, b: Instance, lb: Balancer, celery, token: str
-    ) -> None:
-        self.pg, self.env, self.a, self.b, self.lb, self.celery, self.token = pg, env, a, b, lb, celery, token
-
-
-def chat(
-    url: str, secret: str, model: str = "topo-chat", request_id: str | None = None, timeout: float = 15
-) -> httpx.Response:
-    headers = {"authorization": f"Bearer {secret}", "connection": "close"}
-    if request_id:
-        headers["x-request-id"] = request_id
-    return httpx.post(
-        url + "/v1/chat/completions",
-        headers=headers,
-        timeout=timeout,
-        json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
-    )
-
-
-@pytest.fixture(scope="module")
-def topo(mock_upstream, tmp_path_factory):
-    redis_server = PrivateRedis().start()  # its own redis-server: the fault test stops it
-    redis_url = redis_server.url
-    pg = Postgres()
-    try:
-        pg.create()
-    except Exception as exc:
-        pytest.skip(f"PostgreSQL not reachable: {exc!r}")
-    started: list = []
-    try:
-        data = tmp_path_factory.mktemp("topo")
-        env = base_env(pg.url, redis_url, data / "shared", secrets.token_urlsafe(40))
-        run([sys.executable, "manage.py", "migrate", "--noinput"], env)
-        cfg = data / "topo.yaml"
-        cfg.write_text(config_yaml(mock_upstream.url))
-        run([sys.executable, "manage.py", "loadconfig", str(cfg)], env)
-        token = (
-            run(
-                [
-                    sys.executable,
-                    "manage.py",
-                    "shell",
-                    "-c",
-                    "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
-                    "u = User.objects.create_superuser('topo', 'topo@example.com', 'pw-topo-0001');"
-                    "print(Token.objects.create(user=u).key)",
-                ],
-                env,
-            )
-            .strip()
-            .splitlines()[-1]
-        )
-        celery = celery_worker(env).start()
-        started.append(celery)
-        instances = []
-        for name in ("a", "b"):
-            inst = Instance(name, {**env, "GATEWAY_DATA_DIR": str(data / name)})
-            started.append(inst.start())
-            instances.append(inst)
-        for inst in instances:
-            inst.wait_ready()
-        deadline = time.monotonic() + 60
-        while "ready." not in celery.log():
-            assert time.monotonic() < deadline, celery.log()[-3000:]
-            time.sleep(0.1)
-        lb = Balancer([i.port for i in instances]).start()
-        topology = Topology(pg, env, instances[0], instances[1], lb, celery, token)
-        topology.redis = redis_server
-        yield topology
-        lb.stop()
-    finally:
-        for proc in reversed(started):
-            proc.stop()
-        pg.drop()
-        redis_server.stop()
-        write_results()
-
-
-def write_results() -> None:
-    if not FIGURES:
-        return
-    lines = [
-        "# Scale-out and resilience figures",
-        "",
-        "Written by `make test-resilience` (tests/resilience/test_topology.py): two gateway instances "
-        "(uvicorn, 2 workers each) on PostgreSQL and Redis, one Celery worker, a round-robin balancer, "
-        "the mock upstream; all on one 2-core machine shared with other work.",
-        "",
-    ]
-    for name, figures in FIGURES.items():
-        lines.append(f"## {name}")
-        lines.append("")
-        lines.extend(f"- {k}: {v}" for k, v in figures.items())
-        lines.append("")
-    lines += ["Raw:", "", "```json", json.dumps(FIGURES, indent=2, sort_keys=True), "```", ""]
-    RESULTS.write_text("\n".join(lines))
-
-
-def until(predicate, timeout: float, step: float = 0.02) -> float:
-    t0 = time.monotonic()
-    while not predicate():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"not reached within {timeout}s")
-        time.sleep(step)
-    return time.monotonic() - t0
-
 
 def test_a_config_change_through_one_instance_reaches_both_within_a_second(topo):
     new_secret = f"sk-topo-late-{secrets.token_hex(6)}"
@@ -246,24 +119,40 @@ def test_rate_limits_hold_across_both_instances(topo):
     assert ok == RPM and statuses.count(429) == len(statuses) - RPM
 
 
-def _capture_ids(topo: Topology, prefix: str) -> list[str]:
-    return [
-        r[0]
-        for r in topo.pg.query(
-            # the client's x-request-id is data (client_request_id); the capture's own id is the gateway's
-            "SELECT client_request_id FROM captures_capture WHERE client_request_id LIKE %s", prefix + "%"
-        )
-    ]
+def _sticky_turn(url: str, messages: list[dict], mock_upstream) -> str:
+    """One turn of a conversation on ``topo-sticky``; the channel that served it (the mock sees
+    ``up-left`` or ``up-right``)."""
+    reply = httpx.post(
+        url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {SECRET}", "connection": "close"},
+        json={"model": "topo-sticky", "messages": messages},
+        timeout=15,
+    )
+    assert reply.status_code == 200, reply.text
+    return mock_upstream.requests()[-1]["body"]["model"]
 
 
-def _log_ids(topo: Topology, prefix: str) -> list[str]:
-    return [
-        r[0]
-        for r in topo.pg.query(
-            "SELECT client_request_id FROM requestlogs_requestlog WHERE client_request_id LIKE %s",
-            prefix + "%",
-        )
-    ]
+def test_an_affinity_binding_made_on_one_instance_is_honoured_by_the_other(topo, mock_upstream):
+    """``topo-sticky`` (affinity_mode sticky) has two channels of equal weight, tried in weighted
+    random order: a conversation's second turn, sent to the other instance, would move with
+    probability 1/2 if the binding were not shared through Redis."""
+    first_channels, kept = [], 0
+    conversations = 12
+    for n in range(conversations):
+        messages = [{"role": "user", "content": f"conversation {n}: {secrets.token_hex(6)}"}]
+        first = _sticky_turn(topo.a.url, messages, mock_upstream)
+        time.sleep(0.2)  # the binding is written to Redis after the answer (a next turn comes later)
+        messages += [{"role": "assistant", "content": "noted"}, {"role": "user", "content": "and then?"}]
+        second = _sticky_turn(topo.b.url, messages, mock_upstream)
+        first_channels.append(first)
+        kept += first == second
+    FIGURES["Affinity binding across instances"] = {
+        "conversations (first turn on a, second on b)": conversations,
+        "first turns per channel": dict(sorted(Counter(first_channels).items())),
+        "second turns on the bound channel": kept,
+    }
+    assert len(set(first_channels)) == 2, first_channels  # both channels bind: the test can fail
+    assert kept == conversations
 
 
 def test_rolling_restart_under_load_loses_no_request_capture_or_log_row(topo):
@@ -312,12 +201,12 @@ def test_rolling_restart_under_load_loses_no_request_capture_or_log_row(topo):
             t.join(30)
     ok = [rid for rid, status in results if status == 200]
     failed = [(rid, status) for rid, status in results if status != 200]
-    until(lambda: len(_capture_ids(topo, prefix)) >= len(ok), 30, step=0.25)
+    until(lambda: len(capture_ids(topo, prefix)) >= len(ok), 30, step=0.25)
     time.sleep(1.0)  # a duplicate would arrive late
-    ids = _capture_ids(topo, prefix)
+    ids = capture_ids(topo, prefix)
     duplicates = len(ids) - len(set(ids))
-    until(lambda: len(_log_ids(topo, prefix)) >= len(results), 30, step=0.25)
-    logs = _log_ids(topo, prefix)
+    until(lambda: len(log_ids(topo, prefix)) >= len(results), 30, step=0.25)
+    logs = log_ids(topo, prefix)
     FIGURES["Rolling restart under load (3 clients through the balancer)"] = {
         "requests": len(results),
         "answered 200": len(ok),
@@ -333,88 +222,6 @@ def test_rolling_restart_under_load_loses_no_request_capture_or_log_row(topo):
     assert set(ids) == set(ok) and duplicates == 0
     assert sorted(logs) == sorted(rid for rid, _ in results)  # one request-log row each
     assert len(ok) > 50
-
-
-class Load:
-    """Light load through the balancer (``clients`` threads, one request at a time each)."""
-
-    def __init__(self, url: str, prefix: str, clients: int = 3) -> None:
-        self.url, self.prefix = url, prefix
-        self.results: list[tuple[str, int | str]] = []
-        self._stop = threading.Event()
-        self._n = iter(range(10**9))
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run) for _ in range(clients)]
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                rid = f"{self.prefix}{next(self._n)}"
-            try:
-                status: int | str = chat(self.url, SECRET, request_id=rid).status_code
-            except httpx.HTTPError as exc:
-                status = type(exc).__name__
-            self.results.append((rid, status))
-            time.sleep(0.02)
-
-    def __enter__(self) -> Load:
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(30)
-
-    def ok(self) -> list[str]:
-        return [rid for rid, status in self.results if status == 200]
-
-    def failed(self) -> list[tuple[str, int | str]]:
-        return [(rid, status) for rid, status in self.results if status != 200]
-
-
-def worker_pids(inst: Instance) -> list[int]:
-    """The uvicorn worker processes of an instance (children of its supervisor)."""
-    pids = []
-    for child in Path(f"/proc/{inst.proc.pid}/task/{inst.proc.pid}/children").read_text().split():
-        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-        if b"multiprocessing" in cmdline and b"resource_tracker" not in cmdline:
-            pids.append(int(child))
-    return pids
-
-
-def test_fault_redis_down_for_a_few_seconds_under_light_load(topo):
-    """Redis (broker, limit counters, breaker mirror, config version) stops for 4 s: clients see
-    no error; captures published meanwhile go to the spool and are delivered after."""
-    prefix = f"redis-{secrets.token_hex(3)}-"
-    with Load(topo.lb.url, prefix) as load:
-        time.sleep(1.0)
-        topo.redis.stop()
-        t_down = time.monotonic()
-        time.sleep(4.0)
-        topo.redis.start()
-        down = time.monotonic() - t_down
-        time.sleep(2.0)
-    ok = load.ok()
-    try:
-        until(lambda: len(set(_capture_ids(topo, prefix))) >= len(ok), 30, step=0.5)
-    except AssertionError:
-        pass  # reported below
-    ids = _capture_ids(topo, prefix)
-    FIGURES["Fault: Redis down under light load (3 clients)"] = {
-        "Redis down (s)": round(down, 1),
-        "requests": len(load.results),
-        "answered 200": len(ok),
-        "failed": len(load.failed()),
-        "failures": sorted({str(s) for _, s in load.failed()}),
-        "captures landed within 30 s of recovery": len(set(ids)),
-        "captures missing": len(set(ok) - set(ids)),
-        "duplicate captures": len(ids) - len(set(ids)),
-    }
-    assert not load.failed(), load.failed()[:10]
-    # Capture loss during a broker outage is the hardening branch's finding (spool on publish
-    # failure); the figure is reported above, not held here.
 
 
 def test_fault_sigkill_of_one_worker_mid_load(topo):
@@ -435,10 +242,10 @@ def test_fault_sigkill_of_one_worker_mid_load(topo):
         pass
     ok = load.ok()
     try:
-        until(lambda: len(set(_capture_ids(topo, prefix))) >= len(ok), 20, step=0.5)
+        until(lambda: len(set(capture_ids(topo, prefix))) >= len(ok), 20, step=0.5)
     except AssertionError:
         pass
-    ids = set(_capture_ids(topo, prefix))
+    ids = set(capture_ids(topo, prefix))
     FIGURES["Fault: SIGKILL of one worker of instance a mid-load (4 clients)"] = {
         "requests": len(load.results),
         "answered 200": len(ok),

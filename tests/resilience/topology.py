@@ -11,12 +11,16 @@ instance out of rotation before stopping it (what an orchestrator does when ``/r
 from __future__ import annotations
 
 import asyncio
+import glob
 import itertools
 import os
+import pwd
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,17 +39,109 @@ def run(cmd: list[str], env: dict[str, str], timeout: float = 120) -> str:
     return done.stdout
 
 
-class Postgres:
-    """A throw-away database ``gateway_scaleout_<random>`` on the local server, dropped after."""
+class BrokerRedis:
+    """The topology's own ``redis-server`` on a free port, persisted as ``deploy/compose.yaml`` runs
+    it (``--appendonly yes``): tasks queued for the Celery worker survive a restart, as they must
+    for "no capture lost". ``stop`` is a clean shutdown (SIGTERM: the append-only file is flushed)."""
 
     def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.dir = Path(tempfile.mkdtemp(prefix="gw-resilience-redis-"))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 15) -> BrokerRedis:
+        import redis
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+             "--save", "", "--appendonly", "yes"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_connect_timeout=0.5).ping()
+                return self
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PrivateCluster:
+    """A PostgreSQL cluster of the test's own: ``initdb`` in a temp dir, ``pg_ctl`` on a free port
+    (as the ``postgres`` user when run as root, which initdb requires). The outage test stops and
+    starts it; the machine's server (which other suites share) is never stopped."""
+
+    def __init__(self) -> None:
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+        path = found[-1] if found else shutil.which("pg_ctl")
+        if path is None:
+            raise RuntimeError("pg_ctl is not installed")
+        self.bin = Path(path).parent
+        self.port = free_port()
+        self.admin_url = f"postgres://postgres@127.0.0.1:{self.port}"
+        self.dir = Path(tempfile.mkdtemp(prefix="gw-resilience-pg-"))
+        self.data = self.dir / "data"
+        self.user = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
+        if self.user is not None:
+            os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+
+    def _run(self, *args: str, timeout: float = 60) -> None:
+        cmd = [str(self.bin / args[0]), *args[1:]]
+        if self.user is not None:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.dir)
+        if done.returncode != 0:
+            raise RuntimeError(f"{args[0]} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+    def init(self) -> PrivateCluster:
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+        return self.start()
+
+    def start(self) -> PrivateCluster:
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start")
+        return self
+
+    def stop(self) -> None:
+        """A fast shutdown: open sessions are cut, as when the database host goes away."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def destroy(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Postgres:
+    """A throw-away database ``gateway_scaleout_<random>`` on ``admin_url``'s server, dropped after."""
+
+    def __init__(self, admin_url: str = PG_ADMIN_URL) -> None:
+        self.admin_url = admin_url
         self.name = f"gateway_scaleout_{secrets.token_hex(4)}"
-        self.url = f"{PG_ADMIN_URL}/{self.name}"
+        self.url = f"{admin_url}/{self.name}"
 
     def _admin(self, sql: str) -> None:
         import psycopg
 
-        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(f"{self.admin_url}/postgres", autocommit=True, connect_timeout=5) as conn:
             conn.execute(sql)
 
     def create(self) -> Postgres:
@@ -105,6 +201,41 @@ class Process:
             self._log.close()
 
 
+class Supervised(Process):
+    """A process restarted when it exits on its own, as ``restart: unless-stopped`` does in
+    ``deploy/compose.yaml``: the Celery worker can die on a lost broker connection (kombu's
+    "Unrecoverable error: AttributeError(... 'hostname')" race while restoring unacknowledged
+    messages), and a deployment runs it under a process manager. ``restarts`` counts them."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str]) -> None:
+        super().__init__(name, cmd, env)
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._watch: threading.Thread | None = None
+
+    def start(self) -> Supervised:
+        super().start()
+        if self._watch is None:
+            self._stopping.clear()
+            self._watch = threading.Thread(target=self._supervise, name=f"supervise-{self.name}", daemon=True)
+            self._watch.start()
+        return self
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(0.5):
+            if self.proc is not None and self.proc.poll() is not None and not self._stopping.is_set():
+                self.restarts += 1
+                self._log.close()
+                super().start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watch is not None:
+            self._watch.join(5)
+            self._watch = None
+        super().stop()
+
+
 class Instance(Process):
     """One gateway instance: ``uvicorn gateway.asgi:application --workers 2`` on its own port."""
 
@@ -125,7 +256,9 @@ class Instance(Process):
             "--loop",
             "uvloop",
             "--http",
-            "httptools",
+            "gateway.serving:GuardedHttpToolsProtocol",
+            "--timeout-keep-alive",
+            "5",
             "--lifespan",
             "on",
             "--no-access-log",
@@ -236,20 +369,21 @@ def base_env(db_url: str, redis_url: str, data_dir: Path, secret_key: str) -> di
             "GATEWAY_CAPTURE_RETRY_SECONDS": "0.5",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
+            "GATEWAY_SECURE_COOKIES": "0",  # plain HTTP on loopback: the admin session cookie must flow
         }
     )
     return env
 
 
-def celery_worker(env: dict[str, str]) -> Process:
+def celery_worker(env: dict[str, str]) -> Supervised:
     celery = str(Path(sys.executable).with_name("celery"))
     cmd = [
         celery,
         "-A",
         "gateway",
         "worker",
-        "--pool",
-        "solo",
+        "--concurrency",
+        "2",  # as deploy/compose.yaml runs it (prefork, two processes)
         "-Q",
         "captures,celery",
         "-l",
@@ -260,4 +394,4 @@ def celery_worker(env: dict[str, str]) -> Process:
         "-n",
         f"topo-{os.getpid()}@%h",
     ]
-    return Process("celery", cmd, env)
+    return Supervised("celery", cmd, env)
