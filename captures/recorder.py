@@ -69,7 +69,7 @@ class CaptureRecorder(Recorder):
         except Exception as exc:  # not encodable (an int beyond 64 bits): the capture will not build
             state = exc
         if rule is None:
-            run = (state, [])
+            run: tuple[Any, list[Any]] = (state, [])
             if phase == "request":
                 self.steps = {"request": run}
             elif self.attempt is not None:

@@ -43,7 +43,7 @@ def _row(meta: dict[str, Any], blob: bytes, owners: dict[int, int | None]) -> Ca
 def save_many(rows: list[tuple[dict[str, Any], bytes]]) -> list[Capture]:
     """Insert a batch of captures with one owner lookup and one multi-row INSERT (``bulk_create``;
     the caller holds the transaction). On SQLite and PostgreSQL the rows come back with their ids."""
-    owners = _owners(meta.get("api_key_id") for meta, _ in rows)
+    owners = _owners(int(key) for meta, _ in rows if (key := meta.get("api_key_id")) is not None)
     return Capture.objects.bulk_create([_row(meta, blob, owners) for meta, blob in rows], batch_size=500)
 
 
