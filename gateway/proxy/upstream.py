@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-from yarl import URL
 
 from gateway.fetch import GuardedResolver, channels_unguarded, check_channel_url
 
@@ -49,12 +48,9 @@ class UpstreamClient:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60,
                                              ttl_dns_cache=300, enable_cleanup_closed=False,
                                              resolver=GuardedResolver(allow=self._unguarded))
-            # No cookie jar: the session is shared by every client and key of the worker, so an
-            # upstream's Set-Cookie must not be sent back on someone else's request (and filtering
-            # an empty jar per request was CPU on the hot path for nothing).
             session = self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",),
-                timeout=aiohttp.ClientTimeout(total=None), cookie_jar=aiohttp.DummyCookieJar())
+                timeout=aiohttp.ClientTimeout(total=None))
         return session
 
     async def start(self) -> None:
@@ -71,31 +67,5 @@ class UpstreamClient:
         # raises AddressRefused (an OSError) when a guard refuses an IP literal host
         check_channel_url(url, force=self.ssrf_guard)
         return self.session.post(
-            _url(url), data=body, headers=headers, allow_redirects=False, timeout=_timeout(total, connect, sock_read))
-
-
-# A few channel URLs and timeout triples serve every request: parse and build each once (yarl
-# parsing and ClientTimeout construction were a measurable share of aiohttp's per-request CPU).
-# Bounded: a configuration with more distinct values simply stops caching new ones.
-_CACHE_MAX = 1024
-_urls: dict[str, URL] = {}
-_timeouts: dict[tuple[float | None, float | None, float | None], aiohttp.ClientTimeout] = {}
-
-
-def _url(url: str) -> URL | str:
-    parsed = _urls.get(url)
-    if parsed is None:
-        if len(_urls) >= _CACHE_MAX:
-            return url
-        parsed = _urls[url] = URL(url)
-    return parsed
-
-
-def _timeout(total: float | None, connect: float | None, sock_read: float | None) -> aiohttp.ClientTimeout:
-    key = (total, connect, sock_read)
-    found = _timeouts.get(key)
-    if found is None:
-        found = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
-        if len(_timeouts) < _CACHE_MAX:
-            _timeouts[key] = found
-    return found
+            url, data=body, headers=headers, allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read))
