@@ -36,8 +36,23 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = {"chat": ("bench-chat", "chat_body"), "chain": ("bench-chain", "chain_body")}
 
 
-def child(args: argparse.Namespace) -> None:
-    """One measurement in this process, with the source tree ``args.root`` (printed as JSON)."""
+def switches() -> int:
+    """Voluntary context switches of every thread of this process so far: a thread woken per
+    request (and the GIL hand-over with it) shows here, whatever the load."""
+    total = 0
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def _setup(args: argparse.Namespace) -> tuple[bytes, dict]:
+    """Django on a throwaway SQLite database configured like ``make bench``; the request body
+    and ASGI scope of the case."""
     root = Path(args.root).resolve()
     os.chdir(root)
     sys.path.insert(0, str(root))
@@ -57,12 +72,8 @@ def child(args: argparse.Namespace) -> None:
     call_command("migrate", verbosity=0)
     config = data / "config.json"
     config.write_text(json.dumps(servers.gateway_config(servers.Upstreams(args.port, args.port), capture=False)))
-    call_command("loadconfig", str(config), stdout=open(os.devnull, "w"))
-    import uvloop
-
-    from gateway.asgi import proxy_app
-    from requestlogs.sink import writer
-
+    with open(os.devnull, "w") as devnull:
+        call_command("loadconfig", str(config), stdout=devnull)
     model, factory = CASES[args.case]
     body = payloads.dumps(getattr(payloads, factory)(model))
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
@@ -71,6 +82,17 @@ def child(args: argparse.Namespace) -> None:
              "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
                          (b"authorization", f"Bearer {servers.PLAIN_KEY}".encode()),
                          (b"content-length", str(len(body)).encode())]}
+    return body, scope
+
+
+def child(args: argparse.Namespace) -> None:
+    """One measurement in this process, with the source tree ``args.root`` (printed as JSON)."""
+    body, scope = _setup(args)
+    import uvloop
+
+    from gateway.asgi import proxy_app
+    from requestlogs.sink import writer
+
     statuses: list[int] = []
 
     async def receive() -> dict:
@@ -92,7 +114,7 @@ def child(args: argparse.Namespace) -> None:
 
             profiler = cProfile.Profile()
             profiler.enable()
-        cpu0, loop0 = time.process_time(), time.thread_time()
+        cpu0, loop0, sw0 = time.process_time(), time.thread_time(), switches()
         for _ in range(args.requests):
             await proxy_app(dict(scope), receive, send)
         loop = time.thread_time() - loop0
@@ -107,11 +129,13 @@ def child(args: argparse.Namespace) -> None:
                 stats.sort_stats("tottime").print_stats(args.calls)
         writer.flush(30)
         cpu = time.process_time() - cpu0
+        sw = switches() - sw0
         await proxy_app.shutdown()
         bad = [s for s in statuses if s != 200]
         if bad or len(statuses) != args.requests:
             raise SystemExit(f"unexpected statuses: {bad[:5]} ({len(statuses)} answers)")
-        return {"cpu_ms": cpu * 1000 / args.requests, "loop_ms": loop * 1000 / args.requests, "calls": calls}
+        return {"cpu_ms": cpu * 1000 / args.requests, "loop_ms": loop * 1000 / args.requests, "calls": calls,
+                "switches": sw / args.requests}
 
     print("HOTPATH " + json.dumps(uvloop.run(main())), flush=True)
 
@@ -164,8 +188,10 @@ def main() -> None:
             for name, results in got.items():
                 cpu = [r["cpu_ms"] for r in results]
                 loop = [r["loop_ms"] for r in results]
+                sw = [r["switches"] for r in results]
                 print(f"{case:6s} {name:8s} CPU ms/req min {min(cpu):.4f} median {statistics.median(cpu):.4f} "
                       f"(loop thread min {min(loop):.4f} median {statistics.median(loop):.4f}; "
+                      f"context switches/req {statistics.median(sw):.2f}; "
                       f"runs {' '.join(f'{c:.3f}' for c in cpu)})", flush=True)
     finally:
         procs.stop(nginx)
