@@ -222,12 +222,9 @@ class HandOff:
                     holding_db = False
             if batch and self.linger_seconds and not self.closing:
                 # Let a burst gather: one transaction for many rows costs little more than one.
-                deadline = time.monotonic() + self.linger_seconds
-                while len(batch) < self.batch_max and (left := deadline - time.monotonic()) > 0:
-                    try:
-                        batch.append(self.queue.get(timeout=left))
-                    except queue.Empty:
-                        break
+                # One sleep, not a waiting get() per record: a waiting get() wakes this thread
+                # (which then takes the GIL from the event loop) for every record submitted.
+                time.sleep(self.linger_seconds)
             while batch and len(batch) < self.batch_max:  # whatever else is waiting goes in one write
                 try:
                     batch.append(self.queue.get_nowait())

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from django.db import connection, models, transaction
 
 from requestlogs.models import RequestLog
@@ -21,9 +22,20 @@ from requestlogs.models import RequestLog
 _COLUMNS = [f for f in RequestLog._meta.concrete_fields if not f.primary_key]
 
 
+def _sqlite_json(value: Any) -> Any:
+    """JSON text for SQLite with orjson (several times cheaper than ``json.dumps``; the same
+    value read back), falling back to the backend's own adapter for what orjson refuses."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return connection.ops.adapt_json_value(value, None)
+
+
 def _adapter(field: models.Field) -> Callable[[Any], Any]:
     ops = connection.ops
     if isinstance(field, models.JSONField):
+        if connection.vendor == "sqlite":
+            return _sqlite_json
         return lambda v: ops.adapt_json_value(v, None)
     if isinstance(field, models.DateTimeField):
         return lambda v: ops.adapt_datetimefield_value(datetime.fromtimestamp(float(v), UTC))
@@ -50,21 +62,38 @@ def save_rows(rows: list[dict[str, Any]]) -> int:
 
     key_ids = {r.get("api_key_id") for r in rows if r.get("api_key_id") is not None}
     owners = dict(ApiKey.objects.filter(pk__in=key_ids).values_list("pk", "owner_id")) if key_ids else {}
-    plan = []
-    for f in _COLUMNS:
-        default = f.get_default() if f.has_default() else None
-        plan.append((f.attname, _adapter(f), default))
+    sql, plan = _plan()
     values = []
     for r in rows:
-        r = {**r, "owner_id": owners.get(r.get("api_key_id"))}
+        owner = owners.get(r.get("api_key_id"))
         values.append(
             tuple(
-                adapt(r[name])
-                if r.get(name) is not None
-                else (adapt(default) if default is not None else None)
+                owner
+                if name == "owner_id"
+                else adapt(value)
+                if (value := r.get(name)) is not None
+                else default
                 for name, adapt, default in plan
             )
         )
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(_insert_sql(), values)
+        cursor.executemany(sql, values)
     return len(rows)
+
+
+_plans: dict[str, tuple[str, list[tuple[str, Callable[[Any], Any], Any]]]] = {}
+
+
+def _plan() -> tuple[str, list[tuple[str, Callable[[Any], Any], Any]]]:
+    """The INSERT statement and, per column, (row key, adapter, adapted default), built once per
+    database vendor: rebuilding them per batch cost as much as a small batch's insert."""
+    vendor = connection.vendor
+    found = _plans.get(vendor)
+    if found is None:
+        plan = []
+        for f in _COLUMNS:
+            adapt = _adapter(f)
+            default = f.get_default() if f.has_default() else None
+            plan.append((f.attname, adapt, adapt(default) if default is not None else None))
+        found = _plans[vendor] = (_insert_sql(), plan)
+    return found

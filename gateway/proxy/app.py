@@ -11,7 +11,6 @@ import asyncio
 import gc
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +27,15 @@ from .config import Authenticator, ProxyConfig
 from .count_tokens import COUNT_TOKENS_PATH, serve_count_tokens
 from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
-from .exchange import ClientGone, Exchange, client_request_id_from, read_body, read_headers, wait_disconnect
+from .exchange import (
+    ClientGone,
+    Exchange,
+    client_request_id_from,
+    new_request_id,
+    read_body,
+    read_headers,
+    wait_disconnect,
+)
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .images_api import IMAGES_PATHS, serve_images
 from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed, run_limited
@@ -280,7 +287,7 @@ class ProxyApp:
             if protocol is None and (gemini := gemini_route(path)) is not None:
                 protocol = "gemini"
                 gemini_secret(headers, scope.get("query_string", b""))
-        ex = Exchange(send, protocol or "chat_completion", uuid.uuid4().hex, t0)  # our own identity
+        ex = Exchange(send, protocol or "chat_completion", new_request_id(), t0)  # our own identity
         ex.endpoint = path if protocol is not None and gemini is None else endpoint_of(path, gemini)
         ex.client = scope.get("client")
         ex.client_request_id = client_request_id_from(headers)

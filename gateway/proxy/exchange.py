@@ -5,8 +5,8 @@ its keep-alive) can share."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 from typing import Any
 
 import orjson
@@ -46,9 +46,18 @@ def client_request_id_from(headers: dict[str, str]) -> str | None:
     return None
 
 
+def new_request_id() -> str:
+    """A fresh random id in ``uuid.uuid4().hex``'s exact form (version and variant bits set),
+    several times cheaper than building a ``UUID`` object for every request."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
+
+
 def request_id_from(headers: dict[str, str]) -> str:
     """The client's sane ``x-request-id``, else a fresh id (for callers that want one value)."""
-    return client_request_id_from(headers) or uuid.uuid4().hex
+    return client_request_id_from(headers) or new_request_id()
 
 
 async def read_body(receive, limit: int, headers: dict[str, str]) -> bytes:
