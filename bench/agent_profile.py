@@ -43,9 +43,16 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]
 TMP = Path(tempfile.mkdtemp(prefix="agent-profile-"))
-os.environ.update({"DJANGO_SETTINGS_MODULE": "gateway.settings", "GATEWAY_DATA_DIR": str(TMP),
-                   "DATABASE_URL": f"sqlite:///{TMP / 'db.sqlite3'}", "SECRET_KEY": secrets.token_urlsafe(40),
-                   "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"})
+os.environ.update(
+    {
+        "DJANGO_SETTINGS_MODULE": "gateway.settings",
+        "GATEWAY_DATA_DIR": str(TMP),
+        "DATABASE_URL": f"sqlite:///{TMP / 'db.sqlite3'}",
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "LOG_LEVEL": "WARNING",
+        "GATEWAY_LOG_LEVEL": "WARNING",
+    }
+)
 for _name in ("REDIS_URL", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
     os.environ.pop(_name, None)
 
@@ -74,38 +81,100 @@ ANTHROPIC = {"anthropic-version": "2023-06-01"}
 
 
 def _rule(type_id: str, config: dict[str, Any]) -> CompiledRule:
-    return CompiledRule(rule_id=1, scope="provider", phase="request", models=None,
-                        transform=registry.get(type_id)(config))
+    return CompiledRule(
+        rule_id=1, scope="provider", phase="request", models=None, transform=registry.get(type_id)(config)
+    )
 
 
 def build_snapshot(nginx_port: int) -> Snapshot:
     base = f"http://127.0.0.1:{nginx_port}/v1"
     custom = (_rule("field_custom_tools_to_function", {"names": ["*"]}),)
     providers = []
-    for pid, (name, protocol, chain) in enumerate((("agent-chat", "chat_completion", ()),
-                                                   ("agent-responses", "responses", ()),
-                                                   ("agent-codex-chat", "chat_completion", custom)), start=1):
-        ch = ChannelSnap(id=pid, name="main", provider_id=pid, protocol=protocol, base_url=base, api_key="sk-up",
-                         weight=1, extra_headers=(), models={name: "bench-model"})
-        providers.append(ProviderSnap(id=pid, name=name, priority=0, max_retries=-1, channel_max_retries=0,
-                                      channel_retry_interval_ms=0, request_timeout=None, circuit_breaker_enabled=True,
-                                      strip_nested=None, extra_fields_whitelist=None, chain=chain, channels=(ch,)))
-    key = KeySnap(id=1, name="agent", enabled=True, expires_at=None, allowed_models=None, redirects=(),
-                  capture_mode="off", chain=())
-    routes = {p.channels[0].name and next(iter(p.channels[0].models)): (Route(provider=p, channels=(
-        (p.channels[0], "bench-model"),)),) for p in providers}
-    return Snapshot(version=1, redis_version=0, built_at=0.0, keys_by_hash={hash_api_key(SECRET): key},
-                    providers=tuple(providers), global_chain=(), settings=SettingsSnap(request_timeout=30.0),
-                    routes=routes)
+    for pid, (name, protocol, chain) in enumerate(
+        (
+            ("agent-chat", "chat_completion", ()),
+            ("agent-responses", "responses", ()),
+            ("agent-codex-chat", "chat_completion", custom),
+        ),
+        start=1,
+    ):
+        ch = ChannelSnap(
+            id=pid,
+            name="main",
+            provider_id=pid,
+            protocol=protocol,
+            base_url=base,
+            api_key="sk-up",
+            weight=1,
+            extra_headers=(),
+            models={name: "bench-model"},
+        )
+        providers.append(
+            ProviderSnap(
+                id=pid,
+                name=name,
+                priority=0,
+                max_retries=-1,
+                channel_max_retries=0,
+                channel_retry_interval_ms=0,
+                request_timeout=None,
+                circuit_breaker_enabled=True,
+                strip_nested=None,
+                extra_fields_whitelist=None,
+                chain=chain,
+                channels=(ch,),
+            )
+        )
+    key = KeySnap(
+        id=1,
+        name="agent",
+        enabled=True,
+        expires_at=None,
+        allowed_models=None,
+        redirects=(),
+        capture_mode="off",
+        chain=(),
+    )
+    routes = {
+        p.channels[0].name and next(iter(p.channels[0].models)): (
+            Route(provider=p, channels=((p.channels[0], "bench-model"),)),
+        )
+        for p in providers
+    }
+    return Snapshot(
+        version=1,
+        redis_version=0,
+        built_at=0.0,
+        keys_by_hash={hash_api_key(SECRET): key},
+        providers=tuple(providers),
+        global_chain=(),
+        settings=SettingsSnap(request_timeout=30.0),
+        routes=routes,
+    )
 
 
 CASES = {  # key: (client path, body factory, logical model, client protocol, headers)
-    "messages-to-chat": ("/v1/messages", agent_payloads.claude_code_messages_body, "agent-chat", "messages",
-                         {"x-api-key": SECRET, **ANTHROPIC}),
-    "responses-to-responses": ("/v1/responses", agent_payloads.codex_responses_body, "agent-responses", "responses",
-                               {"authorization": f"Bearer {SECRET}"}),
-    "responses-to-chat": ("/v1/responses", agent_payloads.codex_responses_body, "agent-codex-chat", "responses",
-                          {"authorization": f"Bearer {SECRET}"}),
+    "messages-to-chat": (
+        "/v1/messages",
+        agent_payloads.claude_code_messages_body,
+        "agent-chat",
+        "messages",
+        {"x-api-key": SECRET, **ANTHROPIC},
+    ),
+    "responses-to-responses": (
+        "/v1/responses",
+        agent_payloads.codex_responses_body,
+        "agent-responses",
+        "responses",
+        {"authorization": f"Bearer {SECRET}"},
+    ),
+    "responses-to-chat": (
+        "/v1/responses",
+        agent_payloads.codex_responses_body,
+        "agent-codex-chat",
+        "responses",
+        {"authorization": f"Bearer {SECRET}"},
+    ),
 }
 
 
@@ -135,8 +204,17 @@ gc_clock = GcClock()
 async def asgi_call(app: ProxyApp, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
     hdrs = [(k.encode(), v.encode()) for k, v in headers.items()]
     hdrs += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    scope = {"type": "http", "method": "POST", "path": path, "query_string": b"", "headers": hdrs,
-             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "query_string": b"",
+        "headers": hdrs,
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5),
+    }
     status, chunks, sent = 0, [], False
     done = asyncio.Event()
 
@@ -182,25 +260,68 @@ def stage_times(app: ProxyApp, snap: Snapshot, case: str, raw: bytes, n: int) ->
         timed("depth check (too_deep)", lambda body=body: too_deep(body, raw))
         req = timed("decode_request -> URP", lambda body=body: ccodec.decode_request(body))
         req.model = upstream_model
-        timed("prepare_before_chains", lambda req=req: prepare_before_chains(
-            req, upstream_protocol=channel.protocol, source_protocol=client, strip_nested=True, extra_whitelist=None))
-        tctx = TransformContext(logical_model=logical, client_protocol=client, upstream_protocol=channel.protocol,
-                                upstream_model=upstream_model, provider=provider.name, api_key_id=1, username=None,
-                                stream=False)
-        timed("request chain", lambda req=req, tctx=tctx: run_request(
-            select([provider.chain], "request", logical), req, tctx))
-        timed("prepare_after_chains", lambda req=req: prepare_after_chains(
-            req, upstream_protocol=channel.protocol, source_protocol=client))
+        timed(
+            "prepare_before_chains",
+            lambda req=req: prepare_before_chains(
+                req,
+                upstream_protocol=channel.protocol,
+                source_protocol=client,
+                strip_nested=True,
+                extra_whitelist=None,
+            ),
+        )
+        tctx = TransformContext(
+            logical_model=logical,
+            client_protocol=client,
+            upstream_protocol=channel.protocol,
+            upstream_model=upstream_model,
+            provider=provider.name,
+            api_key_id=1,
+            username=None,
+            stream=False,
+        )
+        timed(
+            "request chain",
+            lambda req=req, tctx=tctx: run_request(select([provider.chain], "request", logical), req, tctx),
+        )
+        timed(
+            "prepare_after_chains",
+            lambda req=req: prepare_after_chains(
+                req, upstream_protocol=channel.protocol, source_protocol=client
+            ),
+        )
         from gateway.protocols.base import EncodeContext
-        out = timed("encode_request (URP -> upstream)", lambda req=req: codec(channel.protocol).encode_request(
-            req, EncodeContext(model=upstream_model, source_protocol=client, strip_nested=True)))
+
+        out = timed(
+            "encode_request (URP -> upstream)",
+            lambda req=req: codec(channel.protocol).encode_request(
+                req, EncodeContext(model=upstream_model, source_protocol=client, strip_nested=True)
+            ),
+        )
         timed("orjson.dumps (upstream body)", lambda out=out: orjson.dumps(out))
-        timed("build_attempt (all of the above after decode)", lambda: build_attempt(
-            ccodec.decode_request(orjson.loads(raw)), snapshot=snap, key=key, provider=provider, channel=channel,
-            upstream_model=upstream_model, logical_model=logical, client_protocol=client, client_stream=False))
+        timed(
+            "build_attempt (all of the above after decode)",
+            lambda: build_attempt(
+                ccodec.decode_request(orjson.loads(raw)),
+                snapshot=snap,
+                key=key,
+                provider=provider,
+                channel=channel,
+                upstream_model=upstream_model,
+                logical_model=logical,
+                client_protocol=client,
+                client_stream=False,
+            ),
+        )
     times["build_attempt (all of the above after decode)"] = [
-        a - b - c for a, b, c in zip(times["build_attempt (all of the above after decode)"],
-                                     times["orjson.loads (client body)"], times["decode_request -> URP"], strict=True)]
+        a - b - c
+        for a, b, c in zip(
+            times["build_attempt (all of the above after decode)"],
+            times["orjson.loads (client body)"],
+            times["decode_request -> URP"],
+            strict=True,
+        )
+    ]
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -223,7 +344,9 @@ async def main_async(args: argparse.Namespace) -> str:
     lines: list[str] = []
     try:
         snap = build_snapshot(port)
-        app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
+        app = ProxyApp(
+            proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories())
+        )
         app.holder.set(snap)
         await app.client.start()
         gc.collect()
@@ -247,17 +370,29 @@ async def main_async(args: argparse.Namespace) -> str:
                 per.append((time.process_time() - t) * 1000 / args.requests)
             n = args.rounds * args.requests
             lines.append(f"## {case}: {len(raw):,} bytes")
-            lines.append(f"CPU ms per request (process time, {args.rounds} rounds of {args.requests}): median "
-                         f"{statistics.median(per):.2f}, min {min(per):.2f}, max {max(per):.2f}; of which "
-                         f"garbage collection {gc_clock.seconds * 1000 / n:.2f} ms "
-                         f"({gc_clock.runs / n:.1f} collections per request)")
+            lines.append(
+                f"CPU ms per request (process time, {args.rounds} rounds of {args.requests}): median "
+                f"{statistics.median(per):.2f}, min {min(per):.2f}, max {max(per):.2f}; of which "
+                f"garbage collection {gc_clock.seconds * 1000 / n:.2f} ms "
+                f"({gc_clock.runs / n:.1f} collections per request)"
+            )
             stages = stage_times(app, snap, case, raw, args.stage_rounds)
             route = snap.routes[logical][0]
             req = codec(_client).decode_request(orjson.loads(raw))
-            att = build_attempt(req, snapshot=snap, key=next(iter(snap.keys_by_hash.values())),
-                                provider=route.provider, channel=route.channels[0][0], upstream_model="bench-model",
-                                logical_model=logical, client_protocol=_client, client_stream=False)
-            stages["upstream POST (aiohttp, 1 MB out)"] = await upstream_post_ms(app, port, att.raw, args.stage_rounds)
+            att = build_attempt(
+                req,
+                snapshot=snap,
+                key=next(iter(snap.keys_by_hash.values())),
+                provider=route.provider,
+                channel=route.channels[0][0],
+                upstream_model="bench-model",
+                logical_model=logical,
+                client_protocol=_client,
+                client_stream=False,
+            )
+            stages["upstream POST (aiohttp, 1 MB out)"] = await upstream_post_ms(
+                app, port, att.raw, args.stage_rounds
+            )
             lines.append(f"upstream body: {len(att.raw):,} bytes")
             lines.append("| stage | CPU ms (median) |\n| --- | ---: |")
             lines += [f"| {k} | {v:.2f} |" for k, v in stages.items()]
@@ -270,9 +405,12 @@ async def main_async(args: argparse.Namespace) -> str:
             gc.enable()
             buf = io.StringIO()
             pstats.Stats(prof, stream=buf).sort_stats(args.sort).print_stats(args.top)
-            lines.append(f"cProfile, {args.profile_requests} requests, by {args.sort}:\n```\n"
-                         + "\n".join(buf.getvalue().splitlines()[4:]) + "\n```")
-            print("\n".join(lines[-len(stages) - 6:]), flush=True)
+            lines.append(
+                f"cProfile, {args.profile_requests} requests, by {args.sort}:\n```\n"
+                + "\n".join(buf.getvalue().splitlines()[4:])
+                + "\n```"
+            )
+            print("\n".join(lines[-len(stages) - 6 :]), flush=True)
         await app.client.close()
     finally:
         procs.stop(nginx)
@@ -286,8 +424,13 @@ def main() -> None:
     p.add_argument("--stage-rounds", type=int, default=9)
     p.add_argument("--profile-requests", type=int, default=20)
     p.add_argument("--top", type=int, default=30)
-    p.add_argument("--gc-threshold", type=int, nargs=3, metavar=("GEN0", "GEN1", "GEN2"),
-                   help="gc.set_threshold for the run (default: Python's 700 10 10), to price the collector")
+    p.add_argument(
+        "--gc-threshold",
+        type=int,
+        nargs=3,
+        metavar=("GEN0", "GEN1", "GEN2"),
+        help="gc.set_threshold for the run (default: Python's 700 10 10), to price the collector",
+    )
     p.add_argument("--sort", default="tottime", help="cProfile order: tottime (own time) or cumulative")
     p.add_argument("--only", nargs="*", choices=list(CASES))
     p.add_argument("--out", default=str(BENCH / "out" / "agent_profile.txt"))

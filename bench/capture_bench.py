@@ -70,10 +70,22 @@ def main() -> None:
         body = work / "chat.json"
         body.write_bytes(payloads.dumps(payloads.chat_body("bench-chat")))
         scripts = {
-            "off": wrk.write_script(work / "off.lua", [wrk.WrkRequest(
-                "/v1/chat/completions", body, {"authorization": f"Bearer {servers.PLAIN_KEY}"})]),
-            "on": wrk.write_script(work / "on.lua", [wrk.WrkRequest(
-                "/v1/chat/completions", body, {"authorization": f"Bearer {servers.CAPTURE_KEY}"})]),
+            "off": wrk.write_script(
+                work / "off.lua",
+                [
+                    wrk.WrkRequest(
+                        "/v1/chat/completions", body, {"authorization": f"Bearer {servers.PLAIN_KEY}"}
+                    )
+                ],
+            ),
+            "on": wrk.write_script(
+                work / "on.lua",
+                [
+                    wrk.WrkRequest(
+                        "/v1/chat/completions", body, {"authorization": f"Bearer {servers.CAPTURE_KEY}"}
+                    )
+                ],
+            ),
         }
         total_on = 0
         for conns in args.connections:
@@ -91,19 +103,30 @@ def main() -> None:
                     res[system].append((r.rps, ms, drain))
                     if system == "on":
                         total_on += r.requests
-                    print(f"{conns:3d} conn run {run + 1} capture {system:3s} {r.rps:8.0f} req/s  "
-                          f"CPU {ms:6.3f} ms/req (incl. drain {drain:4.1f} s)  p99 {r.p99:7.3f} ms  "
-                          f"errors {r.errors} non2xx {r.non2xx}", flush=True)
-            med = {s: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for s, v in res.items()}
-            print(f"== {conns} conn: off {med['off'][0]:.0f} req/s {med['off'][1]:.3f} ms/req | on "
-                  f"{med['on'][0]:.0f} req/s {med['on'][1]:.3f} ms/req | on/off req/s "
-                  f"{med['on'][0] / med['off'][0]:.2f} | extra CPU {med['on'][1] - med['off'][1]:.3f} ms/req",
-                  flush=True)
+                    print(
+                        f"{conns:3d} conn run {run + 1} capture {system:3s} {r.rps:8.0f} req/s  "
+                        f"CPU {ms:6.3f} ms/req (incl. drain {drain:4.1f} s)  p99 {r.p99:7.3f} ms  "
+                        f"errors {r.errors} non2xx {r.non2xx}",
+                        flush=True,
+                    )
+            med = {
+                s: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+                for s, v in res.items()
+            }
+            print(
+                f"== {conns} conn: off {med['off'][0]:.0f} req/s {med['off'][1]:.3f} ms/req | on "
+                f"{med['on'][0]:.0f} req/s {med['on'][1]:.3f} ms/req | on/off req/s "
+                f"{med['on'][0] / med['off'][0]:.2f} | extra CPU {med['on'][1] - med['off'][1]:.3f} ms/req",
+                flush=True,
+            )
         time.sleep(1)
         with sqlite3.connect(gw.workdir / "bench.sqlite3") as db:
             persisted = db.execute("SELECT COUNT(*) FROM captures_capture").fetchone()[0]
-        print(f"captures: requests with capture on {total_on}, persisted {persisted}, not persisted "
-              f"{total_on - persisted}; drops logged {dropped(gw.workdir / 'uvicorn.log')}", flush=True)
+        print(
+            f"captures: requests with capture on {total_on}, persisted {persisted}, not persisted "
+            f"{total_on - persisted}; drops logged {dropped(gw.workdir / 'uvicorn.log')}",
+            flush=True,
+        )
     finally:
         procs.stop(gw.proc)
         procs.stop(nginx)

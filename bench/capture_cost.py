@@ -51,9 +51,13 @@ def chain_rules():
     from transforms.builtin.role_developer_to_system import RoleDeveloperToSystem
     from transforms.builtin.role_merge_consecutive import RoleMergeConsecutive
 
-    made = [PromptInjectSystem({"content": "Answer briefly.", "position": "append"}), RoleMergeConsecutive({}),
-            FieldStripSampling({"fields": ["temperature", "top_p"]}), PromptAppendEmptyUser({"content": " "}),
-            RoleDeveloperToSystem({})]
+    made = [
+        PromptInjectSystem({"content": "Answer briefly.", "position": "append"}),
+        RoleMergeConsecutive({}),
+        FieldStripSampling({"fields": ["temperature", "top_p"]}),
+        PromptAppendEmptyUser({"content": " "}),
+        RoleDeveloperToSystem({}),
+    ]
     return tuple(CompiledRule(i + 1, "provider", "request", None, t) for i, t in enumerate(made))
 
 
@@ -74,12 +78,28 @@ async def drive(n: int, mode: str, chain: bool, profile: bool, keep: bool = Fals
     up = FakeUpstream()
     await up.start()
     app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(recorder_factories()))
-    app.holder.set(snapshot(
-        [provider(1, [channel(1, base_url=f"{up.base}/ok", models={"m": "m"})], chain=chain_rules() if chain else ())],
-        keys={hash_api_key(SECRET): key(capture_mode=mode)}, settings=SettingsSnap(capture_enabled=True)))
-    body = {"model": "m", "messages": [{"role": "developer", "content": "Be kind."},
-                                       {"role": "user", "content": "hello benchmark"}],
-            "temperature": 0.2, "top_p": 0.9}
+    app.holder.set(
+        snapshot(
+            [
+                provider(
+                    1,
+                    [channel(1, base_url=f"{up.base}/ok", models={"m": "m"})],
+                    chain=chain_rules() if chain else (),
+                )
+            ],
+            keys={hash_api_key(SECRET): key(capture_mode=mode)},
+            settings=SettingsSnap(capture_enabled=True),
+        )
+    )
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "developer", "content": "Be kind."},
+            {"role": "user", "content": "hello benchmark"},
+        ],
+        "temperature": 0.2,
+        "top_p": 0.9,
+    }
     try:
         for _ in range(50):
             assert (await call(app, "POST", "/v1/chat/completions", body)).status == 200
@@ -123,12 +143,23 @@ async def record_calls(chain: bool) -> list:
             def hook(*args):
                 if name == "on_request_decoded":  # the call is changed later (its req handed on)
                     c = args[0]
-                    calls.append((name, (SimpleNamespace(client_stream=c.client_stream, logical_model=c.logical_model,
-                                                         req=SimpleNamespace(model=c.req.model)),)))
+                    calls.append(
+                        (
+                            name,
+                            (
+                                SimpleNamespace(
+                                    client_stream=c.client_stream,
+                                    logical_model=c.logical_model,
+                                    req=SimpleNamespace(model=c.req.model),
+                                ),
+                            ),
+                        )
+                    )
                 else:
                     calls.append((name, args))
                 out = target(*args)
                 return self if name == "rule_trace" and out is not None else out
+
             return hook
 
     def factory(ex, snapshot, key, raw_body):
@@ -180,7 +211,7 @@ def writer_cost(records: list) -> tuple[float, float]:
     t0 = time.perf_counter()
     c0 = time.process_time()
     for i in range(0, len(payloads), w.batch_max):
-        w.deliver(payloads[i:i + w.batch_max])
+        w.deliver(payloads[i : i + w.batch_max])
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
     print(f"  deliver wall {wall * 1000 / len(records):.3f} ms/capture")
@@ -205,11 +236,15 @@ def main() -> None:
         calls = asyncio.run(record_calls(args.chain))
         print(f"capture recorder alone (its calls replayed): {hook_cost(calls, 500) * 1e6:.1f} us/request")
         n = args.requests
-        print(f"request path: capture off {off * 1000 / n:.3f} ms/req, on {on * 1000 / n:.3f} ms/req, "
-              f"recording {(on - off) * 1000 / n:.3f} ms/req ({len(records)} records)")
+        print(
+            f"request path: capture off {off * 1000 / n:.3f} ms/req, on {on * 1000 / n:.3f} ms/req, "
+            f"recording {(on - off) * 1000 / n:.3f} ms/req ({len(records)} records)"
+        )
         prep, deliver = writer_cost(records)
-        print(f"writer: prepare {prep * 1000 / n:.3f} ms/capture, deliver {deliver * 1000 / n:.3f} ms/capture "
-              f"-> {n / (prep + deliver):.0f} captures/s of CPU")
+        print(
+            f"writer: prepare {prep * 1000 / n:.3f} ms/capture, deliver {deliver * 1000 / n:.3f} ms/capture "
+            f"-> {n / (prep + deliver):.0f} captures/s of CPU"
+        )
 
 
 if __name__ == "__main__":

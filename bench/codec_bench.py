@@ -55,8 +55,12 @@ from gateway.protocols.base import EncodeContext  # noqa: E402
 from gateway.protocols.sse import SSEParser  # noqa: E402
 from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains  # noqa: E402
 
-WIRES = {"chat_completion": wire_chat, "responses": wire_responses, "messages": wire_messages,
-         "gemini": wire_gemini}
+WIRES = {
+    "chat_completion": wire_chat,
+    "responses": wire_responses,
+    "messages": wire_messages,
+    "gemini": wire_gemini,
+}
 STREAM_EVENTS = 100
 LOGICAL_MODEL = "bench-logical"
 UPSTREAM_MODEL = "bench-upstream"
@@ -67,11 +71,16 @@ TOOL_NAMES = ("get_weather", "get_time", "search_docs", "read_file", "write_file
 
 
 def _schema(i: int) -> dict[str, Any]:
-    return {"type": "object", "properties": {
-        "query": {"type": "string", "description": f"What to look up ({i})"},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-        "flags": {"type": "array", "items": {"type": "string", "enum": ["fast", "exact", "recent"]}}},
-        "required": ["query"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": f"What to look up ({i})"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            "flags": {"type": "array", "items": {"type": "string", "enum": ["fast", "exact", "recent"]}},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
 
 
 SYSTEM = "You are a careful assistant for an engineering team. Answer briefly and cite files by path."
@@ -92,53 +101,121 @@ def chat_body() -> dict[str, Any]:
     result, an assistant answer and a final user turn; 5 function tools."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
     messages += [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(TURNS)]
-    messages.append({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_weather_1", "type": "function", "function": {"name": "get_weather", "arguments": CALL_ARGS}}]})
+    messages.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_weather_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": CALL_ARGS},
+                }
+            ],
+        }
+    )
     messages.append({"role": "tool", "tool_call_id": "call_weather_1", "content": RESULT})
     messages.append({"role": "assistant", "content": "Light rain on Tuesday, sunny afterwards."})
     messages += [{"role": "user", "content": t} for t in FINAL]
     assert len(messages) == 10
-    tools = [{"type": "function", "function": {"name": n, "description": f"The {n} tool.", "parameters": _schema(i)}}
-             for i, n in enumerate(TOOL_NAMES)]
-    return {"model": LOGICAL_MODEL, "messages": messages, "tools": tools, "temperature": 0.2, "max_tokens": 1024}
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": n, "description": f"The {n} tool.", "parameters": _schema(i)},
+        }
+        for i, n in enumerate(TOOL_NAMES)
+    ]
+    return {
+        "model": LOGICAL_MODEL,
+        "messages": messages,
+        "tools": tools,
+        "temperature": 0.2,
+        "max_tokens": 1024,
+    }
 
 
 def responses_body() -> dict[str, Any]:
     """The same conversation as 10 Responses input items (a developer message first)."""
     items: list[dict[str, Any]] = [{"role": "developer", "content": SYSTEM}]
-    items += [{"role": "user", "content": t} if i % 2 == 0 else
-              {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": t}]}
-              for i, t in enumerate(TURNS)]
-    items.append({"type": "function_call", "call_id": "call_weather_1", "name": "get_weather", "arguments": CALL_ARGS})
+    items += [
+        {"role": "user", "content": t}
+        if i % 2 == 0
+        else {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": t}]}
+        for i, t in enumerate(TURNS)
+    ]
+    items.append(
+        {"type": "function_call", "call_id": "call_weather_1", "name": "get_weather", "arguments": CALL_ARGS}
+    )
     items.append({"type": "function_call_output", "call_id": "call_weather_1", "output": RESULT})
-    items.append({"type": "message", "role": "assistant",
-                  "content": [{"type": "output_text", "text": "Light rain on Tuesday, sunny afterwards."}]})
+    items.append(
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Light rain on Tuesday, sunny afterwards."}],
+        }
+    )
     items += [{"role": "user", "content": t} for t in FINAL]
     assert len(items) == 10
-    tools = [{"type": "function", "name": n, "description": f"The {n} tool.", "parameters": _schema(i)}
-             for i, n in enumerate(TOOL_NAMES)]
-    return {"model": LOGICAL_MODEL, "input": items, "tools": tools, "temperature": 0.2, "max_output_tokens": 1024}
+    tools = [
+        {"type": "function", "name": n, "description": f"The {n} tool.", "parameters": _schema(i)}
+        for i, n in enumerate(TOOL_NAMES)
+    ]
+    return {
+        "model": LOGICAL_MODEL,
+        "input": items,
+        "tools": tools,
+        "temperature": 0.2,
+        "max_output_tokens": 1024,
+    }
 
 
 def messages_body() -> dict[str, Any]:
     """The same conversation in Anthropic Messages (system + 9 messages; the tool call and the
     assistant text around it are content blocks, as Messages requires)."""
-    messages: list[dict[str, Any]] = [{"role": "user" if i % 2 == 0 else "assistant", "content": t}
-                                      for i, t in enumerate(TURNS)]
-    messages.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "toolu_weather_1", "name": "get_weather", "input": orjson.loads(CALL_ARGS)}]})
-    messages.append({"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_weather_1", "content": RESULT}]})
+    messages: list[dict[str, Any]] = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(TURNS)
+    ]
+    messages.append(
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_weather_1",
+                    "name": "get_weather",
+                    "input": orjson.loads(CALL_ARGS),
+                }
+            ],
+        }
+    )
+    messages.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_weather_1", "content": RESULT}],
+        }
+    )
     messages.append({"role": "assistant", "content": "Light rain on Tuesday, sunny afterwards."})
     messages += [{"role": "user", "content": t} for t in FINAL]
     assert len(messages) == 9  # + the system prompt = 10 messages
-    tools = [{"name": n, "description": f"The {n} tool.", "input_schema": _schema(i)} for i, n in enumerate(TOOL_NAMES)]
-    return {"model": LOGICAL_MODEL, "system": SYSTEM, "messages": messages, "tools": tools, "temperature": 0.2,
-            "max_tokens": 1024}
+    tools = [
+        {"name": n, "description": f"The {n} tool.", "input_schema": _schema(i)}
+        for i, n in enumerate(TOOL_NAMES)
+    ]
+    return {
+        "model": LOGICAL_MODEL,
+        "system": SYSTEM,
+        "messages": messages,
+        "tools": tools,
+        "temperature": 0.2,
+        "max_tokens": 1024,
+    }
 
 
 CLIENT_BODIES: dict[str, Callable[[], dict[str, Any]]] = {
-    "chat_completion": chat_body, "responses": responses_body, "messages": messages_body}
+    "chat_completion": chat_body,
+    "responses": responses_body,
+    "messages": messages_body,
+}
 
 # -- the upstream answer ---------------------------------------------------------------------------
 
@@ -148,15 +225,29 @@ REASONING = "The user wants the weather for the offsite so I should call the wea
 def _turn(words: int) -> Turn:
     text = " ".join(f"word{i}" for i in range(words))
     reasoning = REASONING
-    return Turn(text=text, reasoning=reasoning, reasoning_signature=signature_for(reasoning),
-                tool_calls=[ToolCall("get_weather", '{"query": "Paris, France", "limit": 3, "flags": ["recent"]}',
-                                     "call_bench_1")],
-                input_tokens=420, output_tokens=80 + words, reasoning_tokens=20)
+    return Turn(
+        text=text,
+        reasoning=reasoning,
+        reasoning_signature=signature_for(reasoning),
+        tool_calls=[
+            ToolCall(
+                "get_weather", '{"query": "Paris, France", "limit": 3, "flags": ["recent"]}', "call_bench_1"
+            )
+        ],
+        input_tokens=420,
+        output_tokens=80 + words,
+        reasoning_tokens=20,
+    )
 
 
 def _ctx() -> WireContext:
-    return WireContext(model=UPSTREAM_MODEL, response_id="0123456789abcdef01234567", created=1796032299,
-                       arg_chunk=12, include_usage=True)
+    return WireContext(
+        model=UPSTREAM_MODEL,
+        response_id="0123456789abcdef01234567",
+        created=1796032299,
+        arg_chunk=12,
+        include_usage=True,
+    )
 
 
 def _words_for(protocol: str) -> int:
@@ -202,10 +293,13 @@ def op_request_full(client: str, upstream: str) -> Callable[[], Any]:
     def run() -> bytes:
         req = ccodec.decode_request(orjson.loads(raw))
         req.model = UPSTREAM_MODEL
-        prepare_before_chains(req, upstream_protocol=upstream, source_protocol=client, strip_nested=True,
-                              extra_whitelist=None)
+        prepare_before_chains(
+            req, upstream_protocol=upstream, source_protocol=client, strip_nested=True, extra_whitelist=None
+        )
         prepare_after_chains(req, upstream_protocol=upstream, source_protocol=client)
-        return orjson.dumps(ucodec.encode_request(req, EncodeContext(model=UPSTREAM_MODEL, source_protocol=client)))
+        return orjson.dumps(
+            ucodec.encode_request(req, EncodeContext(model=UPSTREAM_MODEL, source_protocol=client))
+        )
 
     run()
     return run
@@ -273,8 +367,9 @@ def time_once(fn: Callable[[], Any], number: int) -> float:
     return (time.perf_counter() - start) / number * 1e6
 
 
-def measure_all(ops: dict[tuple[str, str, str], Callable[[], Any]], *, runs: int, min_time: float
-                ) -> dict[tuple[str, str, str], float]:
+def measure_all(
+    ops: dict[tuple[str, str, str], Callable[[], Any]], *, runs: int, min_time: float
+) -> dict[tuple[str, str, str], float]:
     """Median µs per call of every operation. The runs are interleaved (pass 1 over every
     operation, then pass 2...), so load from other processes on a shared machine spreads over
     all cells instead of inflating whichever cells ran during a busy second."""
@@ -287,8 +382,9 @@ def measure_all(ops: dict[tuple[str, str, str], Callable[[], Any]], *, runs: int
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
-def build_report(results: dict[tuple[str, str], dict[str, float]], *, runs: int, min_time: float,
-                 total_seconds: float) -> str:
+def build_report(
+    results: dict[tuple[str, str], dict[str, float]], *, runs: int, min_time: float, total_seconds: float
+) -> str:
     lines = [
         "# Codec benchmark",
         "",
@@ -313,8 +409,10 @@ def build_report(results: dict[tuple[str, str], dict[str, float]], *, runs: int,
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for (client, upstream), r in results.items():
-        lines.append(f"| {client} → {upstream} | {r['request']:.1f} | {r['request_full']:.1f} | {r['stream']:.0f} | "
-                     f"{r['stream'] / STREAM_EVENTS:.2f} | {r['response']:.1f} |")
+        lines.append(
+            f"| {client} → {upstream} | {r['request']:.1f} | {r['request_full']:.1f} | {r['stream']:.0f} | "
+            f"{r['stream'] / STREAM_EVENTS:.2f} | {r['response']:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -329,16 +427,25 @@ def main(argv: list[str] | None = None) -> None:
 
     django.setup()  # some codecs read settings lazily; nothing here touches the database
     started = time.perf_counter()
-    makers = (("request", op_request), ("request_full", op_request_full), ("stream", op_stream),
-              ("response", op_response))
-    ops = {(client, upstream, name): make(client, upstream) for client in CLIENT_PROTOCOLS
-           for upstream in UPSTREAM_PROTOCOLS for name, make in makers}
+    makers = (
+        ("request", op_request),
+        ("request_full", op_request_full),
+        ("stream", op_stream),
+        ("response", op_response),
+    )
+    ops = {
+        (client, upstream, name): make(client, upstream)
+        for client in CLIENT_PROTOCOLS
+        for upstream in UPSTREAM_PROTOCOLS
+        for name, make in makers
+    }
     timings = measure_all(ops, runs=args.runs, min_time=args.min_time)
     results: dict[tuple[str, str], dict[str, float]] = {}
     for (client, upstream, name), value in timings.items():
         results.setdefault((client, upstream), {})[name] = value
-    report = build_report(results, runs=args.runs, min_time=args.min_time,
-                          total_seconds=time.perf_counter() - started)
+    report = build_report(
+        results, runs=args.runs, min_time=args.min_time, total_seconds=time.perf_counter() - started
+    )
     print()
     print(report)
     args.out.write_text(report, encoding="utf-8")

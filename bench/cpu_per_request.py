@@ -56,13 +56,24 @@ class TreeGateway(servers.Gateway):
         self.root = root
 
     def manage(self, *args: str) -> None:
-        subprocess.run([sys.executable, "manage.py", *args], cwd=self.root, env=self.env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=self.root,
+            env=self.env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
     def start(self) -> None:
         log = (self.workdir / "uvicorn.log").open("wb")
-        self.proc = subprocess.Popen(self.command(), cwd=self.root, env=self.env, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=self.root,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         procs.wait_port(self.port, self.proc, "gateway")
         time.sleep(2)
 
@@ -103,13 +114,16 @@ class Series:
 
     def line(self) -> str:
         med = statistics.median
-        return (f"CPU ms/req {med(self.cpu):.4f} (runs {' '.join(f'{c:.3f}' for c in self.cpu)}; loop thread "
-                f"{med(self.loop):.4f}, other threads {med(self.other):.4f})  req/s {med(self.rps):6.0f}  "
-                f"p50 {med(self.p50):.3f} ms")
+        return (
+            f"CPU ms/req {med(self.cpu):.4f} (runs {' '.join(f'{c:.3f}' for c in self.cpu)}; loop thread "
+            f"{med(self.loop):.4f}, other threads {med(self.other):.4f})  req/s {med(self.rps):6.0f}  "
+            f"p50 {med(self.p50):.3f} ms"
+        )
 
 
-def one_run(gw: servers.Gateway, script: Path, conns: int, seconds: float, series: Series,
-            spy_out: Path | None = None) -> None:
+def one_run(
+    gw: servers.Gateway, script: Path, conns: int, seconds: float, series: Series, spy_out: Path | None = None
+) -> None:
     workers = procs.worker_pids(gw.proc.pid)
     spy = None
     if spy_out is not None and (exe := _pyspy()):
@@ -133,9 +147,16 @@ def measure(gateways: dict[str, servers.Gateway], key: str, workdir: Path, args:
     model, factory, conns = CASES[key]
     body_file = workdir / f"{key}.json"
     body_file.write_bytes(payloads.dumps(factory(model)))
-    script = wrk.write_script(workdir / f"{key}.lua", [wrk.WrkRequest(
-        PATHS.get(key, "/v1/chat/completions"), body_file,
-        {"Authorization": f"Bearer {servers.PLAIN_KEY}", "anthropic-version": "2023-06-01"})])
+    script = wrk.write_script(
+        workdir / f"{key}.lua",
+        [
+            wrk.WrkRequest(
+                PATHS.get(key, "/v1/chat/completions"),
+                body_file,
+                {"Authorization": f"Bearer {servers.PLAIN_KEY}", "anthropic-version": "2023-06-01"},
+            )
+        ],
+    )
     names = list(gateways)
     for gw in gateways.values():
         wrk.run(gw.port, script, connections=conns, seconds=1)  # warm-up
@@ -143,13 +164,20 @@ def measure(gateways: dict[str, servers.Gateway], key: str, workdir: Path, args:
     for run in range(args.runs):
         order = names if run % 2 == 0 else names[::-1]
         for name in order:
-            spy_out = workdir / f"profile-{key}.txt" if args.profile == key and run == 0 and name == "this" else None
+            spy_out = (
+                workdir / f"profile-{key}.txt"
+                if args.profile == key and run == 0 and name == "this"
+                else None
+            )
             one_run(gateways[name], script, conns, args.seconds, series[name], spy_out)
     for name in names:
         print(f"{key:9s} {name:8s} {series[name].line()}", flush=True)
     if len(names) == 2:
         diffs = [a - b for a, b in zip(series["this"].cpu, series["baseline"].cpu, strict=True)]
-        print(f"{key:9s} this - baseline, paired by run: median {statistics.median(diffs):+.4f} ms/req", flush=True)
+        print(
+            f"{key:9s} this - baseline, paired by run: median {statistics.median(diffs):+.4f} ms/req",
+            flush=True,
+        )
 
 
 def _print_profile(raw: Path) -> None:
@@ -180,8 +208,9 @@ def main() -> None:
     nginx = nginx_mock.start(workdir, up.nginx_port)
     gateways: dict[str, servers.Gateway] = {}
     if args.baseline is not None:
-        gateways["baseline"] = TreeGateway(args.baseline.resolve(), workdir / "baseline", procs.free_port(),
-                                           args.workers)
+        gateways["baseline"] = TreeGateway(
+            args.baseline.resolve(), workdir / "baseline", procs.free_port(), args.workers
+        )
     gateways["this"] = TreeGateway(ROOT, workdir / "this", procs.free_port(), args.workers)
     try:
         for gw in gateways.values():

@@ -33,7 +33,9 @@ PID_RE = re.compile(rb"pid=(\d+)")
 
 
 def connection_split(port: int) -> dict[int, int]:
-    out = subprocess.run(["ss", "-Htnp", "state", "established", f"( sport = :{port} )"], capture_output=True).stdout
+    out = subprocess.run(
+        ["ss", "-Htnp", "state", "established", f"( sport = :{port} )"], capture_output=True
+    ).stdout
     split: dict[int, int] = {}
     for line in out.splitlines():
         m = PID_RE.search(line)
@@ -48,15 +50,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--gc-freeze", action="store_true", help="experiment: gc.freeze() after import-time set-up")
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="experiment: gc.freeze() after import-time set-up"
+    )
     parser.add_argument("--gc-threshold", help="experiment: gc.set_threshold(a, b, c), e.g. 50000,20,10")
-    parser.add_argument("--compare-freeze", action="store_true",
-                        help="run as shipped, then with gc.freeze(), and write both to --output")
+    parser.add_argument(
+        "--compare-freeze",
+        action="store_true",
+        help="run as shipped, then with gc.freeze(), and write both to --output",
+    )
     parser.add_argument("--output", help="also write the Markdown here (e.g. bench/TAIL.md)")
     args = parser.parse_args()
     os.chdir(ROOT)
-    variants = [(False, args.gc_threshold), (True, args.gc_threshold)] if args.compare_freeze else \
-        [(args.gc_freeze, args.gc_threshold)]
+    variants = (
+        [(False, args.gc_threshold), (True, args.gc_threshold)]
+        if args.compare_freeze
+        else [(args.gc_freeze, args.gc_threshold)]
+    )
     text = "\n".join(diagnose(args, freeze, threshold) for freeze, threshold in variants)
     if args.output:
         Path(args.output).write_text(HEADER + text)
@@ -100,21 +110,33 @@ def diagnose(args: argparse.Namespace, freeze: bool, threshold: str | None) -> s
         gw.env["GC_PROBE_FREEZE"] = "1"
     if threshold:
         gw.env["GC_PROBE_THRESHOLD"] = threshold
-    variant = ", ".join(filter(None, ["with gc.freeze()" if freeze else "",
-                                      f"gc thresholds {threshold}" if threshold else ""])) or "as shipped"
+    variant = (
+        ", ".join(
+            filter(
+                None,
+                ["with gc.freeze()" if freeze else "", f"gc thresholds {threshold}" if threshold else ""],
+            )
+        )
+        or "as shipped"
+    )
     lines: list[str] = []
     try:
         gw.prepare(up)
         gw.start()
         body = workdir / "chat.json"
         body.write_bytes(payloads.dumps(payloads.chat_body("bench-chat")))
-        script = wrk.write_script(workdir / "chat.lua", [wrk.WrkRequest(
-            "/v1/chat/completions", body, {"authorization": f"Bearer {servers.PLAIN_KEY}"})])
+        script = wrk.write_script(
+            workdir / "chat.lua",
+            [wrk.WrkRequest("/v1/chat/completions", body, {"authorization": f"Bearer {servers.PLAIN_KEY}"})],
+        )
         workers = procs.worker_pids(gw.proc.pid)
-        lines += [f"## {args.connections} connections, {args.workers} workers, collector {variant} ({stamp})", "",
-                  "| run | req/s | p50 ms | p99 ms | max ms | connections per worker | CPU per worker (cores) | "
-                  "GC: collections (gen0/1/2) | GC pause total ms | GC pauses > 5 ms | longest GC pause ms |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            f"## {args.connections} connections, {args.workers} workers, collector {variant} ({stamp})",
+            "",
+            "| run | req/s | p50 ms | p99 ms | max ms | connections per worker | CPU per worker (cores) | "
+            "GC: collections (gen0/1/2) | GC pause total ms | GC pauses > 5 ms | longest GC pause ms |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for run in range(args.runs):
             splits: list[dict[int, int]] = []
             stop = threading.Event()
@@ -144,12 +166,15 @@ def diagnose(args: argparse.Namespace, freeze: bool, threshold: str | None) -> s
                         total.append(ms)
                         over += ms > 5
                         longest = max(longest, ms)
-            per_worker = {p: statistics.median([s.get(p, 0) for s in splits]) if splits else 0 for p in workers}
+            per_worker = {
+                p: statistics.median([s.get(p, 0) for s in splits]) if splits else 0 for p in workers
+            }
             lines.append(
                 f"| {run + 1} | {res.rps:.0f} | {res.p50:.2f} | {res.p99:.2f} | {res.max:.2f} | "
                 f"{' / '.join(f'{per_worker[p]:.0f}' for p in workers)} | "
                 f"{' / '.join(f'{cpu[p]:.2f}' for p in workers)} | {'/'.join(map(str, gens))} | "
-                f"{sum(total):.1f} | {over} | {longest:.1f} |")
+                f"{sum(total):.1f} | {over} | {longest:.1f} |"
+            )
             print(lines[-1], flush=True)
         lines += ["", f"Load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}."]
     finally:

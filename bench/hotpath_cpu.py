@@ -57,9 +57,16 @@ def _setup(args: argparse.Namespace) -> tuple[bytes, dict]:
     os.chdir(root)
     sys.path.insert(0, str(root))
     data = Path(tempfile.mkdtemp(prefix="gw-hotpath-"))
-    os.environ.update({"DJANGO_SETTINGS_MODULE": "gateway.settings", "GATEWAY_DATA_DIR": str(data),
-                       "DATABASE_URL": f"sqlite:///{data / 'bench.sqlite3'}", "SECRET_KEY": secrets.token_urlsafe(40),
-                       "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"})
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "gateway.settings",
+            "GATEWAY_DATA_DIR": str(data),
+            "DATABASE_URL": f"sqlite:///{data / 'bench.sqlite3'}",
+            "SECRET_KEY": secrets.token_urlsafe(40),
+            "LOG_LEVEL": "WARNING",
+            "GATEWAY_LOG_LEVEL": "WARNING",
+        }
+    )
     for name in ("REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"):
         os.environ.pop(name, None)
     import django
@@ -71,17 +78,32 @@ def _setup(args: argparse.Namespace) -> tuple[bytes, dict]:
 
     call_command("migrate", verbosity=0)
     config = data / "config.json"
-    config.write_text(json.dumps(servers.gateway_config(servers.Upstreams(args.port, args.port), capture=False)))
+    config.write_text(
+        json.dumps(servers.gateway_config(servers.Upstreams(args.port, args.port), capture=False))
+    )
     with open(os.devnull, "w") as devnull:
         call_command("loadconfig", str(config), stdout=devnull)
     model, factory = CASES[args.case]
     body = payloads.dumps(getattr(payloads, factory)(model))
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "query_string": b"",
-             "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
-             "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
-                         (b"authorization", f"Bearer {servers.PLAIN_KEY}".encode()),
-                         (b"content-length", str(len(body)).encode())]}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "headers": [
+            (b"host", b"127.0.0.1:8000"),
+            (b"content-type", b"application/json"),
+            (b"authorization", f"Bearer {servers.PLAIN_KEY}".encode()),
+            (b"content-length", str(len(body)).encode()),
+        ],
+    }
     return body, scope
 
 
@@ -134,20 +156,40 @@ def child(args: argparse.Namespace) -> None:
         bad = [s for s in statuses if s != 200]
         if bad or len(statuses) != args.requests:
             raise SystemExit(f"unexpected statuses: {bad[:5]} ({len(statuses)} answers)")
-        return {"cpu_ms": cpu * 1000 / args.requests, "loop_ms": loop * 1000 / args.requests, "calls": calls,
-                "switches": sw / args.requests}
+        return {
+            "cpu_ms": cpu * 1000 / args.requests,
+            "loop_ms": loop * 1000 / args.requests,
+            "calls": calls,
+            "switches": sw / args.requests,
+        }
 
     print("HOTPATH " + json.dumps(uvloop.run(main())), flush=True)
 
 
 def run_child(root: Path, case: str, port: int, requests: int, calls: int = 0) -> dict:
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--root", str(root), "--case", case,
-                          "--port", str(port), "--requests", str(requests), "--calls", str(calls)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            "--root",
+            str(root),
+            "--case",
+            case,
+            "--port",
+            str(port),
+            "--requests",
+            str(requests),
+            "--calls",
+            str(calls),
+        ],
+        capture_output=True,
+        text=True,
+    )
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("HOTPATH ")), None)
     if line is None:
         raise SystemExit(f"child failed ({root}): {out.stdout[-800:]} {out.stderr[-1500:]}")
-    return json.loads(line[len("HOTPATH "):])
+    return json.loads(line[len("HOTPATH ") :])
 
 
 def main() -> None:
@@ -160,8 +202,12 @@ def main() -> None:
     parser.add_argument("--root", default=str(ROOT))
     parser.add_argument("--case", default="chat")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--calls", type=int, default=0,
-                        help="count Python calls per request (cProfile; >1: also print that many top functions)")
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=0,
+        help="count Python calls per request (cProfile; >1: also print that many top functions)",
+    )
     args = parser.parse_args()
     if args.child:
         child(args)
@@ -184,15 +230,21 @@ def main() -> None:
                     got[name].append(run_child(trees[name], case, port, args.requests))
             for name, root in trees.items():
                 calls = run_child(root, case, port, 500, calls=1)["calls"]
-                print(f"{case:6s} {name:8s} Python calls per request on the loop thread: {calls:.0f}", flush=True)
+                print(
+                    f"{case:6s} {name:8s} Python calls per request on the loop thread: {calls:.0f}",
+                    flush=True,
+                )
             for name, results in got.items():
                 cpu = [r["cpu_ms"] for r in results]
                 loop = [r["loop_ms"] for r in results]
                 sw = [r["switches"] for r in results]
-                print(f"{case:6s} {name:8s} CPU ms/req min {min(cpu):.4f} median {statistics.median(cpu):.4f} "
-                      f"(loop thread min {min(loop):.4f} median {statistics.median(loop):.4f}; "
-                      f"context switches/req {statistics.median(sw):.2f}; "
-                      f"runs {' '.join(f'{c:.3f}' for c in cpu)})", flush=True)
+                print(
+                    f"{case:6s} {name:8s} CPU ms/req min {min(cpu):.4f} median {statistics.median(cpu):.4f} "
+                    f"(loop thread min {min(loop):.4f} median {statistics.median(loop):.4f}; "
+                    f"context switches/req {statistics.median(sw):.2f}; "
+                    f"runs {' '.join(f'{c:.3f}' for c in cpu)})",
+                    flush=True,
+                )
     finally:
         procs.stop(nginx)
 

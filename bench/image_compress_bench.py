@@ -110,8 +110,9 @@ async def text_load(client: httpx.AsyncClient, stop: float, latencies: list[floa
 async def image_load(client: httpx.AsyncClient, stop: float, body: bytes, done: list[float]) -> None:
     while time.perf_counter() < stop:
         t = time.perf_counter()
-        r = await client.post("/v1/chat/completions", content=body, timeout=120,
-                              headers={"content-type": "application/json"})
+        r = await client.post(
+            "/v1/chat/completions", content=body, timeout=120, headers={"content-type": "application/json"}
+        )
         if r.status_code == 200:
             done.append((time.perf_counter() - t) * 1000.0)
         else:
@@ -125,15 +126,27 @@ def image_process(base: str, seconds: float, clients: int, megapixels: float, ou
     import orjson
 
     image = jpeg_b64(megapixels)
-    body = orjson.dumps({"model": "bench-image", "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "what is this?"},
-        {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{image}"}}]}]})
+    body = orjson.dumps(
+        {
+            "model": "bench-image",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "what is this?"},
+                        {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{image}"}},
+                    ],
+                }
+            ],
+        }
+    )
 
     async def go() -> list[float]:
         done: list[float] = []
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        async with httpx.AsyncClient(base_url=base, headers={"authorization": f"Bearer {KEY}"}, limits=limits,
-                                     timeout=120) as client:
+        async with httpx.AsyncClient(
+            base_url=base, headers={"authorization": f"Bearer {KEY}"}, limits=limits, timeout=120
+        ) as client:
             out.put("ready")
             stop = time.perf_counter() + seconds
             await asyncio.gather(*(image_load(client, stop, body, done) for _ in range(clients)))
@@ -160,8 +173,9 @@ def one_run(base: str, args: argparse.Namespace) -> dict:
 
     baseline = asyncio.run(measure(base, args.seconds))
     queue: multiprocessing.Queue = multiprocessing.Queue()
-    proc = multiprocessing.Process(target=image_process,
-                                   args=(base, args.seconds + 1.0, args.images, args.megapixels, queue))
+    proc = multiprocessing.Process(
+        target=image_process, args=(base, args.seconds + 1.0, args.images, args.megapixels, queue)
+    )
     proc.start()
     queue.get(timeout=120)  # the image clients are connected and about to start
     time.sleep(1.0)  # let the image load build up before measuring
@@ -173,28 +187,71 @@ def one_run(base: str, args: argparse.Namespace) -> dict:
     print(f"text p50 baseline:          {p50_base:8.2f} ms  ({len(baseline)} requests)")
     print(f"text p50 under image load:  {p50_load:8.2f} ms  ({len(loaded)} requests)")
     if images_done:
-        print(f"image requests:             {len(images_done)} done, p50 {statistics.median(images_done):.0f} ms")
+        print(
+            f"image requests:             {len(images_done)} done, p50 {statistics.median(images_done):.0f} ms"
+        )
     print(f"ratio: {p50_load / p50_base:.2f}x (target <= 2.00x)")
-    return {"baseline_p50": p50_base, "loaded_p50": p50_load, "ratio": p50_load / p50_base,
-            "text_requests": [len(baseline), len(loaded)], "images_done": len(images_done),
-            "image_p50": statistics.median(images_done) if images_done else None}
+    return {
+        "baseline_p50": p50_base,
+        "loaded_p50": p50_load,
+        "ratio": p50_load / p50_base,
+        "text_requests": [len(baseline), len(loaded)],
+        "images_done": len(images_done),
+        "image_p50": statistics.median(images_done) if images_done else None,
+    }
 
 
 def start_servers(tmp: Path) -> tuple[list[subprocess.Popen], str]:
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}", "GATEWAY_DATA_DIR": str(tmp),
-           "DJANGO_SETTINGS_MODULE": "gateway.settings", "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+        "GATEWAY_DATA_DIR": str(tmp),
+        "DJANGO_SETTINGS_MODULE": "gateway.settings",
+        "LOG_LEVEL": "WARNING",
+        "GATEWAY_LOG_LEVEL": "WARNING",
+    }
     env.pop("REDIS_URL", None)
     mock_port, gw_port = free_port(), free_port()
     (tmp / "config.yaml").write_text(config_yaml(mock_port))
     subprocess.run([PY, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    subprocess.run([PY, "manage.py", "loadconfig", str(tmp / "config.yaml")], cwd=ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [PY, "manage.py", "loadconfig", str(tmp / "config.yaml")],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     procs = [
-        subprocess.Popen([PY, "manage.py", "mockupstream", "--host", "127.0.0.1", "--port", str(mock_port)],
-                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        subprocess.Popen([PY, "-m", "uvicorn", "gateway.asgi:application", "--host", "127.0.0.1", "--port",
-                          str(gw_port), "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--lifespan",
-                          "on"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen(
+            [PY, "manage.py", "mockupstream", "--host", "127.0.0.1", "--port", str(mock_port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [
+                PY,
+                "-m",
+                "uvicorn",
+                "gateway.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(gw_port),
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+                "--no-access-log",
+                "--lifespan",
+                "on",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
     ]
     wait_http(f"http://127.0.0.1:{mock_port}/_mock/health")
     wait_http(f"http://127.0.0.1:{gw_port}/healthz")
@@ -221,11 +278,24 @@ def main() -> int:
         ratio = statistics.median(ratios)
         if ERRORS:
             print(f"{len(ERRORS)} failed requests, first: {ERRORS[0]}")
-        print(f"median ratio of {len(runs)} runs: {ratio:.2f}x (target <= 2.00x) -> {'met' if ratio <= 2.0 else 'MISSED'}")
+        print(
+            f"median ratio of {len(runs)} runs: {ratio:.2f}x (target <= 2.00x) -> {'met' if ratio <= 2.0 else 'MISSED'}"
+        )
         if args.json:
-            Path(args.json).write_text(json.dumps({
-                "images": args.images, "megapixels": args.megapixels, "seconds": args.seconds, "runs": runs,
-                "errors": len(ERRORS), "first_error": ERRORS[0] if ERRORS else "", "workers": 1}, indent=1))
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "images": args.images,
+                        "megapixels": args.megapixels,
+                        "seconds": args.seconds,
+                        "runs": runs,
+                        "errors": len(ERRORS),
+                        "first_error": ERRORS[0] if ERRORS else "",
+                        "workers": 1,
+                    },
+                    indent=1,
+                )
+            )
         return 0 if ratio <= 2.0 else 1
     finally:
         for p in procs:

@@ -38,12 +38,19 @@ from gateway.urp import Usage  # noqa: E402
 
 
 def _objects():
-    ex = SimpleNamespace(request_id="req-bench", protocol="chat_completion", endpoint="/v1/chat/completions",
-                         t0=time.perf_counter(), status=200)
+    ex = SimpleNamespace(
+        request_id="req-bench",
+        protocol="chat_completion",
+        endpoint="/v1/chat/completions",
+        t0=time.perf_counter(),
+        status=200,
+    )
     key = SimpleNamespace(name="bench-key", id=1)
     call = SimpleNamespace(logical_model="bench-model", client_stream=False)
-    att = SimpleNamespace(provider=SimpleNamespace(name="bench-provider"),
-                          channel=SimpleNamespace(name="bench-channel", id=7, prices={}))
+    att = SimpleNamespace(
+        provider=SimpleNamespace(name="bench-provider"),
+        channel=SimpleNamespace(name="bench-channel", id=7, prices={}),
+    )
     resp = SimpleNamespace(usage=Usage(input_tokens=120, output_tokens=40))
     return ex, key, call, att, resp
 

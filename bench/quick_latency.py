@@ -61,7 +61,9 @@ def timed(client: httpx.Client, path: str, body: dict, headers: dict, n: int) ->
     return out
 
 
-def timed_stream(client: httpx.Client, path: str, body: dict, headers: dict, n: int) -> tuple[list[float], list[float]]:
+def timed_stream(
+    client: httpx.Client, path: str, body: dict, headers: dict, n: int
+) -> tuple[list[float], list[float]]:
     """(time to first byte, time to the end) of streamed requests, in ms."""
     first, total = [], []
     for _ in range(n):
@@ -82,9 +84,15 @@ def main() -> None:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings", "GATEWAY_DATA_DIR": str(tmp),
-           "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}", "SECRET_KEY": secrets.token_urlsafe(40),
-           "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gateway.settings",
+        "GATEWAY_DATA_DIR": str(tmp),
+        "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "LOG_LEVEL": "WARNING",
+        "GATEWAY_LOG_LEVEL": "WARNING",
+    }
     env.pop("REDIS_URL", None)
     os.environ.update(env)
     import django
@@ -98,8 +106,12 @@ def main() -> None:
 
     mock_port, gw_port = free_port(), free_port()
     provider = Provider.objects.create(name="bench")
-    channel = Channel(provider=provider, name="mock", protocol="chat_completion",
-                      base_url=f"http://127.0.0.1:{mock_port}/v1")
+    channel = Channel(
+        provider=provider,
+        name="mock",
+        protocol="chat_completion",
+        base_url=f"http://127.0.0.1:{mock_port}/v1",
+    )
     channel.set_api_key("sk-upstream-bench")
     channel.save()
     ChannelModel.objects.create(channel=channel, model="bench-model")
@@ -108,11 +120,34 @@ def main() -> None:
     key.save()
 
     procs = [
-        subprocess.Popen([sys.executable, "manage.py", "mockupstream", "--port", str(mock_port)], cwd=ROOT, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT),
-        subprocess.Popen([sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
-                          "httptools", "--port", str(gw_port), "--no-access-log", "--log-level", "warning"],
-                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT),
+        subprocess.Popen(
+            [sys.executable, "manage.py", "mockupstream", "--port", str(mock_port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "gateway.asgi:application",
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+                "--port",
+                str(gw_port),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        ),
     ]
     try:
         wait_up(f"http://127.0.0.1:{mock_port}/_mock/health", procs[0])
@@ -126,19 +161,35 @@ def main() -> None:
         timed(via, "/v1/chat/completions", body, gw_headers, 50)
         d = timed(direct, "/v1/chat/completions", body, up_headers, args.requests)
         g = timed(via, "/v1/chat/completions", body, gw_headers, args.requests)
-        overhead = [float(via.post("/v1/chat/completions", json=body, headers=gw_headers)
-                          .headers["x-gateway-overhead-ms"]) for _ in range(100)]
+        overhead = [
+            float(
+                via.post("/v1/chat/completions", json=body, headers=gw_headers).headers[
+                    "x-gateway-overhead-ms"
+                ]
+            )
+            for _ in range(100)
+        ]
         print(f"requests: {args.requests} sequential, one keep-alive connection each, non-stream")
-        print(f"direct  p50 {percentile(d, .5):7.3f} ms  p99 {percentile(d, .99):7.3f} ms  mean {statistics.mean(d):.3f}")
-        print(f"gateway p50 {percentile(g, .5):7.3f} ms  p99 {percentile(g, .99):7.3f} ms  mean {statistics.mean(g):.3f}")
-        print(f"added   p50 {percentile(g, .5) - percentile(d, .5):7.3f} ms  p99 {percentile(g, .99) - percentile(d, .99):7.3f} ms")
-        print(f"x-gateway-overhead-ms p50 {percentile(overhead, .5):.3f}  p99 {percentile(overhead, .99):.3f}")
+        print(
+            f"direct  p50 {percentile(d, 0.5):7.3f} ms  p99 {percentile(d, 0.99):7.3f} ms  mean {statistics.mean(d):.3f}"
+        )
+        print(
+            f"gateway p50 {percentile(g, 0.5):7.3f} ms  p99 {percentile(g, 0.99):7.3f} ms  mean {statistics.mean(g):.3f}"
+        )
+        print(
+            f"added   p50 {percentile(g, 0.5) - percentile(d, 0.5):7.3f} ms  p99 {percentile(g, 0.99) - percentile(d, 0.99):7.3f} ms"
+        )
+        print(
+            f"x-gateway-overhead-ms p50 {percentile(overhead, 0.5):.3f}  p99 {percentile(overhead, 0.99):.3f}"
+        )
         n = max(50, args.requests // 5)
         df, dt = timed_stream(direct, "/v1/chat/completions", body, up_headers, n)
         gf, gt = timed_stream(via, "/v1/chat/completions", body, gw_headers, n)
-        print(f"stream ({n}): first byte added p50 {percentile(gf, .5) - percentile(df, .5):.3f} ms, "
-              f"whole stream added p50 {percentile(gt, .5) - percentile(dt, .5):.3f} ms "
-              f"p99 {percentile(gt, .99) - percentile(dt, .99):.3f} ms")
+        print(
+            f"stream ({n}): first byte added p50 {percentile(gf, 0.5) - percentile(df, 0.5):.3f} ms, "
+            f"whole stream added p50 {percentile(gt, 0.5) - percentile(dt, 0.5):.3f} ms "
+            f"p99 {percentile(gt, 0.99) - percentile(dt, 0.99):.3f} ms"
+        )
     finally:
         for p in procs:
             p.terminate()

@@ -28,12 +28,16 @@ def build_events(n: int = 200) -> list:
     half = n // 2
     out: list = [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=0, node=ReasoningNode())]
     out += [ev.NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="thinking ") for _ in range(half)]
-    out += [ev.NodeDone(index=0, node=ReasoningNode(content="thinking " * half)),
-            ev.NodeStart(index=1, node=TextNode(role="assistant"))]
+    out += [
+        ev.NodeDone(index=0, node=ReasoningNode(content="thinking " * half)),
+        ev.NodeStart(index=1, node=TextNode(role="assistant")),
+    ]
     out += [ev.NodeDelta(index=1, kind=ev.TEXT, delta="word ") for _ in range(half)]
     done_text = TextNode(role="assistant", content="word " * half)
-    out += [ev.NodeDone(index=1, node=done_text),
-            ev.ResponseDone(output=[ReasoningNode(content="thinking " * half), done_text])]
+    out += [
+        ev.NodeDone(index=1, node=done_text),
+        ev.ResponseDone(output=[ReasoningNode(content="thinking " * half), done_text]),
+    ]
     return out
 
 
@@ -65,8 +69,11 @@ def main() -> None:
     cls = registry()["reasoning_to_think_xml"]
     non_matching = CompiledRule(1, "provider", "response", ("claude-*",), cls({"tag": "think"}))
     matching = CompiledRule(1, "provider", "response", ("gpt-*",), cls({"tag": "think"}))
-    rows = [("no rule", []), ("non-matching reasoning_to_think_xml", [non_matching]),
-            ("matching reasoning_to_think_xml", [matching])]
+    rows = [
+        ("no rule", []),
+        ("non-matching reasoning_to_think_xml", [non_matching]),
+        ("matching reasoning_to_think_xml", [matching]),
+    ]
     print("| case | µs per event |\n| --- | --- |")
     for label, rules in rows:
         print(f"| {label} | {per_event_us(rules, events, args.runs):.3f} |")

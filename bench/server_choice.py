@@ -49,12 +49,16 @@ def granian_path() -> str | None:
         return ""
     env = {**os.environ, "PYTHONPATH": str(GRANIAN_DIR)}
     if subprocess.run(probe, capture_output=True, env=env).returncode != 0:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(GRANIAN_DIR), GRANIAN_SPEC],
-                       check=False)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--target", str(GRANIAN_DIR), GRANIAN_SPEC],
+            check=False,
+        )
     return str(GRANIAN_DIR) if subprocess.run(probe, capture_output=True, env=env).returncode == 0 else None
 
 
-def start(workdir: Path, up: servers.Upstreams, server: str, workers: int, extra_path: str) -> servers.Gateway:
+def start(
+    workdir: Path, up: servers.Upstreams, server: str, workers: int, extra_path: str
+) -> servers.Gateway:
     gw = servers.Gateway(workdir / server, procs.free_port(), workers=workers, server=server)
     if extra_path:
         gw.env["PYTHONPATH"] = extra_path
@@ -88,37 +92,59 @@ def measure(gw: servers.Gateway, script: Path, args: argparse.Namespace) -> dict
     sampler.join()
     cpu = sum(procs.cpu_seconds(p) for p in workers) - cpu0
     split = sorted(splits[0].values(), reverse=True) if splits else []
-    return {"rps": res.rps, "p99": res.p99, "errors": res.errors + res.non2xx,
-            "cpu_ms": cpu * 1000 / res.requests if res.requests else float("nan"), "split": split}
+    return {
+        "rps": res.rps,
+        "p99": res.p99,
+        "errors": res.errors + res.non2xx,
+        "cpu_ms": cpu * 1000 / res.requests if res.requests else float("nan"),
+        "split": split,
+    }
 
 
-def report(rows: dict[str, list[dict]], firsts: dict[str, list[float]], failed: dict[str, str],
-           args: argparse.Namespace) -> str:
+def report(
+    rows: dict[str, list[dict]],
+    firsts: dict[str, list[float]],
+    failed: dict[str, str],
+    args: argparse.Namespace,
+) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"# ASGI server choice ({stamp})", "",
-           f"Written by `bench/server_choice.py`: the gateway (two workers, SQLite, capture off) served three ways "
-           f"side by side; Chat → Chat at {args.connections} connections, wrk {args.seconds:g} s per run, {args.runs} "
-           "runs interleaved. CPU ms per request = the workers' user+sys time over the requests served (robust on "
-           "a shared box); split = client connections per worker, from `ss -tnp` mid-run (each run's split listed); "
-           "stream first byte = p50 of 25 paced streams over one connection. Median (min–max) of the runs.", "",
-           "| server | req/s | p99 ms | CPU ms / request | connections per worker (each run) | stream first byte ms | errors |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        f"# ASGI server choice ({stamp})",
+        "",
+        f"Written by `bench/server_choice.py`: the gateway (two workers, SQLite, capture off) served three ways "
+        f"side by side; Chat → Chat at {args.connections} connections, wrk {args.seconds:g} s per run, {args.runs} "
+        "runs interleaved. CPU ms per request = the workers' user+sys time over the requests served (robust on "
+        "a shared box); split = client connections per worker, from `ss -tnp` mid-run (each run's split listed); "
+        "stream first byte = p50 of 25 paced streams over one connection. Median (min–max) of the runs.",
+        "",
+        "| server | req/s | p99 ms | CPU ms / request | connections per worker (each run) | stream first byte ms | errors |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, runs in rows.items():
+
         def fig(key: str, digits: int, runs: list[dict] = runs) -> str:
             return Figure.of([r[key] for r in runs]).fmt(digits)
+
         splits = ", ".join(" / ".join(map(str, r["split"])) for r in runs)
         first = Figure.of(firsts[name]).fmt(3) if firsts.get(name) else "n/a"
-        out.append(f"| {name} | {fig('rps', 0)} | {fig('p99', 2)} | {fig('cpu_ms', 3)} | "
-                   f"{splits} | {first} | {sum(r['errors'] for r in runs)} |")
+        out.append(
+            f"| {name} | {fig('rps', 0)} | {fig('p99', 2)} | {fig('cpu_ms', 3)} | "
+            f"{splits} | {first} | {sum(r['errors'] for r in runs)} |"
+        )
     for name, why in failed.items():
         out.append(f"| {name} | failed: {why} | | | | | |")
-    out += ["", f"Load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.", "",
-            "Why `make run` uses `reuseport` (`python -m gateway.launch`): it spreads connections like granian "
-            "does, where `uvicorn --workers` can split them 58 / 6 or 61 / 3 (bench/TAIL.md). Its CPU per "
-            "request is within the noise of granian's on this box. It also keeps `gateway.serving`'s guarded "
-            "protocol, with the request-head and body timeouts and the per-worker connection cap (issue 13). "
-            "granian has a header timeout but neither of the other two. granian would have to be clearly "
-            "cheaper per request to be worth losing those, and a new dependency.", ""]
+    out += [
+        "",
+        f"Load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.",
+        "",
+        "Why `make run` uses `reuseport` (`python -m gateway.launch`): it spreads connections like granian "
+        "does, where `uvicorn --workers` can split them 58 / 6 or 61 / 3 (bench/TAIL.md). Its CPU per "
+        "request is within the noise of granian's on this box. It also keeps `gateway.serving`'s guarded "
+        "protocol, with the request-head and body timeouts and the per-worker connection cap (issue 13). "
+        "granian has a header timeout but neither of the other two. granian would have to be clearly "
+        "cheaper per request to be worth losing those, and a new dependency.",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -136,8 +162,11 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     nginx_port, paced_port = procs.free_port(), procs.free_port()
     nginx = nginx_mock.start(workdir, nginx_port)
-    paced = subprocess.Popen([sys.executable, str(BENCH / "harness" / "paced_sse.py"), "--port", str(paced_port)],
-                             stdout=subprocess.DEVNULL, start_new_session=True)
+    paced = subprocess.Popen(
+        [sys.executable, str(BENCH / "harness" / "paced_sse.py"), "--port", str(paced_port)],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     procs.wait_port(paced_port, paced, "paced SSE server")
     up = servers.Upstreams(nginx_port, paced_port)
     headers = {"authorization": f"Bearer {servers.PLAIN_KEY}"}
@@ -169,11 +198,15 @@ def main() -> None:
             for name, gw in gws.items():
                 row = measure(gw, script, args)
                 rows[name].append(row)
-                first, _ = asyncio.run(stream_client.measure(gw.port, "/v1/chat/completions", stream, headers, 25))
+                first, _ = asyncio.run(
+                    stream_client.measure(gw.port, "/v1/chat/completions", stream, headers, 25)
+                )
                 firsts[name].append(sorted(first)[len(first) // 2])
-                print(f"  run {run + 1} {name:10s} {row['rps']:7.0f} req/s  p99 {row['p99']:6.2f} ms  "
-                      f"cpu {row['cpu_ms']:.3f} ms/req  split {row['split']}  first byte {firsts[name][-1]:.3f} ms",
-                      flush=True)
+                print(
+                    f"  run {run + 1} {name:10s} {row['rps']:7.0f} req/s  p99 {row['p99']:6.2f} ms  "
+                    f"cpu {row['cpu_ms']:.3f} ms/req  split {row['split']}  first byte {firsts[name][-1]:.3f} ms",
+                    flush=True,
+                )
     finally:
         for gw in gws.values():
             procs.stop(gw.proc)

@@ -33,9 +33,11 @@ def free_port() -> int:
 
 async def run_aiohttp(url: str, n: int) -> float:
     async with aiohttp.ClientSession() as session:
+
         async def one():
             async with session.post(url, data=BODY, headers=HEADERS) as r:
                 orjson.loads(await r.read())
+
         for _ in range(50):
             await one()
         t = time.process_time()
@@ -46,9 +48,11 @@ async def run_aiohttp(url: str, n: int) -> float:
 
 async def run_httpx(url: str, n: int, transport=None) -> float:
     async with httpx.AsyncClient(transport=transport) as client:
+
         async def one():
             r = await client.post(url, content=BODY, headers=HEADERS)
             orjson.loads(r.content)
+
         for _ in range(50):
             await one()
         t = time.process_time()
@@ -74,8 +78,12 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=1000)
     args = parser.parse_args()
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "manage.py", "mockupstream", "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "mockupstream", "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

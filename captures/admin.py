@@ -11,15 +11,40 @@ from captures.models import Capture
 
 @admin.register(Capture)
 class CaptureAdmin(admin.ModelAdmin):
-    list_display = ("request_id", "created_at", "api_key_name", "client_protocol", "stream", "logical_model",
-                    "status", "is_error", "attempt_count", "size_bytes", "viewer_link")
+    list_display = (
+        "request_id",
+        "created_at",
+        "api_key_name",
+        "client_protocol",
+        "stream",
+        "logical_model",
+        "status",
+        "is_error",
+        "attempt_count",
+        "size_bytes",
+        "viewer_link",
+    )
     list_filter = ("client_protocol", "stream", "is_error", "truncated")
     search_fields = ("request_id", "logical_model", "api_key_name")
     date_hierarchy = "created_at"
     exclude = ("payload",)
-    readonly_fields = ("request_id", "created_at", "api_key", "api_key_name", "owner_id", "client_protocol", "stream",
-                       "logical_model", "status", "is_error", "attempt_count", "truncated", "raw_bytes",
-                       "size_bytes", "viewer_link")
+    readonly_fields = (
+        "request_id",
+        "created_at",
+        "api_key",
+        "api_key_name",
+        "owner_id",
+        "client_protocol",
+        "stream",
+        "logical_model",
+        "status",
+        "is_error",
+        "attempt_count",
+        "truncated",
+        "raw_bytes",
+        "size_bytes",
+        "viewer_link",
+    )
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("payload")

@@ -16,9 +16,24 @@ from captures.views import find_capture
 class CaptureSerializer(serializers.ModelSerializer):
     class Meta:
         model = Capture
-        fields = ["id", "request_id", "client_request_id", "created_at", "api_key", "api_key_name", "owner_id", "client_protocol",
-                  "stream", "logical_model", "status", "is_error", "attempt_count", "truncated", "raw_bytes",
-                  "size_bytes"]
+        fields = [
+            "id",
+            "request_id",
+            "client_request_id",
+            "created_at",
+            "api_key",
+            "api_key_name",
+            "owner_id",
+            "client_protocol",
+            "stream",
+            "logical_model",
+            "status",
+            "is_error",
+            "attempt_count",
+            "truncated",
+            "raw_bytes",
+            "size_bytes",
+        ]
 
 
 class CaptureListView(generics.ListAPIView):

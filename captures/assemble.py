@@ -29,7 +29,9 @@ def _split_recorded(frames: list[str]) -> list[tuple[str | None, str]]:
 def _parse_chunks(chunks: list[str]) -> list[tuple[str | None, str]]:
     parser = SSEParser()
     # The capture keeps each client event as one frame without its blank separator line.
-    out = list(parser.feed("".join(c if c.endswith("\n\n") else c.rstrip("\n") + "\n\n" for c in chunks).encode()))
+    out = list(
+        parser.feed("".join(c if c.endswith("\n\n") else c.rstrip("\n") + "\n\n" for c in chunks).encode())
+    )
     out.extend(parser.close())
     return out
 
@@ -59,8 +61,14 @@ def assemble(protocol: str, frames: list[str] | None, *, recorded: bool) -> dict
         if isinstance(event, ev.ResponseStart):
             start = event
         elif isinstance(event, ev.ResponseDone):
-            resp = Response(id=start.id if start else "", model=start.model if start else "",
-                            output=list(event.output), finish_reason=event.finish_reason, usage=event.usage,
-                            created=start.created if start else None, extra=dict(event.extra))
+            resp = Response(
+                id=start.id if start else "",
+                model=start.model if start else "",
+                output=list(event.output),
+                finish_reason=event.finish_reason,
+                usage=event.usage,
+                created=start.created if start else None,
+                extra=dict(event.extra),
+            )
             return to_jsonable(resp)
     return None

@@ -41,8 +41,12 @@ class Limits:
         """The bounds from the ``CAPTURE_MAX_*`` knobs (``gateway.conf``), each held to its floor."""
         from gateway.conf import gateway_settings as gs
 
-        return cls(max_attempts=max(1, gs.CAPTURE_MAX_ATTEMPTS), max_frames=max(0, gs.CAPTURE_MAX_FRAMES),
-                   max_frame_bytes=max(64, gs.CAPTURE_MAX_FRAME_BYTES), max_bytes=max(8 * 1024, gs.CAPTURE_MAX_BYTES))
+        return cls(
+            max_attempts=max(1, gs.CAPTURE_MAX_ATTEMPTS),
+            max_frames=max(0, gs.CAPTURE_MAX_FRAMES),
+            max_frame_bytes=max(64, gs.CAPTURE_MAX_FRAME_BYTES),
+            max_bytes=max(8 * 1024, gs.CAPTURE_MAX_BYTES),
+        )
 
 
 LIMITS = Limits.from_env()
@@ -66,8 +70,15 @@ class Budget:
     ``frame_bytes`` counts the bytes of frames kept so far; once it reaches the per-capture byte
     limit no more frames are kept (they could never be written anyway)."""
 
-    __slots__ = ("limits", "frames", "frame_bytes", "omitted_frames", "omitted_bytes", "cut_frames",
-                 "omitted_attempts")
+    __slots__ = (
+        "limits",
+        "frames",
+        "frame_bytes",
+        "omitted_frames",
+        "omitted_bytes",
+        "cut_frames",
+        "omitted_attempts",
+    )
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or LIMITS

@@ -127,7 +127,9 @@ def render(doc: Any, mark: dict[str, str], limit: int = MAX_LINES) -> tuple[list
             items = list(value.items())
             for n, (key, item) in enumerate(items):
                 kp = orjson.dumps(str(key)).decode() + ": "
-                if not walk(item, child(path, key), kp, indent + "  ", cls, "," if n < len(items) - 1 else ""):
+                if not walk(
+                    item, child(path, key), kp, indent + "  ", cls, "," if n < len(items) - 1 else ""
+                ):
                     return False
             return emit(f"{indent}}}{comma}", cls, path)
         if isinstance(value, list) and value:

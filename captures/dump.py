@@ -69,12 +69,21 @@ def _chain(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
-    return {"attempt_number": n, "provider": _ident(a.provider), "channel": _ident(a.channel),
-            "upstream_protocol": a.upstream_protocol, "logical_model": _ident(a.logical_model),
-            "upstream_model": _ident(a.upstream_model), "started_at": a.started_at, "ttfb_ms": a.ttfb_ms,
-            "duration_ms": a.duration_ms, "upstream_status": a.upstream_status,
-            "error": cut_utf8(a.error, 4096) if a.error else None,
-            "error_detail": cut_utf8(a.error_detail, 4096) if a.error_detail else None, "affinity": a.affinity}
+    return {
+        "attempt_number": n,
+        "provider": _ident(a.provider),
+        "channel": _ident(a.channel),
+        "upstream_protocol": a.upstream_protocol,
+        "logical_model": _ident(a.logical_model),
+        "upstream_model": _ident(a.upstream_model),
+        "started_at": a.started_at,
+        "ttfb_ms": a.ttfb_ms,
+        "duration_ms": a.duration_ms,
+        "upstream_status": a.upstream_status,
+        "error": cut_utf8(a.error, 4096) if a.error else None,
+        "error_detail": cut_utf8(a.error_detail, 4096) if a.error_detail else None,
+        "affinity": a.affinity,
+    }
 
 
 def _encode(value: Any, img: ImageBounder) -> bytes:
@@ -105,10 +114,18 @@ def _attempt(n: int, a: AttemptRecord, img: ImageBounder) -> bytes:
 
 def _placeholder(n: int, a: AttemptRecord, original: int) -> bytes:
     out = _identity(n, a)
-    out.update({"executed_chain": None, "internal_request": None, "upstream_request": None,
-                "upstream_response": None, "upstream_frames": None, "response_after_chains": None,
-                "rule_steps": None,
-                "truncated": {"truncated": True, "reason": "attempt_bytes", "original_bytes": original}})
+    out.update(
+        {
+            "executed_chain": None,
+            "internal_request": None,
+            "upstream_request": None,
+            "upstream_response": None,
+            "upstream_frames": None,
+            "response_after_chains": None,
+            "rule_steps": None,
+            "truncated": {"truncated": True, "reason": "attempt_bytes", "original_bytes": original},
+        }
+    )
     return orjson.dumps(out)
 
 
@@ -183,9 +200,16 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
         if used + len(thumbs) + 16 <= limit:  # thumbnails are a few KB; never at the expense of data
             body_parts.append(("image_thumbnails", thumbs))
     retained = sum(len(k) + len(v) + 4 for k, v in body_parts)
-    trunc = orjson.dumps({"truncated": truncated, "omitted_attempts": omitted_attempts,
-                          "omitted_frames": budget.omitted_frames, "omitted_bytes": omitted_bytes,
-                          "cut_frames": budget.cut_frames, "retained_bytes": retained})
+    trunc = orjson.dumps(
+        {
+            "truncated": truncated,
+            "omitted_attempts": omitted_attempts,
+            "omitted_frames": budget.omitted_frames,
+            "omitted_bytes": omitted_bytes,
+            "cut_frames": budget.cut_frames,
+            "retained_bytes": retained,
+        }
+    )
     data = mask_known(_obj(body_parts + [("capture_truncation", trunc)]), record.secrets)
     return data, _meta(record, len(data), truncated)
 
@@ -213,13 +237,20 @@ def _head(record: CaptureRecord) -> list[tuple[str, bytes]]:
 
 def _meta(record: CaptureRecord, raw_bytes: int, truncated: bool) -> DumpMeta:
     return DumpMeta(
-        request_id=_ident(record.request_id), client_request_id=_ident(record.client_request_id),
-        created_at=record.created_at, api_key_id=record.api_key_id,
-        api_key_name=_ident(record.api_key_name), client_protocol=record.client_protocol,
-        stream=bool(record.stream), logical_model=_ident(record.logical_model),
-        status=record.client_status or 0, is_error=is_error(record),
-        attempt_count=getattr(record.attempts, "seen", len(record.attempts)), raw_bytes=raw_bytes,
-        truncated=truncated)
+        request_id=_ident(record.request_id),
+        client_request_id=_ident(record.client_request_id),
+        created_at=record.created_at,
+        api_key_id=record.api_key_id,
+        api_key_name=_ident(record.api_key_name),
+        client_protocol=record.client_protocol,
+        stream=bool(record.stream),
+        logical_model=_ident(record.logical_model),
+        status=record.client_status or 0,
+        is_error=is_error(record),
+        attempt_count=getattr(record.attempts, "seen", len(record.attempts)),
+        raw_bytes=raw_bytes,
+        truncated=truncated,
+    )
 
 
 def compress(data: bytes) -> bytes:

@@ -6,8 +6,11 @@ from datetime import UTC, datetime
 
 from django.db.models import Q
 
-PROTOCOLS = [("chat_completion", "OpenAI Chat Completions"), ("responses", "OpenAI Responses"),
-             ("messages", "Anthropic Messages")]
+PROTOCOLS = [
+    ("chat_completion", "OpenAI Chat Completions"),
+    ("responses", "OpenAI Responses"),
+    ("messages", "Anthropic Messages"),
+]
 STATUS_CLASSES = {"2xx": (200, 299), "4xx": (400, 499), "5xx": (500, 599)}
 
 

@@ -29,7 +29,9 @@ MAX_THUMB_SOURCE_BYTES = 20 * 1024 * 1024
 MAX_THUMB_PIXELS = 40_000_000
 
 _MAGIC = ((b"\x89PNG", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"))
-_RUN = re.compile(r"(data:(image/[A-Za-z0-9.+-]+);base64,)?([A-Za-z0-9+/]{" + str(PLACEHOLDER_MIN) + r",}={0,2})")
+_RUN = re.compile(
+    r"(data:(image/[A-Za-z0-9.+-]+);base64,)?([A-Za-z0-9+/]{" + str(PLACEHOLDER_MIN) + r",}={0,2})"
+)
 
 
 _RUN_BYTES = re.compile(rb"[A-Za-z0-9+/]{" + str(PLACEHOLDER_MIN).encode() + rb",}")

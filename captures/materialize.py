@@ -61,8 +61,16 @@ def _run(run: Any) -> Any:
             changed = state != last
             last = state
         last_raw = after_raw
-        steps.append({"rule_id": rule_id, "scope": scope, "transform": transform, "phase": phase,
-                      "changed": changed, "after": last if changed else None})
+        steps.append(
+            {
+                "rule_id": rule_id,
+                "scope": scope,
+                "transform": transform,
+                "phase": phase,
+                "changed": changed,
+                "after": last if changed else None,
+            }
+        )
     return {"before": before, "steps": steps}
 
 
@@ -83,8 +91,9 @@ def materialize(record: CaptureRecord) -> CaptureRecord:
     """``record`` with every kept reference turned into JSON-able data (in place; returns it)."""
     if isinstance(record.client_request, _BYTES):
         raw = record.client_request
-        record.client_request = orjson.loads(raw) if record.client_request_json else (
-            bytes(raw).decode("utf-8", "replace"))
+        record.client_request = (
+            orjson.loads(raw) if record.client_request_json else (bytes(raw).decode("utf-8", "replace"))
+        )
         record.client_request_json = False
     if record.model_from_body:
         model = record.client_request.get("model") if isinstance(record.client_request, dict) else None

@@ -26,15 +26,27 @@ class CaptureQuerySet(models.QuerySet):
 
 
 class Capture(models.Model):
-    request_id = models.CharField(max_length=256, db_index=True, help_text="The gateway's own id for the request.")
-    client_request_id = models.CharField(max_length=256, blank=True, default="", db_index=True,
-                                         help_text="The client's x-request-id, as sent (data, not identity).")
+    request_id = models.CharField(
+        max_length=256, db_index=True, help_text="The gateway's own id for the request."
+    )
+    client_request_id = models.CharField(
+        max_length=256,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="The client's x-request-id, as sent (data, not identity).",
+    )
     created_at = models.DateTimeField(db_index=True)
-    api_key = models.ForeignKey("keys.ApiKey", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="captures")
+    api_key = models.ForeignKey(
+        "keys.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="captures"
+    )
     api_key_name = models.CharField(max_length=256, blank=True, default="")
-    owner_id = models.BigIntegerField(null=True, blank=True, db_index=True,
-                                      help_text="The key owner's user id, copied when the capture was written.")
+    owner_id = models.BigIntegerField(
+        null=True,
+        blank=True,
+        db_index=True,
+        help_text="The key owner's user id, copied when the capture was written.",
+    )
     client_protocol = models.CharField(max_length=32)
     stream = models.BooleanField(default=False)
     logical_model = models.CharField(max_length=256, blank=True, default="", db_index=True)
@@ -57,4 +69,3 @@ class Capture(models.Model):
 
     def dump_bytes(self) -> bytes:
         return decompress(self.payload)
-

@@ -34,7 +34,9 @@ class AttemptRecord:
     upstream_response: Any = None  # body (dict/str) for non-stream
     upstream_frames: list[str] = field(default_factory=list)  # raw SSE frames for stream
     response_after_chains: Any = None  # URP response (non-stream) or list of events, JSON-able
-    executed_chain: list[Any] = field(default_factory=list)  # {scope, transform, phase, rule_id} (or ExecutedRule)
+    executed_chain: list[Any] = field(
+        default_factory=list
+    )  # {scope, transform, phase, rule_id} (or ExecutedRule)
     error: str | None = None
     ttfb_ms: float | None = None
     duration_ms: float | None = None
@@ -58,7 +60,9 @@ class CaptureRecord:
     client_protocol: str
     stream: bool
     logical_model: str
-    client_request: Any = None  # body as received (dict, or raw text if it was not JSON; bytes until materialized)
+    client_request: Any = (
+        None  # body as received (dict, or raw text if it was not JSON; bytes until materialized)
+    )
     requested_model: str = ""  # the model the client named, before key redirects and effort suffixes
     attempts: list[AttemptRecord] = field(default_factory=list)
     client_status: int | None = None

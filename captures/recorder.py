@@ -37,9 +37,17 @@ def capture_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> Captu
     if key.capture_mode == "all" and sink.writer.full():
         sink.writer.shed(ex.request_id)  # overload: the writer is behind; shed before recording anything
         return None
-    record = CaptureRecord(request_id=ex.request_id, created_at=time.time(), api_key_id=key.id,
-                           api_key_name=key.name, client_protocol=ex.protocol, stream=False, logical_model="",
-                           client_request=raw_body, client_request_id=getattr(ex, "client_request_id", None))
+    record = CaptureRecord(
+        request_id=ex.request_id,
+        created_at=time.time(),
+        api_key_id=key.id,
+        api_key_name=key.name,
+        client_protocol=ex.protocol,
+        stream=False,
+        logical_model="",
+        client_request=raw_body,
+        client_request_id=getattr(ex, "client_request_id", None),
+    )
     return CaptureRecorder(record, key.capture_mode, ex.t0)
 
 
@@ -100,14 +108,21 @@ class CaptureRecorder(Recorder):
     # -- attempts -----------------------------------------------------------------------------
     def on_attempt_start(self, att: Any) -> None:
         self.attempt = AttemptRecord(
-            provider=att.provider.name, channel=att.channel.name, upstream_protocol=att.channel.protocol,
-            logical_model=self.record.logical_model, upstream_model=att.upstream_model, started_at=att.started_at,
+            provider=att.provider.name,
+            channel=att.channel.name,
+            upstream_protocol=att.channel.protocol,
+            logical_model=self.record.logical_model,
+            upstream_model=att.upstream_model,
+            started_at=att.started_at,
             # References: an attempt's request is its own and is not touched once it is built.
-            internal_request=att.request, upstream_request=att.body if getattr(att.codec, "wire", None) else att.raw,
-            executed_chain=list(att.executed), rule_steps=self.steps or None,
+            internal_request=att.request,
+            upstream_request=att.body if getattr(att.codec, "wire", None) else att.raw,
+            executed_chain=list(att.executed),
+            rule_steps=self.steps or None,
             affinity=getattr(att, "affinity", None),
             # The attempt's own notes list: response-phase rules append to it later.
-            notes=att.tctx.shared.setdefault("notes", []))
+            notes=att.tctx.shared.setdefault("notes", []),
+        )
         self.steps = {}
         self.events = []
         self.record.attempts.append(self.attempt)
@@ -124,7 +139,9 @@ class CaptureRecorder(Recorder):
 
     def on_upstream_frame(self, name: str | None, payload: str) -> None:
         if self.attempt is not None:
-            self.attempt.upstream_frames.append(payload if name is None else f"event: {name}\ndata: {payload}")
+            self.attempt.upstream_frames.append(
+                payload if name is None else f"event: {name}\ndata: {payload}"
+            )
 
     def on_usage(self, usage: Any) -> None:
         self.record.usage_seen = usage is not None
@@ -156,8 +173,9 @@ class CaptureRecorder(Recorder):
         if arec is not None:
             arec.error = failed.message
             try:
-                arec.error_detail = describe_failure(failed, att.url, att.total_timeout, att.connect_timeout,
-                                                     arec.upstream_response)
+                arec.error_detail = describe_failure(
+                    failed, att.url, att.total_timeout, att.connect_timeout, arec.upstream_response
+                )
             except Exception:  # a description must never break the capture
                 log.debug("could not describe a failed attempt", exc_info=True)
             arec.upstream_status = arec.upstream_status or failed.status
@@ -184,8 +202,13 @@ class CaptureRecorder(Recorder):
         cap.error = cap.error or error
         cap.duration_ms = (time.perf_counter() - ex.t0) * 1000.0
         if self.mode == "abnormal":
-            abnormal = (len(cap.attempts) != 1 or any(a.error for a in cap.attempts) or status >= 400
-                        or cap.error is not None or not cap.usage_seen)
+            abnormal = (
+                len(cap.attempts) != 1
+                or any(a.error for a in cap.attempts)
+                or status >= 400
+                or cap.error is not None
+                or not cap.usage_seen
+            )
             if not abnormal:
                 return
         try:

@@ -19,12 +19,31 @@ from typing import Any
 
 MASK = "***"
 
-SECRET_KEYS = frozenset({
-    "apikey", "xapikey", "xgoogapikey", "authorization", "proxyauthorization", "password", "passwd",
-    "secret", "clientsecret", "secretkey", "secretaccesskey", "awssecretaccesskey", "token",
-    "accesstoken", "refreshtoken", "idtoken", "sessiontoken", "authtoken", "bearertoken", "privatekey",
-    "apisecret",
-})
+SECRET_KEYS = frozenset(
+    {
+        "apikey",
+        "xapikey",
+        "xgoogapikey",
+        "authorization",
+        "proxyauthorization",
+        "password",
+        "passwd",
+        "secret",
+        "clientsecret",
+        "secretkey",
+        "secretaccesskey",
+        "awssecretaccesskey",
+        "token",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "sessiontoken",
+        "authtoken",
+        "bearertoken",
+        "privatekey",
+        "apisecret",
+    }
+)
 
 
 @lru_cache(maxsize=4096)  # the same few dozen keys come back in every body

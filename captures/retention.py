@@ -27,7 +27,7 @@ class Purged:
 def _delete_ids(ids: list[int]) -> int:
     deleted = 0
     for i in range(0, len(ids), BATCH):
-        deleted += Capture.objects.filter(pk__in=ids[i:i + BATCH]).delete()[0]
+        deleted += Capture.objects.filter(pk__in=ids[i : i + BATCH]).delete()[0]
     return deleted
 
 
@@ -35,8 +35,11 @@ def purge_by_age(days: int, now: datetime | None = None) -> int:
     cutoff = (now or timezone.now()) - timedelta(days=days)
     deleted = 0
     while True:
-        ids = list(Capture.objects.filter(created_at__lt=cutoff).order_by("created_at", "id")
-                   .values_list("pk", flat=True)[:BATCH])
+        ids = list(
+            Capture.objects.filter(created_at__lt=cutoff)
+            .order_by("created_at", "id")
+            .values_list("pk", flat=True)[:BATCH]
+        )
         if not ids:
             return deleted
         deleted += _delete_ids(ids)
@@ -50,8 +53,9 @@ def purge_by_size(max_total_bytes: int) -> int:
         return 0
     ids: list[int] = []
     freed = 0
-    for pk, size in Capture.objects.order_by("created_at", "id").values_list("pk", "size_bytes").iterator(
-            chunk_size=2000):
+    for pk, size in (
+        Capture.objects.order_by("created_at", "id").values_list("pk", "size_bytes").iterator(chunk_size=2000)
+    ):
         ids.append(pk)
         freed += size
         if freed >= excess:
@@ -63,8 +67,10 @@ def enforce(now: datetime | None = None) -> Purged:
     from gateway.models import GlobalSettings
 
     gs = GlobalSettings.load()
-    result = Purged(by_age=purge_by_age(gs.capture_retention_days, now),
-                    by_size=purge_by_size(gs.capture_max_total_mb * 1024 * 1024))
+    result = Purged(
+        by_age=purge_by_age(gs.capture_retention_days, now),
+        by_size=purge_by_size(gs.capture_max_total_mb * 1024 * 1024),
+    )
     if result.by_age or result.by_size:
         log.info("capture retention: deleted %d by age, %d by size", result.by_age, result.by_size)
     return result

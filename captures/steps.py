@@ -22,8 +22,11 @@ def _phase_steps(run: dict[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def chips(chain: list[dict[str, Any]] | None, rule_steps: dict[str, Any] | None,
-          admin_urls: dict[int, str] | None = None) -> list[dict[str, Any]] | None:
+def chips(
+    chain: list[dict[str, Any]] | None,
+    rule_steps: dict[str, Any] | None,
+    admin_urls: dict[int, str] | None = None,
+) -> list[dict[str, Any]] | None:
     """The chain entries with ``ordinal``, ``changed`` (True/False, None when not recorded:
     stream response rules, captures from before per-rule states) and ``diff`` (a
     ``SideBySide``) for the rules that changed something."""
@@ -34,18 +37,29 @@ def chips(chain: list[dict[str, Any]] | None, rule_steps: dict[str, Any] | None,
     out = []
     for n, entry in enumerate(chain, start=1):
         rid = entry.get("rule_id")
-        chip = {**entry, "ordinal": n, "changed": None, "diff": None,
-                "admin_url": (admin_urls or {}).get(rid) if isinstance(rid, int) else None}
+        chip = {
+            **entry,
+            "ordinal": n,
+            "changed": None,
+            "diff": None,
+            "admin_url": (admin_urls or {}).get(rid) if isinstance(rid, int) else None,
+        }
         queue = queues.get(entry.get("phase") or "")
         if queue:
             step = queue[0]
-            if step.get("transform") == entry.get("transform") and step.get("rule_id") == entry.get("rule_id"):
+            if step.get("transform") == entry.get("transform") and step.get("rule_id") == entry.get(
+                "rule_id"
+            ):
                 queue.pop(0)
                 chip["changed"] = bool(step.get("changed"))
                 if chip["changed"]:
                     chip["diff"] = jdiff.side_by_side(
-                        f"#{n} {entry.get('transform')}", "URP before this rule", step["before_state"],
-                        "URP after this rule", step["after_state"])
+                        f"#{n} {entry.get('transform')}",
+                        "URP before this rule",
+                        step["before_state"],
+                        "URP after this rule",
+                        step["after_state"],
+                    )
         out.append(chip)
     return out
 
@@ -60,7 +74,8 @@ def admin_urls(chain: list[dict[str, Any]] | None) -> dict[int, str]:
         return {}
     out = {}
     for rid, scope, provider_id, key_id in TransformRule.objects.filter(pk__in=ids).values_list(
-            "pk", "scope", "provider_id", "api_key_id"):
+        "pk", "scope", "provider_id", "api_key_id"
+    ):
         url = rule_admin_url(scope, rid, provider_id or key_id)
         if url:
             out[rid] = url

@@ -29,15 +29,23 @@ def _row(meta: dict[str, Any], blob: bytes, owners: dict[int, int | None]) -> Ca
     if key_id is not None and key_id not in owners:
         key_id = None  # the key was deleted meanwhile: keep the capture, with the copied name
     return Capture(
-        request_id=meta["request_id"], client_request_id=(meta.get("client_request_id") or "")[:256],
+        request_id=meta["request_id"],
+        client_request_id=(meta.get("client_request_id") or "")[:256],
         created_at=datetime.fromtimestamp(meta["created_at"], UTC),
-        api_key_id=key_id, api_key_name=meta.get("api_key_name") or "",
+        api_key_id=key_id,
+        api_key_name=meta.get("api_key_name") or "",
         owner_id=owners.get(key_id) if key_id is not None else None,
-        client_protocol=meta.get("client_protocol") or "", stream=bool(meta.get("stream")),
-        logical_model=meta.get("logical_model") or "", status=min(int(meta.get("status") or 0), 32767),
-        is_error=bool(meta.get("is_error")), attempt_count=min(int(meta.get("attempt_count") or 0), 32767),
-        truncated=bool(meta.get("truncated")), raw_bytes=int(meta.get("raw_bytes") or 0),
-        size_bytes=len(blob), payload=blob)
+        client_protocol=meta.get("client_protocol") or "",
+        stream=bool(meta.get("stream")),
+        logical_model=meta.get("logical_model") or "",
+        status=min(int(meta.get("status") or 0), 32767),
+        is_error=bool(meta.get("is_error")),
+        attempt_count=min(int(meta.get("attempt_count") or 0), 32767),
+        truncated=bool(meta.get("truncated")),
+        raw_bytes=int(meta.get("raw_bytes") or 0),
+        size_bytes=len(blob),
+        payload=blob,
+    )
 
 
 def save_many(rows: list[tuple[dict[str, Any], bytes]]) -> list[Capture]:

@@ -12,6 +12,7 @@ from gateway.broker import db_outage_retry, wait_out_db_outage
 
 log = logging.getLogger("captures")
 
+
 @shared_task(name="captures.tasks.persist_capture", ignore_result=True, **db_outage_retry())
 @wait_out_db_outage
 def persist_capture(meta: dict[str, Any], blob_b64: str) -> int:

@@ -10,8 +10,13 @@ app_name = "captures"
 
 urlpatterns = [
     path("", views.capture_list, name="list"),
-    path("login/", auth_views.LoginView.as_view(template_name="captures/login.html",
-                                                next_page=reverse_lazy("captures:list")), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="captures/login.html", next_page=reverse_lazy("captures:list")
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(next_page=reverse_lazy("captures:login")), name="logout"),
     path("live/", live_tail, name="live"),
     path("raw/<path:request_id>", views.capture_raw, name="raw"),

@@ -30,14 +30,17 @@ MAX_FRAMES_SHOWN = 2000
 
 
 def viewer_required(view):
-    return login_required(permission_required("captures.view_capture", raise_exception=True)(view),
-                          login_url=LOGIN_URL)
+    return login_required(
+        permission_required("captures.view_capture", raise_exception=True)(view), login_url=LOGIN_URL
+    )
 
 
 def find_capture(user, request_id: str) -> Capture:
     """The newest capture with this request id that ``user`` may see; 404 otherwise, whether it
     is absent or forbidden."""
-    cap = Capture.objects.visible_to(user).filter(request_id=request_id).order_by("-created_at", "-id").first()
+    cap = (
+        Capture.objects.visible_to(user).filter(request_id=request_id).order_by("-created_at", "-id").first()
+    )
     if cap is None:
         raise Http404("capture not found")
     return cap
@@ -63,10 +66,18 @@ def capture_list(request: HttpRequest) -> HttpResponse:
     keys = ApiKey.objects.order_by("name")
     if not (request.user.is_staff or request.user.is_superuser):
         keys = keys.filter(owner_id=request.user.pk)
-    return render(request, "captures/list.html", {
-        "page": page, "filters": cleaned, "keys": keys.only("id", "name"), "protocols": filters.PROTOCOLS,
-        "query": urlencode(cleaned), "title": "Request captures",
-    })
+    return render(
+        request,
+        "captures/list.html",
+        {
+            "page": page,
+            "filters": cleaned,
+            "keys": keys.only("id", "name"),
+            "protocols": filters.PROTOCOLS,
+            "query": urlencode(cleaned),
+            "title": "Request captures",
+        },
+    )
 
 
 def _pretty(value: Any) -> str:
@@ -75,8 +86,11 @@ def _pretty(value: Any) -> str:
 
 def _frames(frames: list[str] | None) -> dict[str, Any]:
     frames = frames or []
-    return {"items": frames[:MAX_FRAMES_SHOWN], "hidden": max(0, len(frames) - MAX_FRAMES_SHOWN),
-            "count": len(frames)}
+    return {
+        "items": frames[:MAX_FRAMES_SHOWN],
+        "hidden": max(0, len(frames) - MAX_FRAMES_SHOWN),
+        "count": len(frames),
+    }
 
 
 def _response_tab(tab_id: str, side: str, frames: list[str] | None, body: Any) -> dict[str, Any]:
@@ -102,13 +116,23 @@ def _urp_response_diff(dump: dict[str, Any], att: dict[str, Any]) -> jdiff.SideB
         after = assemble(dump.get("client_protocol") or "", dump.get("client_frames"), recorded=False)
         if before is None and after is None:
             return None
-        return jdiff.side_by_side("Assembled answers (URP): upstream → client", "Upstream stream, assembled",
-                                  before, "Client stream, assembled", after)
+        return jdiff.side_by_side(
+            "Assembled answers (URP): upstream → client",
+            "Upstream stream, assembled",
+            before,
+            "Client stream, assembled",
+            after,
+        )
     run = (att.get("rule_steps") or {}).get("response")
     if not run or not run.get("steps") or att.get("response_after_chains") is None:
         return None  # no response rule ran: nothing to compare
-    return jdiff.side_by_side("Response chains (URP): before → after", "Before the response rules",
-                              run.get("before"), "After the response rules", att.get("response_after_chains"))
+    return jdiff.side_by_side(
+        "Response chains (URP): before → after",
+        "Before the response rules",
+        run.get("before"),
+        "After the response rules",
+        att.get("response_after_chains"),
+    )
 
 
 def visible_chain(chain: list[dict[str, Any]] | None, staff: bool) -> tuple[list[dict[str, Any]] | None, int]:
@@ -121,42 +145,84 @@ def visible_chain(chain: list[dict[str, Any]] | None, staff: bool) -> tuple[list
     return own, len(chain) - len(own)
 
 
+def _diffs(dump: dict[str, Any], att: dict[str, Any], is_last: bool) -> list[jdiff.SideBySide]:
+    """The side-by-side diffs: client -> upstream request always; for the last attempt (the one
+    the client got) also upstream -> client response and the response chains' URP diff."""
+    diffs = [
+        jdiff.side_by_side(
+            "Client request → upstream request",
+            "Client request (as received)",
+            dump.get("client_request"),
+            "Upstream request (as encoded)",
+            att.get("upstream_request"),
+        )
+    ]
+    if is_last:
+        diffs.append(
+            jdiff.side_by_side(
+                "Upstream response → client response",
+                "Upstream response",
+                _response_side(att.get("upstream_response"), att.get("upstream_frames")),
+                "Client response",
+                _response_side(dump.get("client_response"), dump.get("client_frames")),
+            )
+        )
+        urp = _urp_response_diff(dump, att)
+        if urp is not None:
+            diffs.append(urp)
+    return diffs
+
+
 def build_detail(dump: dict[str, Any], selected: int | None, staff: bool = True) -> dict[str, Any]:
     attempts = dump.get("attempts") or []
     index = len(attempts) - 1 if selected is None else max(0, min(selected - 1, len(attempts) - 1))
     att = attempts[index] if attempts else {}
     stream = bool(dump.get("stream"))
     tabs = [
-        {"id": "client-request", "title": "Client request", "kind": "json", "body": _pretty(dump.get("client_request"))},
-        {"id": "internal-request", "title": "After request chains (URP)", "kind": "json",
-         "body": _pretty(att.get("internal_request"))},
-        {"id": "upstream-request", "title": "Upstream request", "kind": "json",
-         "body": _pretty(att.get("upstream_request"))},
-        _response_tab("upstream-response", "Upstream", att.get("upstream_frames"), att.get("upstream_response")),
-        {"id": "after-chains", "title": "After response chains (URP)", "kind": "json",
-         "body": _pretty(att.get("response_after_chains"))},
+        {
+            "id": "client-request",
+            "title": "Client request",
+            "kind": "json",
+            "body": _pretty(dump.get("client_request")),
+        },
+        {
+            "id": "internal-request",
+            "title": "After request chains (URP)",
+            "kind": "json",
+            "body": _pretty(att.get("internal_request")),
+        },
+        {
+            "id": "upstream-request",
+            "title": "Upstream request",
+            "kind": "json",
+            "body": _pretty(att.get("upstream_request")),
+        },
+        _response_tab(
+            "upstream-response", "Upstream", att.get("upstream_frames"), att.get("upstream_response")
+        ),
+        {
+            "id": "after-chains",
+            "title": "After response chains (URP)",
+            "kind": "json",
+            "body": _pretty(att.get("response_after_chains")),
+        },
         _response_tab("client-response", "Client", dump.get("client_frames"), dump.get("client_response")),
     ]
     is_last = index == len(attempts) - 1
-    diffs = [jdiff.side_by_side("Client request → upstream request", "Client request (as received)",
-                                dump.get("client_request"), "Upstream request (as encoded)",
-                                att.get("upstream_request"))]
-    if is_last:
-        diffs.append(jdiff.side_by_side(
-            "Upstream response → client response", "Upstream response", _response_side(
-                att.get("upstream_response"), att.get("upstream_frames")),
-            "Client response", _response_side(dump.get("client_response"), dump.get("client_frames"))))
-        urp = _urp_response_diff(dump, att)
-        if urp is not None:
-            diffs.append(urp)
+    diffs = _diffs(dump, att, is_last)
     for n, d in enumerate(diffs):
         tabs.append({"id": f"diff-{n}", "title": d.title, "kind": "diff", "diff": d})
     urls = admin_urls(att.get("executed_chain")) if staff else {}
     chain, hidden = visible_chain(chips(att.get("executed_chain"), att.get("rule_steps"), urls), staff)
     return {
         "hidden_transforms": hidden,
-        "attempts": attempts, "attempt": att, "attempt_index": index + 1, "tabs": tabs,
-        "chain": chain, "stream": stream, "truncation": dump.get("capture_truncation") or {},
+        "attempts": attempts,
+        "attempt": att,
+        "attempt_index": index + 1,
+        "tabs": tabs,
+        "chain": chain,
+        "stream": stream,
+        "truncation": dump.get("capture_truncation") or {},
         "thumbnails": [t for t in dump.get("image_thumbnails") or [] if isinstance(t, dict)],
         "notes": att.get("notes") or [],
     }
@@ -217,13 +283,28 @@ def capture_replay(request: HttpRequest, request_id: str) -> HttpResponse:
     if report is not None:
         rep = report["replay"]
         if rep["original_upstream_request"] is not None or rep["new_upstream_request"] is not None:
-            comparison = jdiff.side_by_side("Upstream request: captured → now", "Captured upstream request",
-                                            rep["original_upstream_request"], "Upstream request now",
-                                            rep["new_upstream_request"])
+            comparison = jdiff.side_by_side(
+                "Upstream request: captured → now",
+                "Captured upstream request",
+                rep["original_upstream_request"],
+                "Upstream request now",
+                rep["new_upstream_request"],
+            )
     sent = (report or {}).get("sent")
-    return render(request, "captures/replay.html", {
-        "capture": cap, "dump": dump, "report": report, "error": error, "comparison": comparison, "sent": sent,
-        "sent_answer": _pretty(sent.get("client_response")) if sent and sent.get("client_response") is not None
-        else (sent or {}).get("client_stream"),
-        "key_gone": bool(cap.api_key_id and key_id is None), "title": f"Replay {cap.request_id}",
-    })
+    return render(
+        request,
+        "captures/replay.html",
+        {
+            "capture": cap,
+            "dump": dump,
+            "report": report,
+            "error": error,
+            "comparison": comparison,
+            "sent": sent,
+            "sent_answer": _pretty(sent.get("client_response"))
+            if sent and sent.get("client_response") is not None
+            else (sent or {}).get("client_stream"),
+            "key_gone": bool(cap.api_key_id and key_id is None),
+            "title": f"Replay {cap.request_id}",
+        },
+    )

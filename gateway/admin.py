@@ -15,8 +15,17 @@ class GlobalSettingsAdmin(admin.ModelAdmin):
     readonly_fields = ("global_chain", "updated_at")
     fieldsets = (
         ("Capture", {"fields": ("capture_enabled", "capture_retention_days", "capture_max_total_mb")}),
-        ("Upstream", {"fields": ("request_timeout_seconds", "connect_timeout_seconds",
-                                 "upstream_idle_timeout_seconds", "strip_cross_protocol_nested")}),
+        (
+            "Upstream",
+            {
+                "fields": (
+                    "request_timeout_seconds",
+                    "connect_timeout_seconds",
+                    "upstream_idle_timeout_seconds",
+                    "strip_cross_protocol_nested",
+                )
+            },
+        ),
         ("Outbound fetches", {"fields": ("fetch_allow_private", "guard_channel_urls")}),
         ("Transforms", {"fields": ("global_chain", "reasoning_effort_suffixes")}),
         ("Models", {"fields": ("codex_model_ids",)}),
@@ -36,5 +45,6 @@ class GlobalSettingsAdmin(admin.ModelAdmin):
     @admin.display(description="Global transform chain")
     def global_chain(self, obj: GlobalSettings) -> str:
         url = reverse("admin:transforms_globaltransformrule_changelist")
-        return format_html('<a href="{}">Edit the global chain</a> (runs after provider rules, before API-key rules)',
-                           url)
+        return format_html(
+            '<a href="{}">Edit the global chain</a> (runs after provider rules, before API-key rules)', url
+        )

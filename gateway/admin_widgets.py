@@ -34,8 +34,9 @@ class KeyValueRowsWidget(forms.Widget):
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
         rows = list(value or [])
-        context["widget"].update(rows=rows + [("", "")] * self.spare_rows, key_label=self.key_label,
-                                 value_label=self.value_label)
+        context["widget"].update(
+            rows=rows + [("", "")] * self.spare_rows, key_label=self.key_label, value_label=self.value_label
+        )
         return context
 
     def format_value(self, value: Any) -> list[tuple[str, str]]:  # type: ignore[override]
@@ -80,8 +81,9 @@ class _RowsField(forms.Field):
                 raise forms.ValidationError("Enter valid JSON or use the rows.") from exc
         for key, val in value or []:
             if not key or not val:
-                raise forms.ValidationError(f"Each row needs both a {self.key_label.lower()} and a "
-                                            f"{self.value_label.lower()}.")
+                raise forms.ValidationError(
+                    f"Each row needs both a {self.key_label.lower()} and a {self.value_label.lower()}."
+                )
         return self.stored(value) if value else None
 
     def has_changed(self, initial: Any, data: Any) -> bool:
@@ -101,7 +103,9 @@ class RedirectRulesField(_RowsField):
     key_label, value_label = "Pattern (regular expression, whole name)", "Replace with model"
 
     def rows(self, value: Any) -> list[tuple[str, str]]:
-        return [(str(r.get("pattern", "")), str(r.get("replace", ""))) for r in value or [] if isinstance(r, dict)]
+        return [
+            (str(r.get("pattern", "")), str(r.get("replace", ""))) for r in value or [] if isinstance(r, dict)
+        ]
 
     def stored(self, rows: list[tuple[str, str]]) -> list[dict[str, str]]:
         return [{"pattern": k, "replace": v} for k, v in rows]
@@ -121,16 +125,24 @@ class GlobListField(ModelGlobsField):
     def __init__(self, *, placeholder: str = "all models", **kwargs: Any) -> None:
         kwargs.pop("encoder", None), kwargs.pop("decoder", None)
         kwargs.setdefault("label", "Allowed models")
-        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 1, "cols": 40, "placeholder": placeholder,
-                                                          "class": "transform-models"}))
+        kwargs.setdefault(
+            "widget",
+            forms.Textarea(
+                attrs={"rows": 1, "cols": 40, "placeholder": placeholder, "class": "transform-models"}
+            ),
+        )
         super().__init__(**kwargs)
 
 
 class LimitsWidget(forms.MultiWidget):
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
-        super().__init__([forms.NumberInput(attrs={"placeholder": name, "min": 1, "style": "width: 9em"})
-                          for name in names])
+        super().__init__(
+            [
+                forms.NumberInput(attrs={"placeholder": name, "min": 1, "style": "width: 9em"})
+                for name in names
+            ]
+        )
 
     def decompress(self, value: Any) -> list[Any]:
         if isinstance(value, str):
@@ -152,13 +164,19 @@ class LimitsField(forms.MultiValueField):
         self.decimals = decimals
         kwargs.pop("encoder", None), kwargs.pop("decoder", None)
         fields = [forms.IntegerField(min_value=1, required=False) for _ in names]
-        fields += [forms.DecimalField(min_value=Decimal("0.000000001"), decimal_places=9, required=False)
-                   for _ in decimals]
+        fields += [
+            forms.DecimalField(min_value=Decimal("0.000000001"), decimal_places=9, required=False)
+            for _ in decimals
+        ]
         names = self.names
-        super().__init__(fields, require_all_fields=False, required=False,
-                         widget=LimitsWidget(names), **kwargs)
+        super().__init__(
+            fields, require_all_fields=False, required=False, widget=LimitsWidget(names), **kwargs
+        )
 
     def compress(self, data_list: list[Any]) -> dict[str, Any] | None:
-        limits = {name: (format(n.normalize(), "f") if name in self.decimals else n)
-                  for name, n in zip(self.names, data_list or [], strict=False) if n is not None}
+        limits = {
+            name: (format(n.normalize(), "f") if name in self.decimals else n)
+            for name, n in zip(self.names, data_list or [], strict=False)
+            if n is not None
+        }
         return limits or None

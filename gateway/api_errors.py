@@ -19,8 +19,11 @@ def exception_handler(exc, context):
         from gateway.dbdown import MESSAGE, RETRY_AFTER
 
         log.error("database unreachable: REST API answered 503 (%s)", type(exc).__name__)
-        return Response({"detail": MESSAGE, "code": "database_unavailable"}, status=503,
-                        headers={"Retry-After": RETRY_AFTER})
+        return Response(
+            {"detail": MESSAGE, "code": "database_unavailable"},
+            status=503,
+            headers={"Retry-After": RETRY_AFTER},
+        )
     response = drf_handler(exc, context)
     if response is None:
         log.exception("unhandled REST API error")

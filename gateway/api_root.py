@@ -27,7 +27,9 @@ class ApiRootView(APIView):
 
     def get(self, request):
         resolver = get_resolver()
-        api = next(p for p in resolver.url_patterns if isinstance(p, URLResolver) and str(p.pattern) == "api/")
+        api = next(
+            p for p in resolver.url_patterns if isinstance(p, URLResolver) and str(p.pattern) == "api/"
+        )
         endpoints = {}
         for route, name in _endpoints(api.url_patterns):
             endpoints[route.rstrip("/") or route] = reverse(name, request=request)

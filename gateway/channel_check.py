@@ -22,8 +22,9 @@ def run_checks(pairs: list[tuple[Any, str]], timeout: float = 30.0) -> list[dict
     async def main() -> list[dict[str, Any]]:
         client = UpstreamClient()
         try:
-            return list(await asyncio.gather(*(check_channel(p, c, m, settings, client, timeout)
-                                               for p, c, m in jobs)))
+            return list(
+                await asyncio.gather(*(check_channel(p, c, m, settings, client, timeout) for p, c, m in jobs))
+            )
         finally:
             await client.close()
 

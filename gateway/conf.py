@@ -37,7 +37,9 @@ class GatewaySettings:
             pass
         declared = _declared()
         if name not in declared:
-            raise AttributeError(f"unknown gateway setting {name!r} (declare it in gateway.settings.GATEWAY_KNOBS)")
+            raise AttributeError(
+                f"unknown gateway setting {name!r} (declare it in gateway.settings.GATEWAY_KNOBS)"
+            )
         kind, default, _doc = declared[name]
         configured = getattr(settings, "GATEWAY", {}) or {}
         value = kind(configured[name]) if name in configured else default

@@ -48,8 +48,11 @@ def _rules_out(rules: list[TransformRule]) -> list[dict[str, Any]]:
 
 def _provider_out(p: Provider, rules: list[TransformRule], include_secrets: bool) -> dict[str, Any]:
     item: dict[str, Any] = {"name": p.name, "priority": p.priority}
-    item.update(_nondefault(p, [k for k in PROVIDER_FIELDS
-                                if k not in ("name", "priority", "strip_cross_protocol_nested")]))
+    item.update(
+        _nondefault(
+            p, [k for k in PROVIDER_FIELDS if k not in ("name", "priority", "strip_cross_protocol_nested")]
+        )
+    )
     if isinstance(item.get("multiplier"), Decimal):
         item["multiplier"] = _decimal_out(item["multiplier"])
     if p.strip_cross_protocol_nested != TriState.INHERIT:
@@ -92,8 +95,13 @@ def _api_key_out(k: ApiKey, rules: list[TransformRule], include_secrets: bool) -
         kitem["allowed_models"] = k.allowed_models
     # every other field the write path accepts, when set: a new field is dumped without an edit here
     handled = {"name", "enabled", "expires_at", "capture_mode", "allowed_models", "owner"}
-    kitem.update({n: v for n, v in _nondefault(k, [f for f in API_KEY_FIELDS if f not in handled]).items()
-                  if v not in (None, "", [], {})})
+    kitem.update(
+        {
+            n: v
+            for n, v in _nondefault(k, [f for f in API_KEY_FIELDS if f not in handled]).items()
+            if v not in (None, "", [], {})
+        }
+    )
     if k.owner is not None:
         kitem["owner"] = k.owner.get_username()
     kitem["transforms"] = _rules_out(rules)
@@ -117,10 +125,14 @@ def dump(*, include_secrets: bool = False) -> dict[str, Any]:
             by_key.setdefault(rule.api_key_id, []).append(rule)
         else:
             global_rules.append(rule)
-    providers = [_provider_out(p, by_provider.get(p.pk, []), include_secrets)
-                 for p in Provider.objects.prefetch_related("channels__models").order_by("priority", "name")]
-    keys = [_api_key_out(k, by_key.get(k.pk, []), include_secrets)
-            for k in ApiKey.objects.select_related("owner").order_by("name", "id")]
+    providers = [
+        _provider_out(p, by_provider.get(p.pk, []), include_secrets)
+        for p in Provider.objects.prefetch_related("channels__models").order_by("priority", "name")
+    ]
+    keys = [
+        _api_key_out(k, by_key.get(k.pk, []), include_secrets)
+        for k in ApiKey.objects.select_related("owner").order_by("name", "id")
+    ]
     settings_obj = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
     return {
         "providers": providers,

@@ -30,8 +30,10 @@ def substitute(text: str, env: Mapping[str, str] | None = None) -> tuple[str, li
         if default is not None:
             return default
         line = text.count("\n", 0, match.start()) + 1
-        errors.append(f"(file): line {line}: environment variable {name} is not set (write ${{{name}:-default}} "
-                      "to give a default)")
+        errors.append(
+            f"(file): line {line}: environment variable {name} is not set (write ${{{name}:-default}} "
+            "to give a default)"
+        )
         return ""
 
     return _REF.sub(replace, text), errors

@@ -37,7 +37,6 @@ Loading rules (also in the README):
 - Field names are the models' and the REST API's (``capture_mode``; ``capture`` is still read).
 """
 
-
 from __future__ import annotations
 
 import datetime as dt
@@ -138,7 +137,9 @@ def _yaml_load(text: str) -> Any:
             return total
 
         if size(node) > MAX_YAML_NODES:
-            raise ConfigError([f"(file): YAML aliases expand to more than {MAX_YAML_NODES} nodes; refusing it"])
+            raise ConfigError(
+                [f"(file): YAML aliases expand to more than {MAX_YAML_NODES} nodes; refusing it"]
+            )
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -160,7 +161,9 @@ def read_file(path: str | Path) -> Any:
     except OSError as exc:
         raise ConfigError([f"(file): cannot read {path}: {exc.strerror or exc}"]) from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError([f"(file): {path} is not valid UTF-8 (byte {exc.start}): save it as UTF-8"]) from None
+        raise ConfigError(
+            [f"(file): {path} is not valid UTF-8 (byte {exc.start}): save it as UTF-8"]
+        ) from None
     text, errors = substitute(text)
     if errors:
         raise ConfigError(errors)
@@ -194,9 +197,13 @@ def _channels_in(channels: list[dict[str, Any]]) -> list[dict[str, Any]]:
         channel = {**channel, "name": channel["name"].strip()}
         if "models" in channel:
             channel["models"] = [
-                {**m, "model": m["model"].strip(), **({"multiplier": _decimal_in(m["multiplier"])}
-                                                      if "multiplier" in m else {})}
-                for m in channel["models"]]
+                {
+                    **m,
+                    "model": m["model"].strip(),
+                    **({"multiplier": _decimal_in(m["multiplier"])} if "multiplier" in m else {}),
+                }
+                for m in channel["models"]
+            ]
         out.append(channel)
     return out
 
@@ -234,8 +241,9 @@ class _Applier:
             if isinstance(data.get("multiplier"), float):
                 data["multiplier"] = _decimal_in(data["multiplier"])
             channels = _channels_in(entry["channels"]) if "channels" in entry else None
-            errors = write_provider(obj, data, channels=channels, reset_missing=True, prune=self.prune,
-                                    note=self.report.note)
+            errors = write_provider(
+                obj, data, channels=channels, reset_missing=True, prune=self.prune, note=self.report.note
+            )
             self.fail(errors, path)
             if set(errors) - {"channels"} or obj.pk is None:
                 continue
@@ -258,7 +266,9 @@ class _Applier:
                 data["expires_at"] = _aware(data["expires_at"])
             found = list(ApiKey.objects.filter(name=name)[:2])
             if len(found) > 1:
-                self.errors.append(f"{path}.name: several stored API keys are named {name!r}; rename them first")
+                self.errors.append(
+                    f"{path}.name: several stored API keys are named {name!r}; rename them first"
+                )
                 continue
             owner = entry.get("owner")
             data["owner"] = users.objects.filter(**{users.USERNAME_FIELD: owner}).first() if owner else None
@@ -267,8 +277,14 @@ class _Applier:
                 continue
             obj = found[0] if found else ApiKey()
             errors, generated = write_api_key(
-                obj, data, secret=entry.get("key"), key_hash=entry.get("key_hash"),
-                key_prefix=entry.get("key_prefix"), reset_missing=True, note=self.report.note)
+                obj,
+                data,
+                secret=entry.get("key"),
+                key_hash=entry.get("key_hash"),
+                key_prefix=entry.get("key_prefix"),
+                reset_missing=True,
+                note=self.report.note,
+            )
             if self.fail(errors, path, rename):
                 continue
             if generated:
@@ -294,8 +310,12 @@ def load(data: Any, *, prune: bool = False) -> LoadReport:
         if data.get("api_keys") is not None:
             applier.api_keys(data["api_keys"])
         if data.get("settings") is not None:
-            applier.fail(write_settings(GlobalSettings.load(), data["settings"], reset_missing=True,
-                                        note=applier.report.note), "settings")
+            applier.fail(
+                write_settings(
+                    GlobalSettings.load(), data["settings"], reset_missing=True, note=applier.report.note
+                ),
+                "settings",
+            )
         if applier.errors:
             # Leaving the block with an exception rolls everything back, bump included.
             raise ConfigError(applier.errors)

@@ -35,15 +35,33 @@ from transforms.models import TransformRule
 from transforms.services import RULE_FIELDS
 
 STR, BOOL, INT, NUM, LIST, DICT, DECIMAL, DATETIME, TRISTATE, ANY = (
-    "a string", "true or false", "an integer", "a number", "a list", "a mapping", "a decimal number",
-    "an ISO 8601 date-time", "true, false, null or inherit", "any value")
+    "a string",
+    "true or false",
+    "an integer",
+    "a number",
+    "a list",
+    "a mapping",
+    "a decimal number",
+    "an ISO 8601 date-time",
+    "true, false, null or inherit",
+    "any value",
+)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _NO_DEFAULT = object()
 
 # One rule shape for per-key and global model redirects (gateway.redirects validates it).
-_REDIRECT_RULES: dict[str, Any] = {"maxItems": 32, "items": {
-    "type": "object", "required": ["pattern", "replace"], "additionalProperties": False,
-    "properties": {"pattern": {"type": "string", "minLength": 1}, "replace": {"type": "string", "minLength": 1}}}}
+_REDIRECT_RULES: dict[str, Any] = {
+    "maxItems": 32,
+    "items": {
+        "type": "object",
+        "required": ["pattern", "replace"],
+        "additionalProperties": False,
+        "properties": {
+            "pattern": {"type": "string", "minLength": 1},
+            "replace": {"type": "string", "minLength": 1},
+        },
+    },
+}
 
 # The shape of JSON fields, which the model cannot tell: (kind, JSON Schema of the items/values).
 JSON_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -52,12 +70,21 @@ JSON_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "keys.ApiKey.allowed_models": (LIST, {"items": {"type": "string"}}),
     "keys.ApiKey.model_redirects": (LIST, _REDIRECT_RULES),
     "gateway.GlobalSettings.model_redirects": (LIST, _REDIRECT_RULES),
-    "gateway.GlobalSettings.codex_model_ids": (LIST, {"maxItems": 256, "uniqueItems": True, "items": {
-        "type": "string", "minLength": 1, "maxLength": 256}}),
+    "gateway.GlobalSettings.codex_model_ids": (
+        LIST,
+        {"maxItems": 256, "uniqueItems": True, "items": {"type": "string", "minLength": 1, "maxLength": 256}},
+    ),
     "transforms.TransformRule.models": (LIST, {"items": {"type": "string"}}),
-    "providers.ChannelModel.price": (DICT, {"additionalProperties": False, "properties": {
-        name: {"type": ["string", "number"], "pattern": r"^\d{1,9}(\.\d{1,12})?$"}
-        for name in ("input", "output", "cache_read", "cache_write", "reasoning")}}),
+    "providers.ChannelModel.price": (
+        DICT,
+        {
+            "additionalProperties": False,
+            "properties": {
+                name: {"type": ["string", "number"], "pattern": r"^\d{1,9}(\.\d{1,12})?$"}
+                for name in ("input", "output", "cache_read", "cache_write", "reasoning")
+            },
+        },
+    ),
     "transforms.TransformRule.config": (DICT, {}),
 }
 
@@ -115,33 +142,52 @@ def model_props(model: type[dj_models.Model], names: tuple[str, ...]) -> dict[st
             low = max(minimum)
             extra = {**extra, "minimum": float(low) if isinstance(low, Decimal) else low}
         props[name] = Prop(
-            kind=kind, nullable=nullable, required=not field.has_default() and not nullable,
+            kind=kind,
+            nullable=nullable,
+            required=not field.has_default() and not nullable,
             description=str(field.help_text or ""),
-            default=_json_default(field.get_default()) if field.has_default() and kind != TRISTATE else _NO_DEFAULT,
+            default=_json_default(field.get_default())
+            if field.has_default() and kind != TRISTATE
+            else _NO_DEFAULT,
             enum=tuple(v for v, _ in field.choices) if field.choices and kind != TRISTATE else (),
-            extra=tuple(extra.items()))
+            extra=tuple(extra.items()),
+        )
     return props
 
 
 _SECRET = "Write-only secret: kept when left out."
 RULE = model_props(TransformRule, RULE_FIELDS)
 CHANNEL_MODEL = model_props(ChannelModel, CHANNEL_MODEL_FIELDS)
-CHANNEL = {**model_props(Channel, CHANNEL_FIELDS),
-           "api_key": Prop(STR, nullable=True, description=_SECRET + " Required for a new channel."),
-           "models": Prop(LIST, description="The models this channel serves; a bare string is {model: ...}.")}
-PROVIDER = {**model_props(Provider, PROVIDER_FIELDS),
-            "channels": Prop(LIST, description="Matched by name."),
-            "transforms": Prop(LIST, description="The provider chain; replaces the stored chain when present.")}
-API_KEY = {**model_props(ApiKey, API_KEY_FIELDS),
-           "capture": Prop(STR, description="Older spelling of capture_mode.", alias_of="capture_mode"),
-           "key": Prop(STR, nullable=True, description=_SECRET + f" At least {MIN_SECRET_LEN} characters, no spaces."),
-           "key_hash": Prop(STR, nullable=True, description="The stored hash, as written by dumpconfig --include-secrets."),
-           "key_prefix": Prop(STR, nullable=True, description="The display prefix that goes with key_hash."),
-           "transforms": Prop(LIST, description="The API key chain; replaces the stored chain when present.")}
+CHANNEL = {
+    **model_props(Channel, CHANNEL_FIELDS),
+    "api_key": Prop(STR, nullable=True, description=_SECRET + " Required for a new channel."),
+    "models": Prop(LIST, description="The models this channel serves; a bare string is {model: ...}."),
+}
+PROVIDER = {
+    **model_props(Provider, PROVIDER_FIELDS),
+    "channels": Prop(LIST, description="Matched by name."),
+    "transforms": Prop(LIST, description="The provider chain; replaces the stored chain when present."),
+}
+API_KEY = {
+    **model_props(ApiKey, API_KEY_FIELDS),
+    "capture": Prop(STR, description="Older spelling of capture_mode.", alias_of="capture_mode"),
+    "key": Prop(
+        STR, nullable=True, description=_SECRET + f" At least {MIN_SECRET_LEN} characters, no spaces."
+    ),
+    "key_hash": Prop(
+        STR, nullable=True, description="The stored hash, as written by dumpconfig --include-secrets."
+    ),
+    "key_prefix": Prop(STR, nullable=True, description="The display prefix that goes with key_hash."),
+    "transforms": Prop(LIST, description="The API key chain; replaces the stored chain when present."),
+}
 API_KEY["owner"] = Prop(STR, nullable=True, description="User name of the owner.")
 SETTINGS = model_props(GlobalSettings, SETTINGS_FIELDS)
-TOP = {"providers": Prop(LIST, nullable=True), "global_transforms": Prop(LIST, nullable=True),
-       "api_keys": Prop(LIST, nullable=True), "settings": Prop(DICT, nullable=True)}
+TOP = {
+    "providers": Prop(LIST, nullable=True),
+    "global_transforms": Prop(LIST, nullable=True),
+    "api_keys": Prop(LIST, nullable=True),
+    "settings": Prop(DICT, nullable=True),
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,7 +302,9 @@ def _check_api_key(k: Any, kpath: str, errs: _Collector) -> None:
     if not _check_object(k, kpath, API_KEY, errs):
         return
     secret = k.get("key")
-    if isinstance(secret, str) and (len(secret) < MIN_SECRET_LEN or secret != secret.strip() or " " in secret):
+    if isinstance(secret, str) and (
+        len(secret) < MIN_SECRET_LEN or secret != secret.strip() or " " in secret
+    ):
         errs.add(f"{kpath}.key", f"must be at least {MIN_SECRET_LEN} characters without spaces")
     key_hash = k.get("key_hash")
     if key_hash is not None:
@@ -294,8 +342,16 @@ def check_structure(data: Any) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Publishing
 
-_JSON_TYPES = {STR: "string", BOOL: "boolean", INT: "integer", NUM: "number", LIST: "array", DICT: "object",
-               DATETIME: "string", DECIMAL: ["string", "number"]}
+_JSON_TYPES = {
+    STR: "string",
+    BOOL: "boolean",
+    INT: "integer",
+    NUM: "number",
+    LIST: "array",
+    DICT: "object",
+    DATETIME: "string",
+    DECIMAL: ["string", "number"],
+}
 
 
 def _prop_schema(prop: Prop, items: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -326,8 +382,10 @@ def _prop_schema(prop: Prop, items: dict[str, Any] | None = None) -> dict[str, A
 def _object_schema(spec: dict[str, Prop], items: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     items = items or {}
     schema: dict[str, Any] = {
-        "type": "object", "additionalProperties": False,
-        "properties": {name: _prop_schema(prop, items.get(name)) for name, prop in spec.items()}}
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: _prop_schema(prop, items.get(name)) for name, prop in spec.items()},
+    }
     required = [name for name, prop in spec.items() if prop.required]
     if required:
         schema["required"] = required
@@ -341,9 +399,13 @@ def _ref(name: str) -> dict[str, str]:
 def json_schema() -> dict[str, Any]:
     """The file's shape as a JSON Schema (draft 2020-12), for editors and validators."""
     rule = _ref("transform_rule")
-    top = _object_schema(TOP, {"providers": _ref("provider"), "global_transforms": rule, "api_keys": _ref("api_key")})
-    top["properties"]["settings"] = {"anyOf": [_ref("settings"), {"type": "null"}],
-                                     "description": "The whole settings row when present (omitted fields: defaults)."}
+    top = _object_schema(
+        TOP, {"providers": _ref("provider"), "global_transforms": rule, "api_keys": _ref("api_key")}
+    )
+    top["properties"]["settings"] = {
+        "anyOf": [_ref("settings"), {"type": "null"}],
+        "description": "The whole settings row when present (omitted fields: defaults).",
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Monogate configuration (manage.py loadconfig / dumpconfig)",
@@ -351,7 +413,9 @@ def json_schema() -> dict[str, Any]:
         **top,
         "$defs": {
             "provider": _object_schema(PROVIDER, {"channels": _ref("channel"), "transforms": rule}),
-            "channel": _object_schema(CHANNEL, {"models": {"anyOf": [{"type": "string"}, _ref("channel_model")]}}),
+            "channel": _object_schema(
+                CHANNEL, {"models": {"anyOf": [{"type": "string"}, _ref("channel_model")]}}
+            ),
             "channel_model": _object_schema(CHANNEL_MODEL),
             "transform_rule": _object_schema(RULE),
             "api_key": _object_schema(API_KEY, {"transforms": rule}),

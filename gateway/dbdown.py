@@ -17,7 +17,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 log = logging.getLogger("gateway.dbdown")
 
-MESSAGE = "The database is unreachable right now; the gateway keeps serving model requests. Try again shortly."
+MESSAGE = (
+    "The database is unreachable right now; the gateway keeps serving model requests. Try again shortly."
+)
 PAGE = (
     "<!doctype html><html><head><meta charset='utf-8'><title>Database unreachable</title></head>"
     f"<body><h1>Database unreachable</h1><p>{MESSAGE}</p></body></html>"
@@ -37,10 +39,18 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OperationalError | InterfaceError):
             return None
-        log.error("database unreachable: %s %s answered 503 (%s)", request.method, request.path,
-                  str(exception).strip().splitlines()[0][:200] if str(exception).strip() else type(exception).__name__)
+        log.error(
+            "database unreachable: %s %s answered 503 (%s)",
+            request.method,
+            request.path,
+            str(exception).strip().splitlines()[0][:200]
+            if str(exception).strip()
+            else type(exception).__name__,
+        )
         if request.path.startswith("/api/"):
-            response: HttpResponse = JsonResponse({"detail": MESSAGE, "code": "database_unavailable"}, status=503)
+            response: HttpResponse = JsonResponse(
+                {"detail": MESSAGE, "code": "database_unavailable"}, status=503
+            )
         else:
             response = HttpResponse(PAGE, status=503, content_type="text/html; charset=utf-8")
         response["Retry-After"] = RETRY_AFTER

@@ -26,7 +26,9 @@ class ProtocolError(Exception):
 
     status = 400
 
-    def __init__(self, message: str, *, param: str | None = None, code: str = "invalid_request_error") -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str = "invalid_request_error"
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
@@ -37,8 +39,14 @@ class UpstreamProtocolError(Exception):
     """The upstream answered something we cannot decode (bad JSON, missing fields, an embedded
     error object). The proxy treats it as a failed attempt."""
 
-    def __init__(self, message: str, *, code: str = "invalid_upstream_response", status: int | None = None,
-                 error_type: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "invalid_upstream_response",
+        status: int | None = None,
+        error_type: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -71,9 +79,18 @@ class AttemptFailed(Exception):
     ``retryable``: connect errors, timeouts, 408, 429, 5xx (same channel may be retried, and the
     breaker counts it). Otherwise the router moves straight to the next channel."""
 
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 error_type: str | None = None, retryable: bool = False, rate_limited: bool = False,
-                 detail: str | None = None, retry_after: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        error_type: str | None = None,
+        retryable: bool = False,
+        rate_limited: bool = False,
+        detail: str | None = None,
+        retry_after: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -88,9 +105,17 @@ class AttemptFailed(Exception):
 class ClientError(Exception):
     """Stop and answer the client with this status/code/message in its protocol's shape."""
 
-    def __init__(self, status: int, code: str, message: str, *, param: str | None = None,
-                 error_type: str | None = None, upstream: dict[str, Any] | None = None,
-                 headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        param: str | None = None,
+        error_type: str | None = None,
+        upstream: dict[str, Any] | None = None,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code

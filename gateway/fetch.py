@@ -129,7 +129,9 @@ def refusal_reason(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str |
         embedded = addr.ipv4_mapped or addr.sixtofour
         if embedded is None and addr in _NAT64:
             embedded = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
-        if embedded is None and int(addr) >> 32 == 0 and int(addr) > 1:  # deprecated IPv4-compatible ::a.b.c.d
+        if (
+            embedded is None and int(addr) >> 32 == 0 and int(addr) > 1
+        ):  # deprecated IPv4-compatible ::a.b.c.d
             embedded = ipaddress.IPv4Address(int(addr))
         if embedded is not None:
             inner = refusal_reason(embedded)
@@ -161,8 +163,9 @@ class GuardedResolver(AbstractResolver):
         self._inner = DefaultResolver()
         self._allow = allow
 
-    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-                      ) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         infos = await self._inner.resolve(host, port, family)
         if self._allow():
             return infos
@@ -219,10 +222,15 @@ class Fetcher:
             # No keep-alive reuse (force_close) and no DNS cache: every connection is resolved
             # and checked afresh, so a flipped setting or a rebinding DNS answer cannot ride on
             # an old connection. Image fetches are rare enough that this costs nothing visible.
-            connector = aiohttp.TCPConnector(resolver=GuardedResolver(), use_dns_cache=False, force_close=True,
-                                             limit=64)
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=True,
-                                                  headers={"User-Agent": "monogate-fetch/1"})
+            connector = aiohttp.TCPConnector(
+                resolver=GuardedResolver(), use_dns_cache=False, force_close=True, limit=64
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                trust_env=False,
+                auto_decompress=True,
+                headers={"User-Agent": "monogate-fetch/1"},
+            )
             self._loop = loop
         return self._session
 
@@ -231,7 +239,9 @@ class Fetcher:
             await self._session.close()
         self._session = None
 
-    async def fetch(self, url: str, *, timeout: float, max_bytes: int, max_redirects: int = MAX_REDIRECTS) -> Fetched:
+    async def fetch(
+        self, url: str, *, timeout: float, max_bytes: int, max_redirects: int = MAX_REDIRECTS
+    ) -> Fetched:
         """GET ``url`` with the guard on every hop; the whole fetch (redirects included) within
         ``timeout`` seconds, the body refused as soon as it would exceed ``max_bytes``."""
         try:
@@ -274,8 +284,9 @@ class Fetcher:
                     chunks.append(chunk)
                 ctype = resp.headers.get("Content-Type")
                 media = ctype.split(";", 1)[0].strip().lower() if ctype else None
-                return Fetched(url=str(current), status=resp.status, content_type=media or None,
-                               body=b"".join(chunks))
+                return Fetched(
+                    url=str(current), status=resp.status, content_type=media or None, body=b"".join(chunks)
+                )
         raise FetchError("too_many_redirects", f"more than {max_redirects} redirects")
 
     async def fetch_many(self, urls: list[str], *, timeout: float, max_bytes: int) -> dict[str, Any]:

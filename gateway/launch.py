@@ -33,18 +33,26 @@ STARTUP_SECONDS = 15.0  # a worker that exits this soon after its start failed t
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m gateway.launch", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m gateway.launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--app", default="gateway.asgi:application")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--http", default="gateway.serving:GuardedHttpToolsProtocol",
-                   help="uvicorn's --http: the guarded protocol (timeouts, connection cap) by default")
+    p.add_argument(
+        "--http",
+        default="gateway.serving:GuardedHttpToolsProtocol",
+        help="uvicorn's --http: the guarded protocol (timeouts, connection cap) by default",
+    )
     p.add_argument("--timeout-keep-alive", type=int, default=5)
     p.add_argument("--timeout-graceful-shutdown", type=int, default=30)
     p.add_argument("--log-level", default="info")
-    p.add_argument("--access-log", action="store_true", help="uvicorn's access log (off: the gateway logs its own)")
+    p.add_argument(
+        "--access-log", action="store_true", help="uvicorn's access log (off: the gateway logs its own)"
+    )
     p.add_argument("--backlog", type=int, default=2048)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
@@ -80,9 +88,17 @@ def run_worker(args: argparse.Namespace) -> None:
 
     raise_nofile()
     sock = reuseport_socket(args.host, args.port, args.backlog)
-    config = uvicorn.Config(args.app, loop="uvloop", http=args.http, lifespan="on", log_level=args.log_level,
-                            access_log=args.access_log, timeout_keep_alive=args.timeout_keep_alive,
-                            timeout_graceful_shutdown=args.timeout_graceful_shutdown, backlog=args.backlog)
+    config = uvicorn.Config(
+        args.app,
+        loop="uvloop",
+        http=args.http,
+        lifespan="on",
+        log_level=args.log_level,
+        access_log=args.access_log,
+        timeout_keep_alive=args.timeout_keep_alive,
+        timeout_graceful_shutdown=args.timeout_graceful_shutdown,
+        backlog=args.backlog,
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -134,12 +150,18 @@ class Master:
                 if proc is None or proc.poll() is None or self.stopping:
                     continue
                 if time.monotonic() - self.started[i] < STARTUP_SECONDS:
-                    print(f"gateway.launch: worker {proc.pid} failed to start (exit {proc.returncode}); stopping",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"gateway.launch: worker {proc.pid} failed to start (exit {proc.returncode}); stopping",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     self.stop(signal.SIGTERM)
                     break
-                print(f"gateway.launch: worker {proc.pid} exited with {proc.returncode}; restarting",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"gateway.launch: worker {proc.pid} exited with {proc.returncode}; restarting",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 time.sleep(RESTART_PAUSE)
                 self.spawn(i)
         if checks.poll() is None:
@@ -150,10 +172,24 @@ class Master:
 
 
 def _passthrough(args: argparse.Namespace) -> list[str]:
-    out = ["--app", args.app, "--host", args.host, "--port", str(args.port), "--http", args.http,
-           "--timeout-keep-alive", str(args.timeout_keep_alive),
-           "--timeout-graceful-shutdown", str(args.timeout_graceful_shutdown),
-           "--log-level", args.log_level, "--backlog", str(args.backlog)]
+    out = [
+        "--app",
+        args.app,
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        "--http",
+        args.http,
+        "--timeout-keep-alive",
+        str(args.timeout_keep_alive),
+        "--timeout-graceful-shutdown",
+        str(args.timeout_graceful_shutdown),
+        "--log-level",
+        args.log_level,
+        "--backlog",
+        str(args.backlog),
+    ]
     return out + (["--access-log"] if args.access_log else [])
 
 

@@ -26,36 +26,51 @@ def validate_codex_model_ids(value) -> None:
 
 class GlobalSettings(models.Model):
     capture_enabled = models.BooleanField(
-        default=True, help_text="Master switch: when off, no request is captured whatever the key says.")
+        default=True, help_text="Master switch: when off, no request is captured whatever the key says."
+    )
     capture_retention_days = models.PositiveIntegerField(default=7)
     capture_max_total_mb = models.PositiveIntegerField(
-        default=1024, help_text="Size budget for all captures; the oldest are deleted past it.")
+        default=1024, help_text="Size budget for all captures; the oldest are deleted past it."
+    )
     strip_cross_protocol_nested = models.BooleanField(
-        default=True, help_text="Drop nested unknown fields when the upstream speaks another protocol.")
+        default=True, help_text="Drop nested unknown fields when the upstream speaks another protocol."
+    )
     request_timeout_seconds = models.FloatField(default=300.0)
     connect_timeout_seconds = models.FloatField(default=10.0)
     upstream_idle_timeout_seconds = models.FloatField(default=120.0)
     fetch_allow_private = models.BooleanField(
-        default=False, help_text="Let the gateway fetch URLs (image_resolve_urls) from loopback, private, link-local "
-                                 "and metadata addresses. Off: such fetches are refused (SSRF guard).")
+        default=False,
+        help_text="Let the gateway fetch URLs (image_resolve_urls) from loopback, private, link-local "
+        "and metadata addresses. Off: such fetches are refused (SSRF guard).",
+    )
     guard_channel_urls = models.BooleanField(
-        default=False, help_text="Apply the same address guard to channel base URLs: upstream calls to loopback, "
-                                 "private or link-local addresses fail with a clear error. Off by default, since "
-                                 "operators point channels at private hosts on purpose.")
+        default=False,
+        help_text="Apply the same address guard to channel base URLs: upstream calls to loopback, "
+        "private or link-local addresses fail with a clear error. Off by default, since "
+        "operators point channels at private hosts on purpose.",
+    )
     model_redirects = models.JSONField(
-        default=list, blank=True, validators=[validate_redirects],
+        default=list,
+        blank=True,
+        validators=[validate_redirects],
         help_text='Ordered [{"pattern": regex, "replace": model}] applied after the key\'s own redirects; the '
-                  "first full match rewrites the model. At most 32 rules, patterns up to 256 bytes.")
+        "first full match rewrites the model. At most 32 rules, patterns up to 256 bytes.",
+    )
     reasoning_effort_suffixes = models.JSONField(
-        default=dict, blank=True,
-        help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, '
-                  '-low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. '
-                  'A suffixed name resolves to its base model when the base is served and the suffixed one is not.')
+        default=dict,
+        blank=True,
+        help_text="Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, "
+        '-low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. '
+        "A suffixed name resolves to its base model when the base is served and the suffixed one is not.",
+    )
     codex_model_ids = models.JSONField(
-        default=list, blank=True, validators=[validate_codex_model_ids],
+        default=list,
+        blank=True,
+        validators=[validate_codex_model_ids],
         help_text="Model names described to Codex CLI in GET /v1/models (its ModelInfo descriptors, with "
-                  "conservative capabilities and the freeform apply_patch tool), for names Codex does not "
-                  "know. Codex asks only when its provider uses command auth (auth = {command = ...}).")
+        "conservative capabilities and the freeform apply_patch tool), for names Codex does not "
+        "know. Codex asks only when its provider uses command auth (auth = {command = ...}).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -66,9 +81,15 @@ class GlobalSettings(models.Model):
         return "Global settings"
 
     def clean(self) -> None:
-        errors = {name: "Must be greater than 0." for name in (
-            "request_timeout_seconds", "connect_timeout_seconds", "upstream_idle_timeout_seconds")
-            if getattr(self, name) is not None and getattr(self, name) <= 0}
+        errors = {
+            name: "Must be greater than 0."
+            for name in (
+                "request_timeout_seconds",
+                "connect_timeout_seconds",
+                "upstream_idle_timeout_seconds",
+            )
+            if getattr(self, name) is not None and getattr(self, name) <= 0
+        }
         from gateway.proxy.effort_suffix import validate_suffix_map
 
         suffix_errors = validate_suffix_map(self.reasoning_effort_suffixes)

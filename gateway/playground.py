@@ -19,7 +19,17 @@ from gateway.proxy import dryrun
 from gateway.proxy.chain import CompiledRule
 from gateway.proxy.snapshot import KeySnap, Snapshot, build_routes
 
-RULE_FIELDS = ("transform", "config", "models", "phase", "scope", "position", "enabled", "provider", "api_key")
+RULE_FIELDS = (
+    "transform",
+    "config",
+    "models",
+    "phase",
+    "scope",
+    "position",
+    "enabled",
+    "provider",
+    "api_key",
+)
 
 
 class PlaygroundError(Exception):
@@ -32,15 +42,68 @@ class PlaygroundError(Exception):
 
 # -- rules with unsaved edits --------------------------------------------------------------------
 
+
+def _copy_rule(base: Any) -> Any:
+    """An unsaved copy of a stored rule, so an override edits the copy and never the stored row."""
+    from transforms.models import TransformRule
+
+    return TransformRule(
+        pk=base.pk,
+        scope=base.scope,
+        provider_id=base.provider_id,
+        api_key_id=base.api_key_id,
+        position=base.position,
+        transform=base.transform,
+        enabled=base.enabled,
+        phase=base.phase,
+        models=base.models,
+        config=base.config,
+    )
+
+
+def _set_fields(rule: Any, item: dict) -> None:
+    """Apply the fields an override gives (provider/api_key by id, the transform by canonical id)."""
+    from transforms.registry import registry
+
+    for name in RULE_FIELDS:
+        if name in item:
+            value = item[name]
+            if name in ("provider", "api_key"):
+                setattr(rule, f"{name}_id", value)
+            elif name == "transform":
+                rule.transform = registry.canonical_id(str(value))
+            else:
+                setattr(rule, name, value)
+
+
+def _rule_errors(rule: Any) -> dict[str, list[str]]:
+    """The admin's validation of one edited or new rule, plus the scope's required target."""
+    from transforms.validation import validate_rule
+
+    rule_errors = validate_rule(
+        transform=rule.transform,
+        scope=rule.scope,
+        phase=rule.phase,
+        models=rule.models,
+        config=rule.config,
+    )
+    if rule.scope == "provider" and not rule.provider_id:
+        rule_errors.setdefault("provider", []).append("a provider rule names its provider")
+    if rule.scope == "api_key" and not rule.api_key_id:
+        rule_errors.setdefault("api_key", []).append("an API-key rule names its key")
+    return rule_errors
+
+
 def _apply_overrides(overrides: Any) -> list[Any]:
     """Every stored rule, with the overrides applied: an override naming an ``id`` edits that
     rule (only the fields it gives), one without adds a new rule. Unsaved TransformRule objects;
     nothing is written. Each edited or new rule is validated like the admin would."""
     from transforms.models import TransformRule
-    from transforms.registry import registry
-    from transforms.validation import validate_rule
 
-    rules = {r.pk: r for r in TransformRule.objects.select_related("provider", "api_key").order_by("position", "id")}
+    rules = {
+        r.pk: r
+        for r in TransformRule.objects.select_related("provider", "api_key").order_by("position", "id")
+    }
     edited: set[int] = set()
     added = []
     if overrides in (None, ""):
@@ -58,26 +121,13 @@ def _apply_overrides(overrides: Any) -> list[Any]:
             if base is None:
                 errors[str(n)] = {"id": [f"no rule with id {rid!r}"]}
                 continue
-            rule = TransformRule(pk=base.pk, scope=base.scope, provider_id=base.provider_id,
-                                 api_key_id=base.api_key_id, position=base.position, transform=base.transform,
-                                 enabled=base.enabled, phase=base.phase, models=base.models, config=base.config)
+            rule = _copy_rule(base)
         else:
-            rule = TransformRule(scope=item.get("scope") or "global", phase="request", config={}, position=10**6)
-        for name in RULE_FIELDS:
-            if name in item:
-                value = item[name]
-                if name in ("provider", "api_key"):
-                    setattr(rule, f"{name}_id", value)
-                elif name == "transform":
-                    rule.transform = registry.canonical_id(str(value))
-                else:
-                    setattr(rule, name, value)
-        rule_errors = validate_rule(transform=rule.transform, scope=rule.scope, phase=rule.phase,
-                                    models=rule.models, config=rule.config)
-        if rule.scope == "provider" and not rule.provider_id:
-            rule_errors.setdefault("provider", []).append("a provider rule names its provider")
-        if rule.scope == "api_key" and not rule.api_key_id:
-            rule_errors.setdefault("api_key", []).append("an API-key rule names its key")
+            rule = TransformRule(
+                scope=item.get("scope") or "global", phase="request", config={}, position=10**6
+            )
+        _set_fields(rule, item)
+        rule_errors = _rule_errors(rule)
         if rule_errors:
             errors[str(n)] = rule_errors
             continue
@@ -100,7 +150,9 @@ def _owner_names() -> tuple[dict[int, str], dict[int, str]]:
     return (dict(Provider.objects.values_list("id", "name")), dict(ApiKey.objects.values_list("id", "name")))
 
 
-def _rule_infos(rules: list[Any]) -> tuple[list[dryrun.RuleInfo], dict[tuple[str, int | None], list[CompiledRule]]]:
+def _rule_infos(
+    rules: list[Any],
+) -> tuple[list[dryrun.RuleInfo], dict[tuple[str, int | None], list[CompiledRule]]]:
     """The match explanation's view of every rule, and the compiled chains by (scope, owner)."""
     from transforms.registry import registry
 
@@ -108,7 +160,13 @@ def _rule_infos(rules: list[Any]) -> tuple[list[dryrun.RuleInfo], dict[tuple[str
     infos: list[dryrun.RuleInfo] = []
     chains: dict[tuple[str, int | None], list[CompiledRule]] = {}
     for rule in rules:
-        owner = rule.provider_id if rule.scope == "provider" else rule.api_key_id if rule.scope == "api_key" else None
+        owner = (
+            rule.provider_id
+            if rule.scope == "provider"
+            else rule.api_key_id
+            if rule.scope == "api_key"
+            else None
+        )
         owner_name = ""
         if owner is not None:
             owner_name = providers.get(owner, "") if rule.scope == "provider" else keys.get(owner, "")
@@ -121,10 +179,21 @@ def _rule_infos(rules: list[Any]) -> tuple[list[dryrun.RuleInfo], dict[tuple[str
             problem = f"{rule.transform} is not allowed in the {rule.scope} scope"
         if compiled is not None:
             chains.setdefault((rule.scope, owner), []).append(compiled)
-        infos.append(dryrun.RuleInfo(
-            rule_id=rule.pk, scope=rule.scope, owner=owner, owner_name=owner_name, transform=rule.transform,
-            phase=rule.phase, models=tuple(rule.models) if rule.models is not None else None, enabled=rule.enabled,
-            position=rule.position or 0, problem=problem, edited=getattr(rule, "_playground_edited", False)))
+        infos.append(
+            dryrun.RuleInfo(
+                rule_id=rule.pk,
+                scope=rule.scope,
+                owner=owner,
+                owner_name=owner_name,
+                transform=rule.transform,
+                phase=rule.phase,
+                models=tuple(rule.models) if rule.models is not None else None,
+                enabled=rule.enabled,
+                position=rule.position or 0,
+                problem=problem,
+                edited=getattr(rule, "_playground_edited", False),
+            )
+        )
     return infos, chains
 
 
@@ -133,9 +202,16 @@ def snapshot_with(rules: list[Any]) -> tuple[Snapshot, list[dryrun.RuleInfo]]:
     snap = build_snapshot()
     infos, chains = _rule_infos(rules)
     providers = tuple(replace(p, chain=tuple(chains.get(("provider", p.id), ()))) for p in snap.providers)
-    keys = {h: replace(k, chain=tuple(chains.get(("api_key", k.id), ()))) for h, k in snap.keys_by_hash.items()}
-    snap = replace(snap, providers=providers, keys_by_hash=keys, global_chain=tuple(chains.get(("global", None), ())),
-                   routes=build_routes(list(providers)))
+    keys = {
+        h: replace(k, chain=tuple(chains.get(("api_key", k.id), ()))) for h, k in snap.keys_by_hash.items()
+    }
+    snap = replace(
+        snap,
+        providers=providers,
+        keys_by_hash=keys,
+        global_chain=tuple(chains.get(("global", None), ())),
+        routes=build_routes(list(providers)),
+    )
     return snap, infos
 
 
@@ -150,9 +226,12 @@ def _key(snap: Snapshot, key_id: Any) -> KeySnap | None:
 
 # -- diffs ---------------------------------------------------------------------------------------
 
+
 def changes(before: Any, after: Any) -> list[dict[str, Any]]:
-    return [{"op": c.op, "path": c.path if c.op != "added" else c.new_path, "old": c.old, "new": c.new}
-            for c in jdiff.diff(before, after)]
+    return [
+        {"op": c.op, "path": c.path if c.op != "added" else c.new_path, "old": c.old, "new": c.new}
+        for c in jdiff.diff(before, after)
+    ]
 
 
 def _with_diffs(rows: list[dict[str, Any]], keep_states: bool) -> list[dict[str, Any]]:
@@ -165,6 +244,7 @@ def _with_diffs(rows: list[dict[str, Any]], keep_states: bool) -> list[dict[str,
 
 
 # -- entry points --------------------------------------------------------------------------------
+
 
 def _bool_or_none(value: Any) -> bool | None:
     if value in (None, ""):
@@ -208,8 +288,15 @@ def run(payload: dict[str, Any], *, allow_send: bool = False) -> dict[str, Any]:
     snap, infos = snapshot_with(rules)
     key = _key(snap, payload.get("api_key"))
     channel_id = payload.get("channel_id")
-    plan = dryrun.dry_run(snap, key, protocol, body, stream=_bool_or_none(payload.get("stream")), rules=infos,
-                          channel_id=_int_or_none(channel_id, "channel_id"))
+    plan = dryrun.dry_run(
+        snap,
+        key,
+        protocol,
+        body,
+        stream=_bool_or_none(payload.get("stream")),
+        rules=infos,
+        channel_id=_int_or_none(channel_id, "channel_id"),
+    )
     keep = bool(payload.get("states", True))
     report = plan.report
     _with_diffs(report["request_chain"], keep)
@@ -228,16 +315,29 @@ def replay(dump: dict[str, Any], *, send: bool = False, api_key_id: int | None =
     """Re-run a captured client request with the current configuration and compare the
     upstream request it would send now with the one the capture recorded."""
     body = dump.get("client_request")
-    payload = {"protocol": dump.get("client_protocol") or "chat_completion", "body": body,
-               "api_key": api_key_id, "send": send, "states": False}
+    payload = {
+        "protocol": dump.get("client_protocol") or "chat_completion",
+        "body": body,
+        "api_key": api_key_id,
+        "send": send,
+        "states": False,
+    }
     report = run(payload, allow_send=send)
     attempts = dump.get("attempts") or []
     original = attempts[-1].get("upstream_request") if attempts else None
     new = (report.get("upstream") or {}).get("body")
     report["replay"] = {
-        "original_upstream_request": original, "new_upstream_request": new,
-        "original_route": ({"provider": attempts[-1].get("provider"), "channel": attempts[-1].get("channel"),
-                            "upstream_model": attempts[-1].get("upstream_model")} if attempts else None),
+        "original_upstream_request": original,
+        "new_upstream_request": new,
+        "original_route": (
+            {
+                "provider": attempts[-1].get("provider"),
+                "channel": attempts[-1].get("channel"),
+                "upstream_model": attempts[-1].get("upstream_model"),
+            }
+            if attempts
+            else None
+        ),
         "changes": changes(original, new) if original is not None and new is not None else None,
         "same": original == new,
     }

@@ -13,12 +13,26 @@ from gateway import playground
 from gateway.protocols import CLIENT_PROTOCOLS
 
 TEMPLATES = {
-    "chat_completion": {"model": "", "messages": [{"role": "system", "content": "You are terse."},
-                                                  {"role": "user", "content": "Say hello."}],
-                        "max_tokens": 64},
-    "responses": {"model": "", "instructions": "You are terse.", "input": "Say hello.", "max_output_tokens": 64},
-    "messages": {"model": "", "system": "You are terse.", "max_tokens": 64,
-                 "messages": [{"role": "user", "content": "Say hello."}]},
+    "chat_completion": {
+        "model": "",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Say hello."},
+        ],
+        "max_tokens": 64,
+    },
+    "responses": {
+        "model": "",
+        "instructions": "You are terse.",
+        "input": "Say hello.",
+        "max_output_tokens": 64,
+    },
+    "messages": {
+        "model": "",
+        "system": "You are terse.",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Say hello."}],
+    },
 }
 
 
@@ -47,17 +61,40 @@ def _choices() -> dict:
     rules = []
     order = {"provider": 0, "global": 1, "api_key": 2}  # the order chains run in
     stored = TransformRule.objects.select_related("provider", "api_key").order_by("position", "id")
-    for r in sorted(stored, key=lambda r: (order.get(r.scope, 3), r.provider_id or r.api_key_id or 0, r.position, r.pk)):
+    for r in sorted(
+        stored, key=lambda r: (order.get(r.scope, 3), r.provider_id or r.api_key_id or 0, r.position, r.pk)
+    ):
         owner = r.provider.name if r.provider_id else r.api_key.name if r.api_key_id else ""
-        rules.append({"id": r.pk, "scope": r.scope, "owner": owner, "transform": r.transform, "phase": r.phase,
-                      "models": r.models, "enabled": r.enabled, "position": r.position, "config": r.config or {},
-                      "admin_url": playground.rule_admin_url(r.scope, r.pk, r.provider_id or r.api_key_id)})
+        rules.append(
+            {
+                "id": r.pk,
+                "scope": r.scope,
+                "owner": owner,
+                "transform": r.transform,
+                "phase": r.phase,
+                "models": r.models,
+                "enabled": r.enabled,
+                "position": r.position,
+                "config": r.config or {},
+                "admin_url": playground.rule_admin_url(r.scope, r.pk, r.provider_id or r.api_key_id),
+            }
+        )
     return {
         "keys": [{"id": k.id, "name": k.name} for k in ApiKey.objects.order_by("name")],
-        "models": models, "protocols": list(CLIENT_PROTOCOLS), "templates": TEMPLATES, "rules": rules,
-        "transforms": {tid: {"phases": list(cls.phases), "scopes": list(cls.scopes), "schema": cls.config_schema,
-                             "defaults": cls.with_defaults({}), "name": cls.name.get("en", tid)}
-                       for tid, cls in registry.items()},
+        "models": models,
+        "protocols": list(CLIENT_PROTOCOLS),
+        "templates": TEMPLATES,
+        "rules": rules,
+        "transforms": {
+            tid: {
+                "phases": list(cls.phases),
+                "scopes": list(cls.scopes),
+                "schema": cls.config_schema,
+                "defaults": cls.with_defaults({}),
+                "name": cls.name.get("en", tid),
+            }
+            for tid, cls in registry.items()
+        },
         "providers": [{"id": p.id, "name": p.name} for p in Provider.objects.order_by("priority", "name")],
         "form_registry": form_registry,
     }
@@ -69,6 +106,10 @@ def playground_page(request: HttpRequest) -> HttpResponse:
 
     boot = {**_choices(), "api_url": reverse("playground")}
     form_registry = boot.pop("form_registry")
-    context = {**admin.site.each_context(request), "title": "Playground", "boot": boot,
-               "form_registry": form_registry}
+    context = {
+        **admin.site.each_context(request),
+        "title": "Playground",
+        "boot": boot,
+        "form_registry": form_registry,
+    }
     return TemplateResponse(request, "admin/playground.html", context)

@@ -81,8 +81,11 @@ class LoginRateLimitMiddleware:
                 failures = len(_recent(_client_ip(request), time.monotonic()))
             if failures >= limit:
                 window = int(getattr(settings, "LOGIN_RATE_WINDOW", 300))
-                response = HttpResponse("Too many failed logins from this address; try again later.\n",
-                                        status=429, content_type="text/plain; charset=utf-8")
+                response = HttpResponse(
+                    "Too many failed logins from this address; try again later.\n",
+                    status=429,
+                    content_type="text/plain; charset=utf-8",
+                )
                 response["Retry-After"] = str(window)
                 return response
         return self.get_response(request)

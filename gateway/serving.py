@@ -48,9 +48,11 @@ def limits() -> ConnectionLimits:
     if _limits is None:
         from gateway.conf import gateway_settings as gw
 
-        _limits = ConnectionLimits(header_timeout=float(gw.CLIENT_HEADER_TIMEOUT),
-                                   body_timeout=float(gw.CLIENT_BODY_TIMEOUT),
-                                   max_connections=int(gw.CLIENT_MAX_CONNECTIONS))
+        _limits = ConnectionLimits(
+            header_timeout=float(gw.CLIENT_HEADER_TIMEOUT),
+            body_timeout=float(gw.CLIENT_BODY_TIMEOUT),
+            max_connections=int(gw.CLIENT_MAX_CONNECTIONS),
+        )
     return _limits
 
 
@@ -58,8 +60,12 @@ def _note_shed(open_now: int, cap: int) -> None:
     _shed["count"] += 1
     now = time.monotonic()
     if now - _shed["logged_at"] >= SHED_LOG_SECONDS:
-        log.warning("shedding connections: %d refused (%d open, cap %d per worker; GATEWAY_CLIENT_MAX_CONNECTIONS)",
-                    _shed["count"], open_now, cap)
+        log.warning(
+            "shedding connections: %d refused (%d open, cap %d per worker; GATEWAY_CLIENT_MAX_CONNECTIONS)",
+            _shed["count"],
+            open_now,
+            cap,
+        )
         _shed["logged_at"] = now
         _shed["count"] = 0
 
@@ -109,6 +115,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _expired(self) -> None:
         self._guard = None
         if not self.transport.is_closing():
-            log.info("closing a client connection that did not send its request in time: %s",
-                     f"{self.client[0]}:{self.client[1]}" if self.client else "?")
+            log.info(
+                "closing a client connection that did not send its request in time: %s",
+                f"{self.client[0]}:{self.client[1]}" if self.client else "?",
+            )
             self.transport.close()

@@ -62,7 +62,11 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+    if h.strip()
+]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 PORT = int(os.environ.get("PORT", "8000"))
 
@@ -138,7 +142,8 @@ if os.environ.get("GATEWAY_TRUST_X_FORWARDED_PROTO") == "1":  # behind a TLS-ter
 CONTENT_SECURITY_POLICY = os.environ.get("GATEWAY_CONTENT_SECURITY_POLICY") or (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
-    "frame-ancestors 'none'")
+    "frame-ancestors 'none'"
+)
 LOGIN_RATE_LIMIT = 0 if DEBUG else int(os.environ.get("GATEWAY_LOGIN_RATE_LIMIT", "10"))
 LOGIN_RATE_WINDOW = int(os.environ.get("GATEWAY_LOGIN_RATE_WINDOW", "300"))
 
@@ -153,11 +158,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         _private_file(Path(DATABASES["default"]["NAME"]))
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})
-    DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE",
-                                            "init_command": "PRAGMA journal_mode=WAL;"})
+    DATABASES["default"]["OPTIONS"].update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
     # One file per test process, so parallel runs never share a database; e2e tests hand this
     # path to the server they start.
-    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("GATEWAY_TEST_DB") or str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("GATEWAY_TEST_DB") or str(DATA_DIR / f"test-{os.getpid()}.sqlite3")
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -203,12 +211,17 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # spools instead. ``GATEWAY_CAPTURE_BROKER_TIMEOUT`` seconds for connect and for each send.
 _BROKER_TIMEOUT = float(os.environ.get("GATEWAY_CAPTURE_BROKER_TIMEOUT") or 1.0)
 CELERY_BROKER_CONNECTION_TIMEOUT = _BROKER_TIMEOUT
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": _BROKER_TIMEOUT, "socket_timeout": _BROKER_TIMEOUT,
-                                   "max_retries": 0, "connect_retries_timeout": _BROKER_TIMEOUT}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": _BROKER_TIMEOUT,
+    "socket_timeout": _BROKER_TIMEOUT,
+    "max_retries": 0,
+    "connect_retries_timeout": _BROKER_TIMEOUT,
+}
 CELERY_BEAT_SCHEDULE = {
     "captures-retention": {"task": "captures.tasks.enforce_retention", "schedule": 3600.0},
     "request-logs-retention": {"task": "requestlogs.tasks.enforce_retention", "schedule": 3600.0},
 }
+
 
 # Gateway knobs: every GATEWAY_* environment variable the gateway reads, declared once here with
 # its default and meaning. Code reads them through ``gateway.conf.gateway_settings`` (in the spirit
@@ -223,86 +236,194 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     # name: (type, default, what it does)
     "MAX_BODY_BYTES": (int, 50 * 1024 * 1024, "Largest client request body accepted on /v1/*, in bytes."),
     "LARGE_BODY_BYTES": (int, 1024 * 1024, "A declared request body above this size counts as large."),
-    "LARGE_BODY_CONCURRENCY": (int, 4, "Large request bodies read and served at once per worker; others "
-                               "wait (0: no bound)."),
+    "LARGE_BODY_CONCURRENCY": (
+        int,
+        4,
+        "Large request bodies read and served at once per worker; others wait (0: no bound).",
+    ),
     "LARGE_BODY_WAIT_SECONDS": (float, 30.0, "How long a large request waits for its turn before a 503."),
-    "CONFIG_POLL_SECONDS": (float, 0.5, "How often each worker polls the config version (off the request path)."),
+    "CONFIG_POLL_SECONDS": (
+        float,
+        0.5,
+        "How often each worker polls the config version (off the request path).",
+    ),
     "KEEPALIVE_SECONDS": (float, 15.0, "Keep-alive comment interval on idle client streams."),
     "UPSTREAM_IDLE_TIMEOUT": (float, 120.0, "Ceiling on the per-read upstream idle timeout, in seconds."),
     # Upstream stream limits (issue 13), seconds; 0 disables the knob's own value.
-    "STREAM_FIRST_BYTE_TIMEOUT": (float, 0.0, "Longest wait for a stream's first content event (0: the "
-                                  "provider's request timeout)."),
-    "STREAM_IDLE_TIMEOUT": (float, 0.0, "Longest gap between upstream stream events; keep-alives do not "
-                            "count (0: the global upstream idle timeout)."),
-    "INSTANCE_ID": (str, "", "Loop guard id sent upstream in x-monogate-hop; default derived from SECRET_KEY "
-                    "(shared by every worker and instance of a deployment)."),
-    "UPSTREAM_SSRF_GUARD": (int, 0, "1: channel URLs may not reach loopback, private or link-local addresses "
-                            "(checked on every resolved address)."),
+    "STREAM_FIRST_BYTE_TIMEOUT": (
+        float,
+        0.0,
+        "Longest wait for a stream's first content event (0: the provider's request timeout).",
+    ),
+    "STREAM_IDLE_TIMEOUT": (
+        float,
+        0.0,
+        "Longest gap between upstream stream events; keep-alives do not "
+        "count (0: the global upstream idle timeout).",
+    ),
+    "INSTANCE_ID": (
+        str,
+        "",
+        "Loop guard id sent upstream in x-monogate-hop; default derived from SECRET_KEY "
+        "(shared by every worker and instance of a deployment).",
+    ),
+    "UPSTREAM_SSRF_GUARD": (
+        int,
+        0,
+        "1: channel URLs may not reach loopback, private or link-local addresses "
+        "(checked on every resolved address).",
+    ),
     # Client connections (gateway.serving, the uvicorn protocol make run and the e2e tests use).
     "CLIENT_HEADER_TIMEOUT": (float, 10.0, "Seconds a client has to send a request head (0: no limit)."),
-    "CLIENT_BODY_TIMEOUT": (float, 60.0, "Seconds a client has to send a request body after its head (0: no limit)."),
-    "CLIENT_MAX_CONNECTIONS": (int, 1000, "Open client connections per worker; more are closed at once and "
-                               "logged (0: no cap)."),
+    "CLIENT_BODY_TIMEOUT": (
+        float,
+        60.0,
+        "Seconds a client has to send a request body after its head (0: no limit).",
+    ),
+    "CLIENT_MAX_CONNECTIONS": (
+        int,
+        1000,
+        "Open client connections per worker; more are closed at once and logged (0: no cap).",
+    ),
     "STREAM_MAX_SECONDS": (float, 1800.0, "Longest an upstream stream may last (0: no cap)."),
     # Passive circuit breaker per channel (proxy): failures within the window open it for the cooldown.
     "BREAKER_FAILURES": (int, 3, "Failures within the window that open a channel's breaker."),
     "BREAKER_WINDOW_SECONDS": (float, 30.0, "The breaker's failure-counting window."),
     "BREAKER_COOLDOWN_SECONDS": (float, 60.0, "How long an opened breaker keeps its channel out."),
     "BREAKER_RATE_LIMIT_COOLDOWN_SECONDS": (float, 15.0, "Cooldown after an upstream 429."),
-    "HEALTH_PROBE_SECONDS": (float, 0.0, "Active channel health probes every N seconds (Celery beat, needs "
-                             "REDIS_URL); a failed probe opens the channel's breaker. 0: off."),
-    "TRUSTED_PROXY_CIDRS": (str, "127.0.0.0/8,::1/128",
-                            "Comma-separated proxies whose X-Forwarded-For names the client (for API keys' "
-                            "IP allow-lists); empty trusts nobody."),
+    "HEALTH_PROBE_SECONDS": (
+        float,
+        0.0,
+        "Active channel health probes every N seconds (Celery beat, needs "
+        "REDIS_URL); a failed probe opens the channel's breaker. 0: off.",
+    ),
+    "TRUSTED_PROXY_CIDRS": (
+        str,
+        "127.0.0.0/8,::1/128",
+        "Comma-separated proxies whose X-Forwarded-For names the client (for API keys' "
+        "IP allow-lists); empty trusts nobody.",
+    ),
     # Graceful shutdown (SIGTERM): uvicorn lets in-flight requests and streams finish for up to
     # SHUTDOWN_GRACE_SECONDS (the Makefile and README pass it as --timeout-graceful-shutdown), then
     # the lifespan shutdown flushes the capture queue for up to CAPTURE_FLUSH_SECONDS.
-    "SHUTDOWN_GRACE_SECONDS": (float, 30.0, "On SIGTERM, how long in-flight requests and streams may still run."),
-    "CAPTURE_FLUSH_SECONDS": (float, 10.0, "On shutdown, how long the capture (and request-log) queue may take to drain before "
-                              "what is left is spooled to disk."),
+    "SHUTDOWN_GRACE_SECONDS": (
+        float,
+        30.0,
+        "On SIGTERM, how long in-flight requests and streams may still run.",
+    ),
+    "CAPTURE_FLUSH_SECONDS": (
+        float,
+        10.0,
+        "On shutdown, how long the capture (and request-log) queue may take to drain before "
+        "what is left is spooled to disk.",
+    ),
     # Capture writer (captures.sink) and capture bounds (captures.bounds).
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
-    "CAPTURE_WRITER_SHARE": (float, 0.1, "While its worker is busy, the share of a core the capture writer thread "
-                             "may take (the rest of the captures are shed and counted); 1 removes the limit."),
+    "CAPTURE_WRITER_SHARE": (
+        float,
+        0.1,
+        "While its worker is busy, the share of a core the capture writer thread "
+        "may take (the rest of the captures are shed and counted); 1 removes the limit.",
+    ),
     "CAPTURE_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the capture spool, in MiB."),
     "CAPTURE_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed capture write."),
-    "CAPTURE_BROKER_TIMEOUT": (float, 1.0, "Connect and send timeout of a capture publish to the broker, in seconds."),
-    "CAPTURE_BROKER_COOLDOWN_SECONDS": (float, 5.0, "After a broker or database outage, captures go straight to "
-                                        "the spool for this long before delivery is tried again."),
-    "CAPTURE_DEAD_LETTER_AFTER": (int, 6, "Failed writes of one spooled capture (with backoff) before it is "
-                                  "moved to the spool's dead/ folder."),
+    "CAPTURE_BROKER_TIMEOUT": (
+        float,
+        1.0,
+        "Connect and send timeout of a capture publish to the broker, in seconds.",
+    ),
+    "CAPTURE_BROKER_COOLDOWN_SECONDS": (
+        float,
+        5.0,
+        "After a broker or database outage, captures go straight to "
+        "the spool for this long before delivery is tried again.",
+    ),
+    "CAPTURE_DEAD_LETTER_AFTER": (
+        int,
+        6,
+        "Failed writes of one spooled capture (with backoff) before it is moved to the spool's dead/ folder.",
+    ),
     "CAPTURE_MAX_ATTEMPTS": (int, 16, "Upstream attempts recorded per capture (at least 1)."),
     "CAPTURE_MAX_FRAMES": (int, 4096, "Stream frames recorded per capture (at least 0)."),
     "CAPTURE_MAX_FRAME_BYTES": (int, 256 * 1024, "Bytes kept of one recorded frame (at least 64)."),
     "CAPTURE_MAX_BYTES": (int, 16 * 1024 * 1024, "Bytes recorded per capture in all (at least 8 KiB)."),
     # Request logs (requestlogs): one row per /v1 answer, written off the request path.
     "REQUEST_LOGS": (bool, True, "Write a request-log row for every /v1 answer (on by default)."),
-    "REQUEST_LOG_QUEUE_MAX": (int, 10000, "Request-log rows queued in memory per process before spooling to disk."),
+    "REQUEST_LOG_QUEUE_MAX": (
+        int,
+        10000,
+        "Request-log rows queued in memory per process before spooling to disk.",
+    ),
     "REQUEST_LOG_SPOOL_MAX_MB": (float, 256.0, "Disk budget of the request-log spool, in MiB."),
     "REQUEST_LOG_RETRY_SECONDS": (float, 2.0, "Pause before the writer retries a failed request-log write."),
-    "REQUEST_LOG_KEYLESS_PER_SECOND": (float, 20.0, "Per worker: rows and access lines per second for answers to "
-                                       "requests without a valid API key (401, unknown paths); the rest are only "
-                                       "counted (gateway_request_log_shed_total). 0: none; negative: all."),
-    "REQUEST_LOG_RETENTION_DAYS": (int, 90, "Request-log rows older than this are deleted (hourly, and purgerequestlogs)."),
+    "REQUEST_LOG_KEYLESS_PER_SECOND": (
+        float,
+        20.0,
+        "Per worker: rows and access lines per second for answers to "
+        "requests without a valid API key (401, unknown paths); the rest are only "
+        "counted (gateway_request_log_shed_total). 0: none; negative: all.",
+    ),
+    "REQUEST_LOG_RETENTION_DAYS": (
+        int,
+        90,
+        "Request-log rows older than this are deleted (hourly, and purgerequestlogs).",
+    ),
     # Observability (gateway.observe): /metrics access and the per-request log line.
-    "METRICS_TOKEN": (str, "", "Bearer token that lets a scraper outside METRICS_ALLOW_CIDRS read /metrics; "
-                      "empty: no token accepted."),
-    "METRICS_ALLOW_CIDRS": (str, "127.0.0.0/8,::1/128",
-                            "Comma-separated peer addresses that may read /metrics without the token."),
-    "ACCESS_LOG_LEVEL": (str, "INFO", "Level of the one log line per /v1 request (logger gateway.access); "
-                         "DEBUG turns it off."),
-    "LOG_FORMAT": (str, "text", "Console log format: text (readable access lines) or json (one JSON object "
-                   "per line)."),
+    "METRICS_TOKEN": (
+        str,
+        "",
+        "Bearer token that lets a scraper outside METRICS_ALLOW_CIDRS read /metrics; "
+        "empty: no token accepted.",
+    ),
+    "METRICS_ALLOW_CIDRS": (
+        str,
+        "127.0.0.0/8,::1/128",
+        "Comma-separated peer addresses that may read /metrics without the token.",
+    ),
+    "ACCESS_LOG_LEVEL": (
+        str,
+        "INFO",
+        "Level of the one log line per /v1 request (logger gateway.access); DEBUG turns it off.",
+    ),
+    "LOG_FORMAT": (
+        str,
+        "text",
+        "Console log format: text (readable access lines) or json (one JSON object per line).",
+    ),
     # Secrets at rest (gateway.crypto); empty: derive from SECRET_KEY.
-    "SECRETS_KEY": (str, "", "Master key for channel-key encryption and client-key hashes; default SECRET_KEY."),
+    "SECRETS_KEY": (
+        str,
+        "",
+        "Master key for channel-key encryption and client-key hashes; default SECRET_KEY.",
+    ),
     # Outbound fetches (gateway.fetch) and image work (gateway.images).
-    "FETCH_ALLOW_PRIVATE": (flag, False, "Let the outbound fetcher reach loopback/private/link-local addresses for "  # type: ignore[dict-item]
-                                         "the whole process (the global setting fetch_allow_private does it per config)."),
+    "FETCH_ALLOW_PRIVATE": (
+        flag,
+        False,
+        "Let the outbound fetcher reach loopback/private/link-local addresses for "  # type: ignore[dict-item]
+        "the whole process (the global setting fetch_allow_private does it per config).",
+    ),
     "IMAGE_POOL": (str, "process", "Where image work runs off the event loop: process (default) or thread."),
-    "IMAGE_WORKERS": (int, 0, "Threads decoding/re-encoding images off the event loop; 0: CPUs - 1 (at least 1)."),
-    "IMAGE_MAX_ENCODED_BYTES": (int, 20_971_520, "Largest image (decoded bytes) the compression pipeline touches."),
-    "IMAGE_MAX_PIXELS": (int, 40_000_000, "Largest image (width x height) decoded; larger ones are left (bombs)."),
-    "IMAGE_CACHE_MAX_BYTES": (int, 64 * 1024 * 1024, "In-memory cache of compressed images, in base64 bytes."),
+    "IMAGE_WORKERS": (
+        int,
+        0,
+        "Threads decoding/re-encoding images off the event loop; 0: CPUs - 1 (at least 1).",
+    ),
+    "IMAGE_MAX_ENCODED_BYTES": (
+        int,
+        20_971_520,
+        "Largest image (decoded bytes) the compression pipeline touches.",
+    ),
+    "IMAGE_MAX_PIXELS": (
+        int,
+        40_000_000,
+        "Largest image (width x height) decoded; larger ones are left (bombs).",
+    ),
+    "IMAGE_CACHE_MAX_BYTES": (
+        int,
+        64 * 1024 * 1024,
+        "In-memory cache of compressed images, in base64 bytes.",
+    ),
     "IMAGE_CACHE_MAX_ENTRY_BYTES": (int, 8 * 1024 * 1024, "Largest compressed image kept in that cache."),
 }
 
@@ -341,8 +462,10 @@ CELERY_BEAT_SCHEDULE.update(health_probe_schedule(REDIS_URL, float(GATEWAY["HEAL
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"text": {"()": "gateway.observe.accesslog.TextFormatter"},
-                   "json": {"()": "gateway.observe.accesslog.JsonFormatter"}},
+    "formatters": {
+        "text": {"()": "gateway.observe.accesslog.TextFormatter"},
+        "json": {"()": "gateway.observe.accesslog.JsonFormatter"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": GATEWAY["LOG_FORMAT"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     # gateway.access: one line per /v1 request at ACCESS_LOG_LEVEL (gateway.observe.accesslog)
@@ -351,6 +474,10 @@ LOGGING = {
 
 # The live tail's channel layer (gateway.observe.live): Redis shares it between workers and
 # instances; in memory, a viewer sees only the worker its WebSocket landed on.
-CHANNEL_LAYERS = {"default": ({"BACKEND": "channels_redis.core.RedisChannelLayer",
-                               "CONFIG": {"hosts": [REDIS_URL]}} if REDIS_URL
-                              else {"BACKEND": "channels.layers.InMemoryChannelLayer"})}
+CHANNEL_LAYERS = {
+    "default": (
+        {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        if REDIS_URL
+        else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    )
+}

@@ -70,4 +70,6 @@ def config_models() -> list[type]:
 def connect() -> None:
     for model in config_models():
         post_save.connect(on_config_saved, sender=model, dispatch_uid=f"gw-config-save-{model._meta.label}")
-        post_delete.connect(on_config_deleted, sender=model, dispatch_uid=f"gw-config-delete-{model._meta.label}")
+        post_delete.connect(
+            on_config_deleted, sender=model, dispatch_uid=f"gw-config-delete-{model._meta.label}"
+        )

@@ -27,21 +27,28 @@ from keys.auth import extract_secret
 def proxy_config() -> ProxyConfig:
     gw = gateway_settings
     return ProxyConfig(
-        max_body_bytes=int(gw.MAX_BODY_BYTES), keepalive_seconds=float(gw.KEEPALIVE_SECONDS),
+        max_body_bytes=int(gw.MAX_BODY_BYTES),
+        keepalive_seconds=float(gw.KEEPALIVE_SECONDS),
         config_poll_seconds=float(gw.CONFIG_POLL_SECONDS),
         breaker_failures=int(gw.BREAKER_FAILURES),
         breaker_window_seconds=float(gw.BREAKER_WINDOW_SECONDS),
         breaker_cooldown_seconds=float(gw.BREAKER_COOLDOWN_SECONDS),
         breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
         redis_url=settings.REDIS_URL or "",
-        trusted_proxies=tuple(ipaddress.ip_network(c.strip(), strict=False)
-                              for c in str(gw.TRUSTED_PROXY_CIDRS).split(",") if c.strip()),
+        trusted_proxies=tuple(
+            ipaddress.ip_network(c.strip(), strict=False)
+            for c in str(gw.TRUSTED_PROXY_CIDRS).split(",")
+            if c.strip()
+        ),
         stream_first_byte_timeout=float(gw.STREAM_FIRST_BYTE_TIMEOUT),
         stream_idle_timeout=float(gw.STREAM_IDLE_TIMEOUT),
         stream_max_seconds=float(gw.STREAM_MAX_SECONDS),
-        large_body_bytes=int(gw.LARGE_BODY_BYTES), large_body_concurrency=int(gw.LARGE_BODY_CONCURRENCY),
+        large_body_bytes=int(gw.LARGE_BODY_BYTES),
+        large_body_concurrency=int(gw.LARGE_BODY_CONCURRENCY),
         large_body_wait_seconds=float(gw.LARGE_BODY_WAIT_SECONDS),
-        instance_id=instance_id(), ssrf_guard=bool(int(gw.UPSTREAM_SSRF_GUARD)))
+        instance_id=instance_id(),
+        ssrf_guard=bool(int(gw.UPSTREAM_SSRF_GUARD)),
+    )
 
 
 def instance_id() -> str:
@@ -53,7 +60,9 @@ def instance_id() -> str:
     return "mg-" + hashlib.sha256(b"monogate-hop:" + settings.SECRET_KEY.encode()).hexdigest()[:16]
 
 
-def authenticate(headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap], now: float) -> KeySnap | None:
+def authenticate(
+    headers: Mapping[str, str], keys_by_hash: Mapping[str, KeySnap], now: float
+) -> KeySnap | None:
     """The client's key from its headers (``keys.auth``: one HMAC and one dict lookup)."""
     return authenticate_secret(extract_secret(headers), keys_by_hash, now)
 
@@ -68,8 +77,10 @@ def recorder_factories() -> list[RecorderFactory]:
 
     recorder.configure(str(gateway_settings.ACCESS_LOG_LEVEL))
     metrics.QUEUES["captures"] = lambda: (sink.writer.queue.qsize(), sink.STATS["dropped"])
-    metrics.QUEUES["request_logs"] = lambda: (requestlog_sink.writer.queue.qsize(),
-                                              requestlog_sink.STATS["dropped"])
+    metrics.QUEUES["request_logs"] = lambda: (
+        requestlog_sink.writer.queue.qsize(),
+        requestlog_sink.STATS["dropped"],
+    )
     factories: list[RecorderFactory] = [recorder.observe_recorder, capture_recorder]
     request_logs = make_factory(bool(gateway_settings.REQUEST_LOGS))
     if request_logs is not None:
@@ -90,8 +101,11 @@ def unrecorded_factory() -> UnrecordedFactory:
     def queue_busy() -> bool:
         return writer.queue.qsize() * 2 > writer.queue_max
 
-    return build(keyless_per_second=float(gateway_settings.REQUEST_LOG_KEYLESS_PER_SECOND),
-                 row=make_unrecorded_factory(bool(gateway_settings.REQUEST_LOGS)), queue_busy=queue_busy)
+    return build(
+        keyless_per_second=float(gateway_settings.REQUEST_LOG_KEYLESS_PER_SECOND),
+        row=make_unrecorded_factory(bool(gateway_settings.REQUEST_LOGS)),
+        queue_busy=queue_busy,
+    )
 
 
 def startup_hooks() -> list:
@@ -131,8 +145,11 @@ def metrics_app(proxy: ProxyApp):
             for channel in provider.channels:
                 yield provider.name, channel.name, proxy.breaker.state(channel.id)
 
-    return MetricsApp(allow=parse_cidrs(str(gateway_settings.METRICS_ALLOW_CIDRS)),
-                      token=str(gateway_settings.METRICS_TOKEN), extra=[BreakerCollector(breaker_rows)])
+    return MetricsApp(
+        allow=parse_cidrs(str(gateway_settings.METRICS_ALLOW_CIDRS)),
+        token=str(gateway_settings.METRICS_TOKEN),
+        extra=[BreakerCollector(breaker_rows)],
+    )
 
 
 def websocket_app():
@@ -144,14 +161,24 @@ def websocket_app():
 
     from gateway.observe.consumer import LiveTailConsumer
 
-    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
-        path("captures/live/ws", LiveTailConsumer.as_asgi()),
-    ])))
+    return AllowedHostsOriginValidator(
+        AuthMiddlewareStack(
+            URLRouter(
+                [
+                    path("captures/live/ws", LiveTailConsumer.as_asgi()),
+                ]
+            )
+        )
+    )
 
 
 def build_proxy_app() -> ProxyApp:
-    app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate,
-                   RecorderSet(recorder_factories(), unrecorded_factory()))
+    app = ProxyApp(
+        proxy_config(),
+        DatabaseConfigSource(),
+        authenticate,
+        RecorderSet(recorder_factories(), unrecorded_factory()),
+    )
     # The capture and request-log writers pick up every spool file at worker start and drain
     # their queues (then spool the rest) at shutdown (issue 13).
     app.startup_hooks.extend(startup_hooks())

@@ -28,12 +28,14 @@ def editable_fields(model: type[models.Model], *, exclude: Iterable[str] = ()) -
     """The model's writable configuration fields, in declaration order: concrete, editable, not the
     primary key (auto timestamps and stored secrets are ``editable=False`` on the models)."""
     skip = set(exclude)
-    return tuple(f.name for f in model._meta.concrete_fields
-                 if f.editable and not f.primary_key and f.name not in skip)
+    return tuple(
+        f.name for f in model._meta.concrete_fields if f.editable and not f.primary_key and f.name not in skip
+    )
 
 
-def model_errors(obj: models.Model, *, exclude: list[str] | None = None,
-                 aliases: dict[str, str] | None = None) -> dict[str, list[str]]:
+def model_errors(
+    obj: models.Model, *, exclude: list[str] | None = None, aliases: dict[str, str] | None = None
+) -> dict[str, list[str]]:
     """``obj.full_clean()`` as an error tree (field -> messages); empty when valid."""
     try:
         obj.full_clean(exclude=exclude)
@@ -65,8 +67,14 @@ def assign(obj: models.Model, data: dict[str, Any], fields: Iterable[str], *, re
         setattr(obj, name, value)
 
 
-def save_checked(obj: models.Model, *, aliases: dict[str, str] | None = None, note: Note | None = None,
-                 kind: str = "", label: str = "") -> dict[str, list[str]]:
+def save_checked(
+    obj: models.Model,
+    *,
+    aliases: dict[str, str] | None = None,
+    note: Note | None = None,
+    kind: str = "",
+    label: str = "",
+) -> dict[str, list[str]]:
     """Validate and save; return the errors instead of saving when there are any."""
     errors = model_errors(obj, aliases=aliases)
     if errors:

@@ -23,17 +23,26 @@ _SECRET_ATTR = "_gw_new_api_key_secret"
 class ApiKeyForm(forms.ModelForm):
     allowed_models = GlobListField(
         help_text="Globs of logical models this key may use (* any run, ? one character), comma- or "
-                  "line-separated. Empty allows all.")
+        "line-separated. Empty allows all."
+    )
     model_redirects = RedirectRulesField(
         label="Model redirects",
-        help_text="Ordered; the first pattern that matches the whole requested model rewrites it.")
-    limits = LimitsField(LIMIT_NAMES, SPEND_NAMES, label="Limits",
-                         help_text="Requests per minute, tokens per minute, concurrent requests (429 with "
-                                   "Retry-After), daily (UTC) and total spend caps in USD (402); blank: no limit. "
-                                   "Shared by every worker through Redis.")
-    ip_allow = GlobListField(label="IP allow-list", placeholder="every address",
-                             help_text="IP addresses or CIDR blocks (10.0.0.0/8), comma- or line-separated; "
-                                       "empty allows every address.")
+        help_text="Ordered; the first pattern that matches the whole requested model rewrites it.",
+    )
+    limits = LimitsField(
+        LIMIT_NAMES,
+        SPEND_NAMES,
+        label="Limits",
+        help_text="Requests per minute, tokens per minute, concurrent requests (429 with "
+        "Retry-After), daily (UTC) and total spend caps in USD (402); blank: no limit. "
+        "Shared by every worker through Redis.",
+    )
+    ip_allow = GlobListField(
+        label="IP allow-list",
+        placeholder="every address",
+        help_text="IP addresses or CIDR blocks (10.0.0.0/8), comma- or line-separated; "
+        "empty allows every address.",
+    )
 
     class Meta:
         model = ApiKey
@@ -43,8 +52,16 @@ class ApiKeyForm(forms.ModelForm):
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     form = ApiKeyForm
-    list_display = ("name", "prefix_display", "enabled", "expires_at", "capture_mode", "owner", "created_at",
-                    "last_used_at")
+    list_display = (
+        "name",
+        "prefix_display",
+        "enabled",
+        "expires_at",
+        "capture_mode",
+        "owner",
+        "created_at",
+        "last_used_at",
+    )
     list_filter = ("enabled", "capture_mode", ("expires_at", admin.EmptyFieldListFilter))
     search_fields = ("name", "prefix", "owner__username")
     list_editable = ("enabled",)
@@ -69,7 +86,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         from django.urls import reverse
         from django.utils.html import format_html
 
-        return format_html('<a href="{}?key={}">View this key\'s request captures</a>', reverse("captures:list"), obj.pk)
+        return format_html(
+            '<a href="{}?key={}">View this key\'s request captures</a>', reverse("captures:list"), obj.pk
+        )
 
     def save_model(self, request, obj: ApiKey, form, change: bool) -> None:
         if not change:

@@ -46,11 +46,12 @@ def validate_limits(value) -> None:
     if value in (None, ""):
         return
     if not isinstance(value, dict):
-        raise ValidationError("Must be an object such as {\"rpm\": 60, \"tpm\": 100000, \"concurrency\": 8}.")
+        raise ValidationError('Must be an object such as {"rpm": 60, "tpm": 100000, "concurrency": 8}.')
     unknown = sorted(set(value) - set(LIMIT_NAMES) - set(SPEND_NAMES))
     if unknown:
-        raise ValidationError(f"Unknown limit(s) {', '.join(unknown)}; known: "
-                              f"{', '.join(LIMIT_NAMES + SPEND_NAMES)}.")
+        raise ValidationError(
+            f"Unknown limit(s) {', '.join(unknown)}; known: {', '.join(LIMIT_NAMES + SPEND_NAMES)}."
+        )
     for name, n in value.items():
         if n is None:
             continue
@@ -60,7 +61,9 @@ def validate_limits(value) -> None:
             except InvalidOperation:
                 usd = None
             if usd is None or not usd.is_finite() or usd <= 0 or usd > 10**9 or usd.as_tuple().exponent < -9:
-                raise ValidationError(f'{name} must be a positive USD amount as a decimal string, such as "5.00".')
+                raise ValidationError(
+                    f'{name} must be a positive USD amount as a decimal string, such as "5.00".'
+                )
         elif not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 10**12:
             raise ValidationError(f"{name} must be a positive integer.")
 
@@ -86,31 +89,48 @@ def validate_redirects(value) -> None:
 
 
 class ApiKey(models.Model):
-    name = models.CharField(max_length=100, unique=True, help_text="Unique: the config file and dumps match keys by name.")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys",
-                              null=True, blank=True)
+    name = models.CharField(
+        max_length=100, unique=True, help_text="Unique: the config file and dumps match keys by name."
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys", null=True, blank=True
+    )
     prefix = models.CharField(max_length=PREFIX_LEN, editable=False, db_index=True)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     enabled = models.BooleanField(default=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     allowed_models = models.JSONField(
-        null=True, blank=True, validators=[validate_globs],
-        help_text='Globs of logical models this key may use (* any run, ? one character); empty allows all.')
+        null=True,
+        blank=True,
+        validators=[validate_globs],
+        help_text="Globs of logical models this key may use (* any run, ? one character); empty allows all.",
+    )
     model_redirects = models.JSONField(
-        null=True, blank=True, validators=[validate_redirects],
-        help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.')
+        null=True,
+        blank=True,
+        validators=[validate_redirects],
+        help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.',
+    )
     capture_mode = models.CharField(max_length=10, choices=CaptureMode.choices, default=CaptureMode.OFF)
     limits = models.JSONField(
-        null=True, blank=True, validators=[validate_limits],
+        null=True,
+        blank=True,
+        validators=[validate_limits],
         help_text='Requests per minute, tokens per minute and concurrent requests: {"rpm": 60, "tpm": 100000, '
-                  '"concurrency": 8}; each optional. Answered with 429 and Retry-After.')
+        '"concurrency": 8}; each optional. Answered with 429 and Retry-After.',
+    )
     ip_allow = models.JSONField(
-        null=True, blank=True, validators=[validate_ip_allow],
-        help_text="IP addresses or CIDR blocks this key may be used from; empty allows every address.")
+        null=True,
+        blank=True,
+        validators=[validate_ip_allow],
+        help_text="IP addresses or CIDR blocks this key may be used from; empty allows every address.",
+    )
     reasoning_envelopes = models.BooleanField(
-        default=False, help_text="Wrap encrypted reasoning sent to this key's clients with the provider and model it "
-                                 "came from (mz2. envelopes), so a conversation that switches providers never sends "
-                                 "one provider's ciphertext to another.")
+        default=False,
+        help_text="Wrap encrypted reasoning sent to this key's clients with the provider and model it "
+        "came from (mz2. envelopes), so a conversation that switches providers never sends "
+        "one provider's ciphertext to another.",
+    )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -132,15 +152,18 @@ class ApiKey(models.Model):
                 return  # the field validator reports it
             self.ip_allow = sorted(nets) or None
         if isinstance(self.limits, dict):  # spend caps stored as canonical decimal strings
-            self.limits = {k: (_usd_text(v) if k in SPEND_NAMES else v)
-                           for k, v in self.limits.items() if v not in (None, "")} or None
+            self.limits = {
+                k: (_usd_text(v) if k in SPEND_NAMES else v)
+                for k, v in self.limits.items()
+                if v not in (None, "")
+            } or None
 
     def set_secret(self, secret: str | None = None) -> str:
         """Store a new secret (generated unless given) and return it: it is shown only once."""
         secret = secret or generate_secret()
         # Never more than half of the secret: a short fixed key (sk-demo-0001) must not be
         # displayed whole as its own "prefix".
-        self.prefix = secret[:min(PREFIX_LEN, len(secret) // 2)]
+        self.prefix = secret[: min(PREFIX_LEN, len(secret) // 2)]
         self.key_hash = crypto.hash_api_key(secret)
         return secret
 

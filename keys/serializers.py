@@ -18,9 +18,15 @@ from keys.services import API_KEY_FIELDS, MIN_SECRET_LEN, write_api_key
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
-    key = serializers.CharField(write_only=True, required=False, min_length=MIN_SECRET_LEN, max_length=512,
-                                trim_whitespace=False, style={"input_type": "password"},
-                                help_text="Optional fixed secret, at creation only; generated when left out.")
+    key = serializers.CharField(
+        write_only=True,
+        required=False,
+        min_length=MIN_SECRET_LEN,
+        max_length=512,
+        trim_whitespace=False,
+        style={"input_type": "password"},
+        help_text="Optional fixed secret, at creation only; generated when left out.",
+    )
 
     class Meta:
         model = ApiKey

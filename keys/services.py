@@ -30,9 +30,16 @@ def issue_secret(key: ApiKey, secret: str | None = None) -> str:
     return key.set_secret(secret)
 
 
-def write_api_key(key: ApiKey, data: dict[str, Any], *, secret: str | None = None, key_hash: str | None = None,
-                  key_prefix: str | None = None, reset_missing: bool = False,
-                  note: Note | None = None) -> tuple[ErrorTree, str | None]:
+def write_api_key(
+    key: ApiKey,
+    data: dict[str, Any],
+    *,
+    secret: str | None = None,
+    key_hash: str | None = None,
+    key_prefix: str | None = None,
+    reset_missing: bool = False,
+    note: Note | None = None,
+) -> tuple[ErrorTree, str | None]:
     """Apply ``data`` (model fields; ``owner`` a user or None) and the secret; save when valid.
     Returns the errors and, for a new key given no secret, the generated one."""
     assign(key, data, API_KEY_FIELDS, reset_missing=reset_missing)

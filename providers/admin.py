@@ -21,8 +21,10 @@ from providers.models import Channel, ChannelModel, Provider
 from providers.services import CHANNEL_FIELDS, PROVIDER_FIELDS, set_channel_secret
 from transforms.admin import ProviderRuleInline
 
-KEY_HELP = ("Write-only; leave empty to keep the stored key. A channel without a key sends no credentials "
-            "(local upstreams need none).")
+KEY_HELP = (
+    "Write-only; leave empty to keep the stored key. A channel without a key sends no credentials "
+    "(local upstreams need none)."
+)
 
 
 def with_remaining(fieldsets, fields: tuple[str, ...]):
@@ -34,9 +36,11 @@ def with_remaining(fieldsets, fields: tuple[str, ...]):
 
 class ProviderForm(forms.ModelForm):
     extra_fields_whitelist = GlobListField(
-        label="Extra fields whitelist", placeholder="only the built-in list",
-        help_text='Top-level unknown request fields let through in addition to the built-in list, comma- or '
-                  'line-separated; "*" lets all through. Empty: only the built-in list.')
+        label="Extra fields whitelist",
+        placeholder="only the built-in list",
+        help_text="Top-level unknown request fields let through in addition to the built-in list, comma- or "
+        'line-separated; "*" lets all through. Empty: only the built-in list.',
+    )
 
     class Meta:
         model = Provider
@@ -44,12 +48,16 @@ class ProviderForm(forms.ModelForm):
 
 
 class ChannelForm(forms.ModelForm):
-    extra_headers = HeaderMapField(label="Extra headers",
-                                   help_text="Sent to the upstream with every request of this channel.")
+    extra_headers = HeaderMapField(
+        label="Extra headers", help_text="Sent to the upstream with every request of this channel."
+    )
     api_key = forms.CharField(
-        label="Upstream API key", required=False, strip=True,
+        label="Upstream API key",
+        required=False,
+        strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text=KEY_HELP)
+        help_text=KEY_HELP,
+    )
 
     class Meta:
         model = Channel
@@ -99,22 +107,41 @@ class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
     fieldsets = (
         (None, {"fields": ("name", "enabled", "priority")}),
-        ("Retries and timeouts", {"fields": ("max_retries", "channel_max_retries", "channel_retry_interval_ms",
-                                             "request_timeout_seconds", "circuit_breaker_enabled",
-                                             "breaker_failure_threshold", "breaker_window_seconds",
-                                             "breaker_cooldown_seconds")}),
+        (
+            "Retries and timeouts",
+            {
+                "fields": (
+                    "max_retries",
+                    "channel_max_retries",
+                    "channel_retry_interval_ms",
+                    "request_timeout_seconds",
+                    "circuit_breaker_enabled",
+                    "breaker_failure_threshold",
+                    "breaker_window_seconds",
+                    "breaker_cooldown_seconds",
+                )
+            },
+        ),
         ("Sticky routing", {"fields": ("affinity_mode", "affinity_failback_seconds")}),
-        ("Passthrough", {"fields": ("strip_cross_protocol_nested", "extra_fields_whitelist"),
-                         "classes": ("collapse",)}),
+        (
+            "Passthrough",
+            {"fields": ("strip_cross_protocol_nested", "extra_fields_whitelist"), "classes": ("collapse",)},
+        ),
     )
 
     def get_fieldsets(self, request, obj=None):
         return with_remaining(super().get_fieldsets(request, obj), PROVIDER_FIELDS)
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            _channels=Count("channels", distinct=True), _rules=Count("transform_rules", distinct=True),
-        ).prefetch_related("channels")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                _channels=Count("channels", distinct=True),
+                _rules=Count("transform_rules", distinct=True),
+            )
+            .prefetch_related("channels")
+        )
 
     @admin.display(description="Channels", ordering="_channels")
     def channel_count(self, obj: Provider) -> int:
@@ -132,8 +159,17 @@ class ProviderAdmin(admin.ModelAdmin):
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelForm
-    list_display = ("name", "provider", "protocol", "base_url", "weight", "enabled", "key_status", "model_names",
-                    "health")
+    list_display = (
+        "name",
+        "provider",
+        "protocol",
+        "base_url",
+        "weight",
+        "enabled",
+        "key_status",
+        "model_names",
+        "health",
+    )
     list_filter = ("protocol", "enabled", "provider")
     search_fields = ("name", "provider__name", "base_url", "models__model", "models__upstream_model")
     list_select_related = ("provider",)
@@ -164,10 +200,18 @@ class ChannelAdmin(admin.ModelAdmin):
             by_id = {r["channel_id"]: r for r in results}
             for row in rows:
                 row["result"] = by_id.get(row["channel"].pk)
-        return TemplateResponse(request, "admin/providers/channel/test_channel.html", {
-            **self.admin_site.each_context(request), "title": "Test channels", "rows": rows, "results": results,
-            "opts": self.model._meta, "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        })
+        return TemplateResponse(
+            request,
+            "admin/providers/channel/test_channel.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Test channels",
+                "rows": rows,
+                "results": results,
+                "opts": self.model._meta,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            },
+        )
 
     def get_fieldsets(self, request, obj=None):
         return with_remaining(super().get_fieldsets(request, obj), CHANNEL_FIELDS)
@@ -201,9 +245,15 @@ class ChannelAdmin(admin.ModelAdmin):
             return "—"
         when = timesince(datetime.fromtimestamp(result.get("checked_at", 0), UTC))
         if result.get("ok"):
-            return format_html('<span style="color:#146c2e">OK</span> {} ms, {} ago', result.get("latency_ms"), when)
-        return format_html('<span style="color:#b3261e" title="{}">failed</span>: {} ({} ago)',
-                           result.get("error") or "", result.get("error") or "", when)
+            return format_html(
+                '<span style="color:#146c2e">OK</span> {} ms, {} ago', result.get("latency_ms"), when
+            )
+        return format_html(
+            '<span style="color:#b3261e" title="{}">failed</span>: {} ({} ago)',
+            result.get("error") or "",
+            result.get("error") or "",
+            when,
+        )
 
 
 @admin.register(ChannelModel)

@@ -37,8 +37,14 @@ def probe_all(redis_url: str | None = None, timeout: float = 30.0) -> list[dict[
     from gateway.conf import gateway_settings
     from providers.models import Channel
 
-    channels = [ch for ch in Channel.objects.filter(enabled=True, provider__enabled=True)
-                .select_related("provider").prefetch_related("models").order_by("id") if ch.models.all()]
+    channels = [
+        ch
+        for ch in Channel.objects.filter(enabled=True, provider__enabled=True)
+        .select_related("provider")
+        .prefetch_related("models")
+        .order_by("id")
+        if ch.models.all()
+    ]
     results = run_checks([(ch, ch.models.all()[0].model) for ch in channels], timeout=timeout)
     client = _redis(redis_url)
     if client is None:

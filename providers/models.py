@@ -58,16 +58,32 @@ class AffinityMode(models.TextChoices):
 PROTOCOL_CHOICES = Protocol.choices
 TRISTATE_CHOICES = TriState.choices
 
-FORBIDDEN_HEADERS = frozenset({
-    "authorization", "x-api-key", "x-goog-api-key", "host", "content-length", "content-type",
-    "transfer-encoding", "connection", "keep-alive", "upgrade", "expect", "te", "trailer",
-    "proxy-authorization", "proxy-connection",
-})
+FORBIDDEN_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-api-key",
+        "x-goog-api-key",
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "expect",
+        "te",
+        "trailer",
+        "proxy-authorization",
+        "proxy-connection",
+    }
+)
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 
 
-_SECRET_PARAM = re.compile(r"(?i)^(?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|signature|"
-                           r"auth|authorization|code)$")
+_SECRET_PARAM = re.compile(
+    r"(?i)^(?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|signature|"
+    r"auth|authorization|code)$"
+)
 
 
 def validate_base_url(value: str) -> None:
@@ -82,11 +98,15 @@ def validate_base_url(value: str) -> None:
     if parts.scheme not in ("http", "https") or not hostname:
         raise ValidationError("Base URL must be an absolute http(s) URL with a host.")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise ValidationError("Base URL must not contain credentials (user:password@); put the key in the "
-                              "channel's API key field.")
+        raise ValidationError(
+            "Base URL must not contain credentials (user:password@); put the key in the "
+            "channel's API key field."
+        )
     if any(_SECRET_PARAM.match(name) for name, _v in parse_qsl(parts.query, keep_blank_values=True)):
-        raise ValidationError("Base URL must not carry a key or token in its query string; put the key in the "
-                              "channel's API key field.")
+        raise ValidationError(
+            "Base URL must not carry a key or token in its query string; put the key in the "
+            "channel's API key field."
+        )
 
 
 def _guarded_base_url_problem(url: str) -> str | None:
@@ -106,7 +126,9 @@ def _guarded_base_url_problem(url: str) -> str | None:
     addrs = [addr] if addr is not None else []
     if addr is None:
         try:
-            addrs = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in socket.getaddrinfo(host, None)]
+            addrs = [
+                ipaddress.ip_address(info[4][0].split("%")[0]) for info in socket.getaddrinfo(host, None)
+            ]
         except (OSError, ValueError):
             return None  # unresolvable now; the resolver checks again on every connection
     for a in addrs:
@@ -129,12 +151,16 @@ def validate_extra_headers(value) -> None:
         if not _TOKEN.match(str(name)):
             raise ValidationError(f"Invalid header name: {name!r}.")
         if lower in FORBIDDEN_HEADERS:
-            raise ValidationError(f"Header {name!r} is hop-by-hop or carries authentication; it cannot be set here.")
+            raise ValidationError(
+                f"Header {name!r} is hop-by-hop or carries authentication; it cannot be set here."
+            )
         if lower in seen:
             raise ValidationError(f"Header {name!r} appears twice.")
         seen.add(lower)
         if not isinstance(val, str) or "\r" in val or "\n" in val or len(val) > 4096:
-            raise ValidationError(f"Header {name!r}: value must be a string of at most 4096 characters without line breaks.")
+            raise ValidationError(
+                f"Header {name!r}: value must be a string of at most 4096 characters without line breaks."
+            )
 
 
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write", "reasoning")
@@ -145,11 +171,12 @@ def _price_value(key: str, value: object) -> Decimal:
     """One price as an exact Decimal: a decimal string (or an integer); floats are refused
     unless they print as a plain decimal (YAML's unquoted 3.00 arrives as a float)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValidationError(f"price.{key}: must be a decimal string such as \"3.00\".")
+        raise ValidationError(f'price.{key}: must be a decimal string such as "3.00".')
     text = repr(value) if isinstance(value, float) else str(value).strip()
     if not _PRICE_RE.match(text):
-        raise ValidationError(f"price.{key}: must be a non-negative decimal (at most 12 decimals), "
-                              f"not {value!r}.")
+        raise ValidationError(
+            f"price.{key}: must be a non-negative decimal (at most 12 decimals), not {value!r}."
+        )
     return Decimal(text)
 
 
@@ -176,43 +203,72 @@ class Provider(models.Model):
     enabled = models.BooleanField(default=True)
     priority = models.IntegerField(default=0, help_text="Lower is tried first.")
     max_retries = models.IntegerField(
-        default=-1, validators=[MinValueValidator(-1)],
-        help_text="Attempts across all of this provider's channels are max_retries + 1; -1 means unlimited.")
+        default=-1,
+        validators=[MinValueValidator(-1)],
+        help_text="Attempts across all of this provider's channels are max_retries + 1; -1 means unlimited.",
+    )
     channel_max_retries = models.PositiveIntegerField(
-        default=0, help_text="Retries on the same channel for retryable errors (connect, timeout, 408, 429, 5xx).")
+        default=0,
+        help_text="Retries on the same channel for retryable errors (connect, timeout, 408, 429, 5xx).",
+    )
     channel_retry_interval_ms = models.PositiveIntegerField(default=0)
     request_timeout_seconds = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(0.1)],
-        help_text="Overrides the global request timeout when set.")
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text="Overrides the global request timeout when set.",
+    )
     circuit_breaker_enabled = models.BooleanField(default=True)
     affinity_mode = models.CharField(
-        max_length=24, choices=AffinityMode.choices, default=AffinityMode.OFF,
+        max_length=24,
+        choices=AffinityMode.choices,
+        default=AffinityMode.OFF,
         help_text="Sticky routing: send a conversation back to the channel that served it so the upstream's "
-                  "prompt cache hits. sticky keeps it there; prefer_higher_priority returns to a recovered "
-                  "higher-priority provider after the fail-back delay.")
+        "prompt cache hits. sticky keeps it there; prefer_higher_priority returns to a recovered "
+        "higher-priority provider after the fail-back delay.",
+    )
     affinity_failback_seconds = models.PositiveIntegerField(
-        default=300, help_text="prefer_higher_priority: seconds after binding before normal priority order wins again.")
+        default=300,
+        help_text="prefer_higher_priority: seconds after binding before normal priority order wins again.",
+    )
     # Breaker thresholds for this provider's channels; empty: the global defaults
     # (GATEWAY_BREAKER_FAILURES, _WINDOW_SECONDS, _COOLDOWN_SECONDS).
     breaker_failure_threshold = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
-        help_text="Failures within the window that open a channel's breaker; empty: the global default.")
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Failures within the window that open a channel's breaker; empty: the global default.",
+    )
     breaker_window_seconds = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(0.1)],
-        help_text="The breaker's failure-counting window; empty: the global default.")
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text="The breaker's failure-counting window; empty: the global default.",
+    )
     breaker_cooldown_seconds = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(0.1)],
-        help_text="How long an opened breaker keeps a channel out; empty: the global default.")
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text="How long an opened breaker keeps a channel out; empty: the global default.",
+    )
     multiplier = models.DecimalField(
-        max_digits=18, decimal_places=9, default=Decimal("1"),
+        max_digits=18,
+        decimal_places=9,
+        default=Decimal("1"),
         validators=[MinValueValidator(Decimal("0.000000001"))],
-        help_text="Scales the cost of every request this provider serves (with the channel model's multiplier).")
+        help_text="Scales the cost of every request this provider serves (with the channel model's multiplier).",
+    )
     strip_cross_protocol_nested = models.CharField(
-        max_length=8, choices=TriState.choices, default=TriState.INHERIT,
-        help_text="Drop nested unknown fields on cross-protocol hops.")
+        max_length=8,
+        choices=TriState.choices,
+        default=TriState.INHERIT,
+        help_text="Drop nested unknown fields on cross-protocol hops.",
+    )
     extra_fields_whitelist = models.JSONField(
-        null=True, blank=True,
-        help_text='Top-level unknown fields let through in addition to the built-in list; ["*"] lets all through.')
+        null=True,
+        blank=True,
+        help_text='Top-level unknown fields let through in addition to the built-in list; ["*"] lets all through.',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -250,7 +306,9 @@ class Channel(models.Model):
 
     class Meta:
         ordering = ["provider", "name"]
-        constraints = [models.UniqueConstraint(fields=["provider", "name"], name="channel_unique_name_per_provider")]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "name"], name="channel_unique_name_per_provider")
+        ]
 
     def __str__(self) -> str:
         return f"{self.provider.name}/{self.name}" if self.provider_id else self.name
@@ -279,22 +337,34 @@ class ChannelModel(models.Model):
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="models")
     model = models.CharField(max_length=200, db_index=True, help_text="The logical model clients ask for.")
     upstream_model = models.CharField(
-        max_length=200, blank=True, default="", help_text="The model name sent upstream; empty sends the logical name.")
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The model name sent upstream; empty sends the logical name.",
+    )
     multiplier = models.DecimalField(
-        max_digits=18, decimal_places=9, default=Decimal("1"),
+        max_digits=18,
+        decimal_places=9,
+        default=Decimal("1"),
         validators=[MinValueValidator(Decimal("0.000000001"))],
-        help_text="Scales this model's cost (with the provider's multiplier).")
+        help_text="Scales this model's cost (with the provider's multiplier).",
+    )
     price = models.JSONField(
-        null=True, blank=True, validators=[validate_price],
+        null=True,
+        blank=True,
+        validators=[validate_price],
         help_text='USD per million tokens, as decimal strings: {"input": "3.00", "output": "15.00", '
-                  '"cache_read": "0.30", "cache_write": "3.75", "reasoning": "15.00"}; a missing cache or '
-                  'reasoning price falls back to input or output. Empty: requests are not priced.')
+        '"cache_read": "0.30", "cache_write": "3.75", "reasoning": "15.00"}; a missing cache or '
+        "reasoning price falls back to input or output. Empty: requests are not priced.",
+    )
 
     class Meta:
         ordering = ["model"]
         constraints = [
             models.UniqueConstraint(fields=["channel", "model"], name="channelmodel_unique_per_channel"),
-            models.CheckConstraint(condition=models.Q(multiplier__gt=0), name="channelmodel_multiplier_positive"),
+            models.CheckConstraint(
+                condition=models.Q(multiplier__gt=0), name="channelmodel_multiplier_positive"
+            ),
         ]
 
     def __str__(self) -> str:

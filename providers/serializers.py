@@ -26,7 +26,7 @@ from providers.services import CHANNEL_FIELDS, CHANNEL_MODEL_FIELDS, PROVIDER_FI
 class MultiplierField(serializers.Field):
     """A positive decimal in canonical text form (``"1"``, ``"0.5"``); never a binary float."""
 
-    default_error_messages = {"invalid": "Must be a decimal number, for example \"1\" or \"0.25\"."}
+    default_error_messages = {"invalid": 'Must be a decimal number, for example "1" or "0.25".'}
 
     def to_representation(self, value: Decimal) -> str:
         return format(Decimal(value).normalize(), "f")
@@ -71,8 +71,13 @@ class ChannelModelSerializer(serializers.ModelSerializer):
 
 class ChannelSerializer(serializers.ModelSerializer):
     id = serializers.IntegerField(required=False)
-    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, trim_whitespace=True,
-                                    style={"input_type": "password"})
+    api_key = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=True,
+        style={"input_type": "password"},
+    )
     has_api_key = serializers.BooleanField(read_only=True)
     models = ChannelModelSerializer(many=True, required=False)
 

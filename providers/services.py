@@ -17,6 +17,8 @@ from providers.models import Channel, ChannelModel, Provider, TriState
 PROVIDER_FIELDS = editable_fields(Provider)
 CHANNEL_FIELDS = editable_fields(Channel, exclude=("provider",))
 CHANNEL_MODEL_FIELDS = editable_fields(ChannelModel, exclude=("channel",))
+
+
 def set_channel_secret(channel: Channel, secret: str | None) -> None:
     """Store a new upstream key when one is given; an empty one keeps the stored key. A channel
     may have no key at all: local upstreams (vLLM, Ollama) need none, and a dump without secrets
@@ -25,8 +27,15 @@ def set_channel_secret(channel: Channel, secret: str | None) -> None:
         channel.set_api_key(secret)
 
 
-def write_provider(provider: Provider, data: dict[str, Any], *, channels: list[dict[str, Any]] | None = None,
-                   reset_missing: bool = False, prune: bool = True, note: Note | None = None) -> ErrorTree:
+def write_provider(
+    provider: Provider,
+    data: dict[str, Any],
+    *,
+    channels: list[dict[str, Any]] | None = None,
+    reset_missing: bool = False,
+    prune: bool = True,
+    note: Note | None = None,
+) -> ErrorTree:
     """Apply ``data`` (provider fields) and, when given, the full ``channels`` list."""
     if "strip_cross_protocol_nested" in data:
         data = {**data, "strip_cross_protocol_nested": TriState.parse(data["strip_cross_protocol_nested"])}
@@ -38,8 +47,14 @@ def write_provider(provider: Provider, data: dict[str, Any], *, channels: list[d
     return {"channels": by_index(channel_errors)} if any(channel_errors) else {}
 
 
-def write_channels(provider: Provider, items: list[dict[str, Any]], *, reset_missing: bool = False,
-                   prune: bool = True, note: Note | None = None) -> list[ErrorTree]:
+def write_channels(
+    provider: Provider,
+    items: list[dict[str, Any]],
+    *,
+    reset_missing: bool = False,
+    prune: bool = True,
+    note: Note | None = None,
+) -> list[ErrorTree]:
     """Create or update each channel (with its ``models`` when given); with ``prune``, delete the
     stored channels the list no longer names, once everything else is valid."""
     errors = duplicates(items, "name")
@@ -82,8 +97,9 @@ def write_channels(provider: Provider, items: list[dict[str, Any]], *, reset_mis
     return errors
 
 
-def write_channel_models(channel: Channel, items: list[dict[str, Any]], *, prune: bool = True,
-                         note: Note | None = None) -> list[ErrorTree]:
+def write_channel_models(
+    channel: Channel, items: list[dict[str, Any]], *, prune: bool = True, note: Note | None = None
+) -> list[ErrorTree]:
     """Each entry describes the whole model mapping (omitted fields take their defaults)."""
     errors = duplicates(items, "model")
     if any(errors):

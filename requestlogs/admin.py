@@ -47,7 +47,14 @@ class RequestLogAdmin(admin.ModelAdmin):
         "capture_link",
     )
     list_filter = ("status", "endpoint", "client_protocol", "stream", "cost_estimated", "api_key", "owner")
-    search_fields = ("request_id", "x_request_id", "client_request_id", "client_ip", "logical_model", "error_code")
+    search_fields = (
+        "request_id",
+        "x_request_id",
+        "client_request_id",
+        "client_ip",
+        "logical_model",
+        "error_code",
+    )
     date_hierarchy = "created_at"
     list_select_related = False
     show_full_result_count = False

@@ -222,11 +222,17 @@ class RequestLogRecorder(Recorder):
         }
 
     def _cut_short(self, att: Any, now: float, code: str, message: str) -> None:
-        self.attempts.append({
-            "provider": att.provider.name, "channel": att.channel.name, "upstream_model": att.upstream_model,
-            "status": self.upstream_status, "duration_ms": _ms(self.attempt_t, now),
-            "code": code or "interrupted", "error": message,
-        })
+        self.attempts.append(
+            {
+                "provider": att.provider.name,
+                "channel": att.channel.name,
+                "upstream_model": att.upstream_model,
+                "status": self.upstream_status,
+                "duration_ms": _ms(self.attempt_t, now),
+                "code": code or "interrupted",
+                "error": message,
+            }
+        )
 
     def _outcome(self, ex: Any, error: str | None) -> tuple[str, str, str]:
         """(status, error code, error message)."""

@@ -82,7 +82,6 @@ class Writer(HandOff):
             raise
         STATS["persisted"] += len(rows)
 
-
     _relaxed: Any = None  # the SQLite connection already switched to synchronous=NORMAL
 
     def _relax_sqlite(self, connection: Any) -> None:

@@ -20,8 +20,11 @@ import pytest  # noqa: E402
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     _n = int(_WORKER[2:]) % 5
-    for _var, _db in (("REDIS_URL_FOR_TESTS", 15), ("CAPTURE_REDIS_URL_FOR_TESTS", 14),
-                      ("SPARE_REDIS_URL_FOR_TESTS", 13)):
+    for _var, _db in (
+        ("REDIS_URL_FOR_TESTS", 15),
+        ("CAPTURE_REDIS_URL_FOR_TESTS", 14),
+        ("SPARE_REDIS_URL_FOR_TESTS", 13),
+    ):
         _base = os.environ.get(_var, f"redis://127.0.0.1:6379/{_db}").rsplit("/", 1)[0]
         os.environ[_var] = f"{_base}/{_db - 3 * _n}"
 
@@ -141,6 +144,8 @@ def _end_lingering_db_sessions(django_db_setup, django_db_blocker):
     if connection.vendor != "postgresql":
         return
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
     connection.close()

@@ -48,10 +48,21 @@ class ThreadedUvicorn:
 
         self.label = label
         self.port = port
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                                    lifespan="on", access_log=False, loop="asyncio", **config))
-        self._thread = threading.Thread(target=self.server.run, name=f"{label.replace(' ', '-')}-{port}",
-                                        daemon=True)
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+                lifespan="on",
+                access_log=False,
+                loop="asyncio",
+                **config,
+            )
+        )
+        self._thread = threading.Thread(
+            target=self.server.run, name=f"{label.replace(' ', '-')}-{port}", daemon=True
+        )
 
     def start(self, timeout: float = 15) -> None:
         self._thread.start()
@@ -144,8 +155,14 @@ class GatewayServer:
     """Our production ASGI server (``uvicorn gateway.asgi:application --loop uvloop --http httptools``)
     as a subprocess on a free port; stdout and stderr go to ``log_path``."""
 
-    def __init__(self, env: dict[str, str] | None = None, *, port: int | None = None,
-                 name: str = "gateway", workers: int = 1) -> None:
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        *,
+        port: int | None = None,
+        name: str = "gateway",
+        workers: int = 1,
+    ) -> None:
         from django.conf import settings
 
         self.port = port or free_port()
@@ -153,20 +170,25 @@ class GatewayServer:
         self.url = f"http://127.0.0.1:{self.port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{self.port}.log"
-        base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB",
-                                                                 "PROMETHEUS_MULTIPROC_DIR")}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB", "PROMETHEUS_MULTIPROC_DIR")
+        }
         # Prometheus multiprocess mode, as `make run`: a fresh directory per server (/metrics sums workers)
         self.metrics_dir = tempfile.mkdtemp(prefix="monogate-prom-")
-        base.update({
-            "DJANGO_SETTINGS_MODULE": "gateway.settings",
-            "DATABASE_URL": database_url(),
-            "SECRET_KEY": settings.SECRET_KEY,
-            "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
-            "PYTHONUNBUFFERED": "1",
-            "LOG_LEVEL": "WARNING",
-            "GATEWAY_SECURE_COOKIES": "0",  # the browser tests log in over plain http://127.0.0.1
-            "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir,
-        })
+        base.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "gateway.settings",
+                "DATABASE_URL": database_url(),
+                "SECRET_KEY": settings.SECRET_KEY,
+                "GATEWAY_CONFIG_POLL_SECONDS": "0.2",
+                "PYTHONUNBUFFERED": "1",
+                "LOG_LEVEL": "WARNING",
+                "GATEWAY_SECURE_COOKIES": "0",  # the browser tests log in over plain http://127.0.0.1
+                "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir,
+            }
+        )
         base.update(env or {})
         self.env = {k: v for k, v in base.items() if v is not None}
         self.proc: subprocess.Popen | None = None
@@ -174,14 +196,32 @@ class GatewayServer:
 
     def start(self, timeout: float = 60) -> GatewayServer:
         # The production protocol: httptools with header/body timeouts and a connection cap.
-        cmd = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop", "--http",
-               "gateway.serving:GuardedHttpToolsProtocol", "--timeout-keep-alive", "5", "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on",
-               "--timeout-graceful-shutdown", self.env.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "3")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "gateway.asgi:application",
+            "--loop",
+            "uvloop",
+            "--http",
+            "gateway.serving:GuardedHttpToolsProtocol",
+            "--timeout-keep-alive",
+            "5",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--lifespan",
+            "on",
+            "--timeout-graceful-shutdown",
+            self.env.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "3"),
+        ]
         if self.workers > 1:
             cmd += ["--workers", str(self.workers)]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.wait_ready(timeout)
         return self
 
@@ -258,10 +298,21 @@ class Route:
     upstream_key: str
 
 
-def make_route(protocol: str, model: str, base_url: str, *, upstream_model: str = "",
-               upstream_key: str | None = None, extra_headers: dict[str, str] | None = None,
-               provider: Any = None, provider_name: str | None = None, priority: int = 0, weight: int = 1,
-               channel_name: str | None = None, **provider_fields: Any) -> Route:
+def make_route(
+    protocol: str,
+    model: str,
+    base_url: str,
+    *,
+    upstream_model: str = "",
+    upstream_key: str | None = None,
+    extra_headers: dict[str, str] | None = None,
+    provider: Any = None,
+    provider_name: str | None = None,
+    priority: int = 0,
+    weight: int = 1,
+    channel_name: str | None = None,
+    **provider_fields: Any,
+) -> Route:
     """Create (or reuse ``provider``) a provider, one channel speaking ``protocol`` at ``base_url``,
     and a model mapping ``model`` → ``upstream_model``; bumps the config version."""
     from gateway import config_version
@@ -269,11 +320,18 @@ def make_route(protocol: str, model: str, base_url: str, *, upstream_model: str 
 
     n = next(_names)
     if provider is None:
-        provider = Provider.objects.create(name=provider_name or f"p{n}-{protocol}-{model}", priority=priority,
-                                           **provider_fields)
+        provider = Provider.objects.create(
+            name=provider_name or f"p{n}-{protocol}-{model}", priority=priority, **provider_fields
+        )
     upstream_key = upstream_key or f"sk-upstream-{protocol}-{secrets.token_hex(6)}"
-    channel = Channel(provider=provider, name=channel_name or f"c{n}-{protocol}", protocol=protocol,
-                      base_url=base_url, weight=weight, extra_headers=extra_headers)
+    channel = Channel(
+        provider=provider,
+        name=channel_name or f"c{n}-{protocol}",
+        protocol=protocol,
+        base_url=base_url,
+        weight=weight,
+        extra_headers=extra_headers,
+    )
     channel.set_api_key(upstream_key)
     channel.save()
     channel_model = ChannelModel.objects.create(channel=channel, model=model, upstream_model=upstream_model)

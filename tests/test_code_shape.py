@@ -34,5 +34,7 @@ def test_module_and_function_sizes(path):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             length = node.end_lineno - node.lineno + 1
             if length > MAX_FUNCTION_LINES:
-                problems.append(f"{node.name} (line {node.lineno}) has {length} lines (max {MAX_FUNCTION_LINES})")
+                problems.append(
+                    f"{node.name} (line {node.lineno}) has {length} lines (max {MAX_FUNCTION_LINES})"
+                )
     assert not problems, "\n".join(problems)

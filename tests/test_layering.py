@@ -16,9 +16,21 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ("gateway/urp", "gateway/protocols", "gateway/proxy")
 APPS = ("keys", "providers", "transforms", "captures")
 # Project-layer modules of the ``gateway`` package (Django models, admin, settings, wiring).
-PROJECT = ("gateway.models", "gateway.admin", "gateway.api", "gateway.settings", "gateway.wiring",
-           "gateway.live_config", "gateway.asgi", "gateway.urls", "gateway.signals", "gateway.configfile",
-           "gateway.config_version", "gateway.serializers", "gateway.celery")
+PROJECT = (
+    "gateway.models",
+    "gateway.admin",
+    "gateway.api",
+    "gateway.settings",
+    "gateway.wiring",
+    "gateway.live_config",
+    "gateway.asgi",
+    "gateway.urls",
+    "gateway.signals",
+    "gateway.configfile",
+    "gateway.config_version",
+    "gateway.serializers",
+    "gateway.celery",
+)
 
 
 def _forbidden(name: str) -> str | None:

@@ -17,8 +17,11 @@ def _source_files(pattern: str) -> set[str]:
 
 
 def test_wheel_contains_templates_and_static_files(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
     wheel = next(tmp_path.glob("monogate-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     app_files = set()

@@ -125,10 +125,15 @@ class GlobalTransformRuleAdmin(admin.ModelAdmin):
     def order_buttons(self, obj: TransformRule) -> str:
         # Buttons of the changelist form (which carries the CSRF token), posting to move_view.
         buttons = [
-            format_html('<button type="submit" formmethod="post" formaction="{}" class="rule-move rule-{}" '
-                        'title="Move {}" aria-label="Move rule {}">{}</button>',
-                        reverse("admin:transforms_globaltransformrule_move", args=[obj.pk, direction]),
-                        direction, direction, direction, arrow)
+            format_html(
+                '<button type="submit" formmethod="post" formaction="{}" class="rule-move rule-{}" '
+                'title="Move {}" aria-label="Move rule {}">{}</button>',
+                reverse("admin:transforms_globaltransformrule_move", args=[obj.pk, direction]),
+                direction,
+                direction,
+                direction,
+                arrow,
+            )
             for direction, arrow in (("up", "↑"), ("down", "↓"))
         ]
         return format_html('<span class="global-rule-move">{} {}</span>', *buttons)
@@ -139,8 +144,11 @@ class GlobalTransformRuleAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         urls = super().get_urls()
-        move = path("<int:pk>/move/<str:direction>/", self.admin_site.admin_view(self.move_view),
-                    name="transforms_globaltransformrule_move")
+        move = path(
+            "<int:pk>/move/<str:direction>/",
+            self.admin_site.admin_view(self.move_view),
+            name="transforms_globaltransformrule_move",
+        )
         return [move, *urls]
 
     def move_view(self, request: HttpRequest, pk: int, direction: str):
@@ -157,7 +165,9 @@ class GlobalTransformRuleAdmin(admin.ModelAdmin):
         if direction not in ("up", "down"):
             return HttpResponseRedirect(changelist)
         with transaction.atomic():
-            chain = list(TransformRule.objects.select_for_update().filter(scope="global").order_by("position", "id"))
+            chain = list(
+                TransformRule.objects.select_for_update().filter(scope="global").order_by("position", "id")
+            )
             index = next(i for i, r in enumerate(chain) if r.pk == rule.pk)
             other = index - 1 if direction == "up" else index + 1
             if not 0 <= other < len(chain):

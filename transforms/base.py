@@ -54,7 +54,11 @@ class Transform:
     description: ClassVar[dict[str, str]]
     phases: ClassVar[tuple[str, ...]]
     scopes: ClassVar[tuple[str, ...]] = ALL_SCOPES
-    config_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}, "additionalProperties": False}
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
     aliases: ClassVar[tuple[str, ...]] = ()  # historical ids accepted on input, stored canonically
     examples: ClassVar[tuple[TransformExample, ...]] = ()
 

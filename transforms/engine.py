@@ -16,6 +16,17 @@ from gateway.proxy.chain import (
     wrap_stream_encoder,
 )
 
-__all__ = ["CompiledRule", "ExecutedRule", "RuleTransform", "StreamChain", "TransformContext",
-           "needs_whole_response", "run_request", "run_request_async", "run_response", "run_response_async",
-           "select", "wrap_stream_encoder"]
+__all__ = [
+    "CompiledRule",
+    "ExecutedRule",
+    "RuleTransform",
+    "StreamChain",
+    "TransformContext",
+    "needs_whole_response",
+    "run_request",
+    "run_request_async",
+    "run_response",
+    "run_response_async",
+    "select",
+    "wrap_stream_encoder",
+]

@@ -127,12 +127,14 @@ class SchemaConfigWidget(forms.Widget):
 
     def get_context(self, name, value, attrs):
         context = super().get_context(name, value, attrs)
-        context["widget"].update({
-            "scope": self.scope,
-            "registry_id": registry_element_id(self.scope),
-            "registry": self.registry,
-            "errors_json": orjson.dumps([str(e) for e in self.errors]).decode(),
-        })
+        context["widget"].update(
+            {
+                "scope": self.scope,
+                "registry_id": registry_element_id(self.scope),
+                "registry": self.registry,
+                "errors_json": orjson.dumps([str(e) for e in self.errors]).decode(),
+            }
+        )
         return context
 
     class Media:
@@ -147,15 +149,19 @@ def registry_element_id(scope: str) -> str:
 class ModelGlobsField(forms.CharField):
     """Globs typed as ``gpt-4*, claude-*`` or one per line; empty means every model (None)."""
 
-    widget = forms.Textarea(attrs={"rows": 1, "cols": 40, "placeholder": "all models",
-                                   "class": "transform-models"})
+    widget = forms.Textarea(
+        attrs={"rows": 1, "cols": 40, "placeholder": "all models", "class": "transform-models"}
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("label", "Models")
-        kwargs.setdefault("help_text", "Comma- or line-separated globs, matched against the client's logical "
-                                       "model (never the redirected upstream model): * any run, ? one "
-                                       "character, case-sensitive, whole name. Empty: all models.")
+        kwargs.setdefault(
+            "help_text",
+            "Comma- or line-separated globs, matched against the client's logical "
+            "model (never the redirected upstream model): * any run, ? one "
+            "character, case-sensitive, whole name. Empty: all models.",
+        )
         super().__init__(strip=False, **kwargs)
 
     def prepare_value(self, value: Any) -> str:
@@ -208,8 +214,10 @@ class TransformRuleForm(forms.ModelForm):
         select = TransformSelect(attrs={"class": "transform-picker"})
         select.descriptions = {tid: e["description"]["en"] for tid, e in entries.items()}
         self.fields["transform"] = TransformChoiceField(
-            label="Transform", choices=transform_choices(self.scope, registry.canonical_id(current) if current else None),
-            widget=select)
+            label="Transform",
+            choices=transform_choices(self.scope, registry.canonical_id(current) if current else None),
+            widget=select,
+        )
         widget = SchemaConfigWidget()
         widget.scope = self.scope
         if self.embed_registry:
@@ -240,5 +248,8 @@ class TransformRuleForm(forms.ModelForm):
 
 
 def rule_form_for(scope: str, *, embed_registry: bool = False) -> type[TransformRuleForm]:
-    return type(f"{scope.title().replace('_', '')}TransformRuleForm", (TransformRuleForm,),
-                {"scope": scope, "embed_registry": embed_registry})
+    return type(
+        f"{scope.title().replace('_', '')}TransformRuleForm",
+        (TransformRuleForm,),
+        {"scope": scope, "embed_registry": embed_registry},
+    )

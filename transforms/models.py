@@ -29,14 +29,20 @@ class Phase(models.TextChoices):
 
 SCOPE_CHOICES = Scope.choices
 PHASE_CHOICES = Phase.choices
-MODELS_HELP = ("Optional list of globs matched against the client's logical model (never the redirected "
-               "upstream model): * any run, ? one character, case-sensitive, whole name. Left empty (null): every model; an empty list matches none.")
+MODELS_HELP = (
+    "Optional list of globs matched against the client's logical model (never the redirected "
+    "upstream model): * any run, ? one character, case-sensitive, whole name. Left empty (null): every model; an empty list matches none."
+)
 
 
 class TransformRule(models.Model):
     scope = models.CharField(max_length=10, choices=Scope.choices)
-    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules")
-    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules")
+    provider = models.ForeignKey(
+        Provider, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules"
+    )
     position = models.PositiveIntegerField(default=0, db_index=True)
     transform = models.CharField(max_length=64)
     enabled = models.BooleanField(default=True)
@@ -84,7 +90,12 @@ class TransformRule(models.Model):
         from transforms.validation import validate_rule
 
         errors = validate_rule(
-            transform=self.transform, scope=self.scope, phase=self.phase, models=self.models, config=self.config)
+            transform=self.transform,
+            scope=self.scope,
+            phase=self.phase,
+            models=self.models,
+            config=self.config,
+        )
         if errors:
             raise ValidationError(errors)
 

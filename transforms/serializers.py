@@ -50,7 +50,8 @@ class TransformRuleSerializer(serializers.ModelSerializer):
             attrs["config"] = {}
         if "position" not in attrs and inst is None:
             last = TransformRule.objects.filter(scope=scope, provider=provider, api_key=api_key).aggregate(
-                m=Max("position"))["m"]
+                m=Max("position")
+            )["m"]
             rule.position = attrs["position"] = 0 if last is None else last + 1
         errors = model_errors(rule)
         if errors:

@@ -16,14 +16,20 @@ from transforms.registry import registry
 
 # What a chain entry may say (the owner and position come from where the entry sits).
 RULE_FIELDS = editable_fields(TransformRule, exclude=("scope", "provider", "api_key", "position"))
-OWNER_BY_SCOPE: dict[str, str | None] = {Scope.PROVIDER: "provider", Scope.API_KEY: "api_key", Scope.GLOBAL: None}
+OWNER_BY_SCOPE: dict[str, str | None] = {
+    Scope.PROVIDER: "provider",
+    Scope.API_KEY: "api_key",
+    Scope.GLOBAL: None,
+}
 
 
 def canonical_transform(value: str) -> str:
     return registry.canonical_id(value.strip())
 
 
-def owner_errors(scope: str | None, provider: Provider | None, api_key: ApiKey | None) -> dict[str, list[str]]:
+def owner_errors(
+    scope: str | None, provider: Provider | None, api_key: ApiKey | None
+) -> dict[str, list[str]]:
     """The owner must match the scope: a provider for provider rules, a key for key rules."""
     errors: dict[str, list[str]] = {}
     wanted = OWNER_BY_SCOPE.get(scope or "")
@@ -38,14 +44,23 @@ def owner_errors(scope: str | None, provider: Provider | None, api_key: ApiKey |
     return errors
 
 
-def replace_chain(entries: list[dict[str, Any]], *, scope: str, provider: Provider | None = None,
-                  api_key: ApiKey | None = None) -> list[ErrorTree]:
+def replace_chain(
+    entries: list[dict[str, Any]],
+    *,
+    scope: str,
+    provider: Provider | None = None,
+    api_key: ApiKey | None = None,
+) -> list[ErrorTree]:
     """Replace the stored chain of one owner by ``entries``, in order (omitted fields: defaults)."""
     TransformRule.objects.filter(scope=scope, provider=provider, api_key=api_key).delete()
     errors: list[ErrorTree] = []
     for position, entry in enumerate(entries):
         rule = TransformRule(scope=scope, provider=provider, api_key=api_key, position=position)
-        assign(rule, {**entry, "transform": canonical_transform(entry["transform"])}, RULE_FIELDS,
-               reset_missing=True)
+        assign(
+            rule,
+            {**entry, "transform": canonical_transform(entry["transform"])},
+            RULE_FIELDS,
+            reset_missing=True,
+        )
         errors.append(save_checked(rule))
     return errors

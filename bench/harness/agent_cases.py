@@ -39,15 +39,38 @@ def cases(bench: Any, case_cls: type) -> list[Any]:
     codex = agent_payloads.codex_responses_body
     b = bench.body
     return [
-        case_cls(KEYS[0], "Messages client → Chat upstream, 1 MB Claude Code request, 1 conn", 1,
-                 {"direct": wrk.WrkRequest(chat, b("direct-agent-msgs", claude("bench-model")), up),
-                  "gateway": wrk.WrkRequest(msgs, b("gw-agent-msgs", claude("bench-chat")),
-                                            {"x-api-key": servers.PLAIN_KEY, **ANTHROPIC})}, note=NOTE),
-        case_cls(KEYS[1], "Responses client → Responses upstream, 1 MB Codex request, 1 conn", 1,
-                 {"direct": wrk.WrkRequest(rsp, b("direct-agent-rsp", codex("bench-model")), up),
-                  "gateway": wrk.WrkRequest(rsp, b("gw-agent-rsp", codex("bench-responses")), gw)}, note=NOTE),
-        case_cls(KEYS[2], "Responses client → Chat upstream, 1 MB Codex request, 1 conn", 1,
-                 {"direct": wrk.WrkRequest(chat, b("direct-agent-rsp-chat", codex("bench-model")), up),
-                  "gateway": wrk.WrkRequest(rsp, b("gw-agent-rsp-chat", codex("bench-codex-chat")), gw)},
-                 note=NOTE),
+        case_cls(
+            KEYS[0],
+            "Messages client → Chat upstream, 1 MB Claude Code request, 1 conn",
+            1,
+            {
+                "direct": wrk.WrkRequest(chat, b("direct-agent-msgs", claude("bench-model")), up),
+                "gateway": wrk.WrkRequest(
+                    msgs,
+                    b("gw-agent-msgs", claude("bench-chat")),
+                    {"x-api-key": servers.PLAIN_KEY, **ANTHROPIC},
+                ),
+            },
+            note=NOTE,
+        ),
+        case_cls(
+            KEYS[1],
+            "Responses client → Responses upstream, 1 MB Codex request, 1 conn",
+            1,
+            {
+                "direct": wrk.WrkRequest(rsp, b("direct-agent-rsp", codex("bench-model")), up),
+                "gateway": wrk.WrkRequest(rsp, b("gw-agent-rsp", codex("bench-responses")), gw),
+            },
+            note=NOTE,
+        ),
+        case_cls(
+            KEYS[2],
+            "Responses client → Chat upstream, 1 MB Codex request, 1 conn",
+            1,
+            {
+                "direct": wrk.WrkRequest(chat, b("direct-agent-rsp-chat", codex("bench-model")), up),
+                "gateway": wrk.WrkRequest(rsp, b("gw-agent-rsp-chat", codex("bench-codex-chat")), gw),
+            },
+            note=NOTE,
+        ),
     ]

@@ -43,17 +43,18 @@ LABELS = {"direct": "direct", "gateway": "gateway", "litellm": "LiteLLM", "portk
 @dataclass
 class Case:
     """One row of the report: the same request shape against each system that supports it."""
+
     key: str
     title: str
     connections: int
     targets: dict[str, wrk.WrkRequest]
     results: dict[str, list[wrk.WrkResult]] = field(default_factory=dict)
     note: str = ""
-    settle: bool = False   # wait for the server to go idle before each run, record the wait after it
+    settle: bool = False  # wait for the server to go idle before each run, record the wait after it
     drain: dict[str, list[float]] = field(default_factory=dict)
-    cpu_ms: dict[str, list[float]] = field(default_factory=dict)   # server processes' CPU per request
+    cpu_ms: dict[str, list[float]] = field(default_factory=dict)  # server processes' CPU per request
     section: str = "main"  # main | capture | check: which part of the report shows it
-    base: str = "direct"   # what "added" is measured against (a check compares gateway variants)
+    base: str = "direct"  # what "added" is measured against (a check compares gateway variants)
 
 
 @dataclass
@@ -61,8 +62,8 @@ class StreamCase:
     key: str
     title: str
     targets: dict[str, tuple[int, str, bytes, dict[str, str]]]
-    first: dict[str, list[float]] = field(default_factory=dict)   # per-run p50 first byte
-    total: dict[str, list[float]] = field(default_factory=dict)   # per-run p50 total
+    first: dict[str, list[float]] = field(default_factory=dict)  # per-run p50 first byte
+    total: dict[str, list[float]] = field(default_factory=dict)  # per-run p50 total
     first_p99: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
 

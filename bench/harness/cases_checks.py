@@ -42,35 +42,75 @@ def define(b: Bench) -> None:
     b.add_variant("gateway+redis", {"GATEWAY_REQUEST_LOGS": "false"}, redis=True)
     n = b.args.connections
     b.check_cases += [
-        Case(f"logs-{conns}", f"Request logs off vs on (issue 17), {conns} conn", conns,
-             {"gateway+nolog": chat, "gateway": chat}, section="check", base="gateway+nolog",
-             note="off: a second gateway with GATEWAY_REQUEST_LOGS=false; on: the main gateway (the default)")
-        for conns in (1, n)]
+        Case(
+            f"logs-{conns}",
+            f"Request logs off vs on (issue 17), {conns} conn",
+            conns,
+            {"gateway+nolog": chat, "gateway": chat},
+            section="check",
+            base="gateway+nolog",
+            note="off: a second gateway with GATEWAY_REQUEST_LOGS=false; on: the main gateway (the default)",
+        )
+        for conns in (1, n)
+    ]
     b.check_cases += [
-        Case("limits-1", "Per-key limits off vs on, no Redis (per-worker counters) (issue 17), 1 conn", 1,
-             {"gateway": chat, "gateway+limits": chat_limited}, section="check", base="gateway",
-             note="limits: rpm 100M, tpm 100G, concurrency 100k (never refused); without Redis each worker counts "
-                  "on its own"),
-        Case("limits-redis-1", "Per-key limits off vs on, with Redis (issue 17), 1 conn", 1,
-             {"gateway+redis": chat, "gateway+redis+limits": chat_limited}, section="check", base="gateway+redis",
-             note="a gateway with REDIS_URL at a private redis-server (request logs off on it); admission is one "
-                  "Lua script, settlement one pipeline"),
-        Case("redis-1", "No Redis vs REDIS_URL set, plain key (what the limits-with-Redis pair starts from), 1 conn", 1,
-             {"gateway+nolog": chat, "gateway+redis": chat}, section="check", base="gateway+nolog",
-             note="both gateways with request logs off; the difference is what a configured Redis costs a request "
-                  "that uses no Redis feature (compare the CPU per request with the p50: a gap that is not CPU is "
-                  "waiting)"),
-        Case("cache-miss-1", "Five-rule chain, + 7 cache transforms whose glob misses (issue 15), 1 conn", 1,
-             {"gateway": req("chk-chain", payloads.chain_body("bench-chain")),
-              "gateway+cache-miss": req("chk-chain-cache", payloads.chain_body("bench-chain-cache"))},
-             section="check", base="gateway",
-             note="the seven cache_* rules are limited to models `no-such-model-*`"),
-        Case("affinity-1", "Provider affinity: plain vs `affinity_mode: off` vs `sticky` (issue 15), 1 conn", 1,
-             {"gateway": chat, "gateway+affinity-off": req("chk-aff-off", payloads.chat_body("bench-affinity-off")),
-              "gateway+affinity-sticky": req("chk-aff-sticky", payloads.chat_body("bench-affinity-sticky"))},
-             section="check", base="gateway",
-             note="off is the default of every provider, so plain vs off is an A/A pair (the noise floor); sticky "
-                  "binds in process memory (no Redis)"),
+        Case(
+            "limits-1",
+            "Per-key limits off vs on, no Redis (per-worker counters) (issue 17), 1 conn",
+            1,
+            {"gateway": chat, "gateway+limits": chat_limited},
+            section="check",
+            base="gateway",
+            note="limits: rpm 100M, tpm 100G, concurrency 100k (never refused); without Redis each worker counts "
+            "on its own",
+        ),
+        Case(
+            "limits-redis-1",
+            "Per-key limits off vs on, with Redis (issue 17), 1 conn",
+            1,
+            {"gateway+redis": chat, "gateway+redis+limits": chat_limited},
+            section="check",
+            base="gateway+redis",
+            note="a gateway with REDIS_URL at a private redis-server (request logs off on it); admission is one "
+            "Lua script, settlement one pipeline",
+        ),
+        Case(
+            "redis-1",
+            "No Redis vs REDIS_URL set, plain key (what the limits-with-Redis pair starts from), 1 conn",
+            1,
+            {"gateway+nolog": chat, "gateway+redis": chat},
+            section="check",
+            base="gateway+nolog",
+            note="both gateways with request logs off; the difference is what a configured Redis costs a request "
+            "that uses no Redis feature (compare the CPU per request with the p50: a gap that is not CPU is "
+            "waiting)",
+        ),
+        Case(
+            "cache-miss-1",
+            "Five-rule chain, + 7 cache transforms whose glob misses (issue 15), 1 conn",
+            1,
+            {
+                "gateway": req("chk-chain", payloads.chain_body("bench-chain")),
+                "gateway+cache-miss": req("chk-chain-cache", payloads.chain_body("bench-chain-cache")),
+            },
+            section="check",
+            base="gateway",
+            note="the seven cache_* rules are limited to models `no-such-model-*`",
+        ),
+        Case(
+            "affinity-1",
+            "Provider affinity: plain vs `affinity_mode: off` vs `sticky` (issue 15), 1 conn",
+            1,
+            {
+                "gateway": chat,
+                "gateway+affinity-off": req("chk-aff-off", payloads.chat_body("bench-affinity-off")),
+                "gateway+affinity-sticky": req("chk-aff-sticky", payloads.chat_body("bench-affinity-sticky")),
+            },
+            section="check",
+            base="gateway",
+            note="off is the default of every provider, so plain vs off is an A/A pair (the noise floor); sticky "
+            "binds in process memory (no Redis)",
+        ),
     ]
 
 

@@ -47,13 +47,22 @@ def worker_split(b: Bench) -> None:
     from diagnose_tail import connection_split  # bench/ is on sys.path (run.py)
 
     conns = b.args.connections
-    script = wrk.write_script(b.workdir / "split.lua", [wrk.WrkRequest(
-        "/v1/chat/completions", b.body("gw-split", payloads.chat_body("bench-chat")),
-        {"authorization": f"Bearer {servers.PLAIN_KEY}"})])
+    script = wrk.write_script(
+        b.workdir / "split.lua",
+        [
+            wrk.WrkRequest(
+                "/v1/chat/completions",
+                b.body("gw-split", payloads.chat_body("bench-chat")),
+                {"authorization": f"Bearer {servers.PLAIN_KEY}"},
+            )
+        ],
+    )
     splits: list[list[int]] = []
     for _ in range(b.args.runs):
         seen: dict[int, int] = {}
-        timer = threading.Timer(SPLIT_SECONDS / 2, lambda s=seen: s.update(connection_split(b.ports["gateway"])))
+        timer = threading.Timer(
+            SPLIT_SECONDS / 2, lambda s=seen: s.update(connection_split(b.ports["gateway"]))
+        )
         timer.start()
         wrk.run(b.ports["gateway"], script, connections=conns, seconds=SPLIT_SECONDS)
         timer.join()
@@ -74,13 +83,18 @@ def run_many(b: Bench) -> None:
     paced = many_streams.start_paced(b.ports["many"], a.many_deltas, a.many_interval_ms)
     try:
         res = many_streams.run(
-            gateway_master=b.gateway.proc.pid, gateway_port=b.ports["gateway"], paced_port=b.ports["many"],
+            gateway_master=b.gateway.proc.pid,
+            gateway_port=b.ports["gateway"],
+            paced_port=b.ports["many"],
             path="/v1/chat/completions",
             gw_body=payloads.dumps(payloads.chat_body("bench-stream-many", stream=True)),
             direct_body=payloads.dumps(payloads.chat_body("bench-model", stream=True)),
             gw_headers={"authorization": f"Bearer {servers.PLAIN_KEY}"},
             direct_headers={"authorization": f"Bearer {servers.UPSTREAM_KEY}"},
-            streams=a.many_streams, ramp=a.many_ramp, stream_seconds=a.many_deltas * a.many_interval_ms / 1000)
+            streams=a.many_streams,
+            ramp=a.many_ramp,
+            stream_seconds=a.many_deltas * a.many_interval_ms / 1000,
+        )
     finally:
         procs.stop(paced)
     b.many = res
@@ -89,9 +103,12 @@ def run_many(b: Bench) -> None:
     p99 = res["added_first_p99"]
     b.figures["streams-1000-first-p99"] = (
         f"{'n/a' if p99 is None else f'{p99:.2f}'} ms, {errors} errors of {res['streams']}",
-        p99 is not None and p99 <= 5 and errors == 0)
+        p99 is not None and p99 <= 5 and errors == 0,
+    )
     idle, peak = sum(res["rss_idle"]), sum(res["rss_peak"] or [0.0])
     back = res["rss_after"] <= idle + max(5.0, idle * 0.05)
     b.figures["streams-1000-rss"] = (
         f"peak {peak:.1f} MB; idle {idle:.1f} → after {res['rss_after']:.1f} MB "
-        f"({res['rss_settle_seconds']:.0f} s later)", peak <= 300 and back)
+        f"({res['rss_settle_seconds']:.0f} s later)",
+        peak <= 300 and back,
+    )

@@ -48,5 +48,6 @@ if os.environ.get("GC_PROBE_THRESHOLD"):
 
 if os.environ.get("GC_PROBE_DIR"):
     gc.callbacks.append(_callback)
-    threading.Thread(target=_dump_loop, args=(Path(os.environ["GC_PROBE_DIR"]) / f"gc-{os.getpid()}.json",),
-                     daemon=True).start()
+    threading.Thread(
+        target=_dump_loop, args=(Path(os.environ["GC_PROBE_DIR"]) / f"gc-{os.getpid()}.json",), daemon=True
+    ).start()

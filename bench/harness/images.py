@@ -21,11 +21,25 @@ def estimate_seconds(args: argparse.Namespace) -> float:
 
 def run(args: argparse.Namespace, workdir: Path) -> dict:
     out = workdir / "images.json"
-    cmd = [sys.executable, str(BENCH / "image_compress_bench.py"), "--images", str(IMAGES), "--megapixels",
-           str(MEGAPIXELS), "--seconds", str(args.image_seconds), "--runs", str(args.runs), "--json", str(out)]
+    cmd = [
+        sys.executable,
+        str(BENCH / "image_compress_bench.py"),
+        "--images",
+        str(IMAGES),
+        "--megapixels",
+        str(MEGAPIXELS),
+        "--seconds",
+        str(args.image_seconds),
+        "--runs",
+        str(args.runs),
+        "--json",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=BENCH.parent, capture_output=True, text=True, timeout=900)
     (workdir / "images.log").write_text(proc.stdout + proc.stderr)
     print("\n".join("  " + line for line in proc.stdout.splitlines()), flush=True)
     if not out.exists():
-        return {"error": f"image_compress_bench.py exited {proc.returncode}: {(proc.stderr or proc.stdout)[-300:]}"}
+        return {
+            "error": f"image_compress_bench.py exited {proc.returncode}: {(proc.stderr or proc.stdout)[-300:]}"
+        }
     return json.loads(out.read_text())

@@ -46,9 +46,21 @@ def raise_nofile(want: int = 65536) -> int:
 
 
 def start_paced(port: int, deltas: int, interval_ms: float) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(HERE / "paced_sse.py"), "--port", str(port), "--deltas",
-                             str(deltas), "--interval-ms", str(interval_ms)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "paced_sse.py"),
+            "--port",
+            str(port),
+            "--deltas",
+            str(deltas),
+            "--interval-ms",
+            str(interval_ms),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     procs.wait_port(port, proc, "paced SSE server (many streams)")
     return proc
 
@@ -56,6 +68,7 @@ def start_paced(port: int, deltas: int, interval_ms: float) -> subprocess.Popen:
 @dataclass
 class Side:
     """One system's run: first-byte ms per stream that answered, and the errors."""
+
     first: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     peak_open: int = 0
@@ -66,9 +79,15 @@ class Side:
 
     def summary(self) -> dict:
         f = sorted(self.first)
-        return {"streams_ok": len(f), "errors": self.errors, "peak_open": self.peak_open,
-                "first_p50": percentile(f, 0.5) if f else None, "first_p99": percentile(f, 0.99) if f else None,
-                "first_max": f[-1] if f else None, "seconds": round(self.seconds, 1)}
+        return {
+            "streams_ok": len(f),
+            "errors": self.errors,
+            "peak_open": self.peak_open,
+            "first_p50": percentile(f, 0.5) if f else None,
+            "first_p99": percentile(f, 0.99) if f else None,
+            "first_max": f[-1] if f else None,
+            "seconds": round(self.seconds, 1),
+        }
 
 
 class _Stream:
@@ -124,8 +143,9 @@ async def _one(port: int, raw: bytes, side: Side, open_now: list[int], timeout: 
         writer.close()
 
 
-async def run_side(port: int, path: str, body: bytes, headers: dict[str, str], streams: int, ramp: float,
-                   timeout: float) -> Side:
+async def run_side(
+    port: int, path: str, body: bytes, headers: dict[str, str], streams: int, ramp: float, timeout: float
+) -> Side:
     """``streams`` streams against ``port``, started evenly over ``ramp`` seconds."""
     side = Side()
     raw = build_request(port, path, body, headers)
@@ -155,9 +175,20 @@ def settle_rss(master: int, idle: float, seconds: float = 90.0) -> tuple[float, 
         time.sleep(1.0)
 
 
-def run(*, gateway_master: int, gateway_port: int, paced_port: int, path: str, gw_body: bytes,
-        direct_body: bytes, gw_headers: dict[str, str], direct_headers: dict[str, str], streams: int = 1000,
-        ramp: float = 10.0, stream_seconds: float = 20.0) -> dict:
+def run(
+    *,
+    gateway_master: int,
+    gateway_port: int,
+    paced_port: int,
+    path: str,
+    gw_body: bytes,
+    direct_body: bytes,
+    gw_headers: dict[str, str],
+    direct_headers: dict[str, str],
+    streams: int = 1000,
+    ramp: float = 10.0,
+    stream_seconds: float = 20.0,
+) -> dict:
     """The case: direct then gateway, RSS idle / peak during / after. A dict for results.json."""
     timeout = stream_seconds * 3 + ramp
     idle = memory.workers_rss(gateway_master)
@@ -166,38 +197,59 @@ def run(*, gateway_master: int, gateway_port: int, paced_port: int, path: str, g
         gateway = asyncio.run(run_side(gateway_port, path, gw_body, gw_headers, streams, ramp, timeout))
     after, waited = settle_rss(gateway_master, sum(idle))
     d, g = direct.summary(), gateway.summary()
-    added = {q: (g[f"first_{q}"] - d[f"first_{q}"]) if g[f"first_{q}"] is not None and d[f"first_{q}"] is not None
-             else None for q in ("p50", "p99")}
-    return {"streams": streams, "ramp_seconds": ramp, "stream_seconds": stream_seconds, "direct": d,
-            "gateway": g, "added_first_p50": added["p50"], "added_first_p99": added["p99"],
-            "rss_idle": idle, "rss_peak": sampler.peak_per_worker, "rss_after": after, "rss_settle_seconds": waited}
+    added = {
+        q: (g[f"first_{q}"] - d[f"first_{q}"])
+        if g[f"first_{q}"] is not None and d[f"first_{q}"] is not None
+        else None
+        for q in ("p50", "p99")
+    }
+    return {
+        "streams": streams,
+        "ramp_seconds": ramp,
+        "stream_seconds": stream_seconds,
+        "direct": d,
+        "gateway": g,
+        "added_first_p50": added["p50"],
+        "added_first_p99": added["p99"],
+        "rss_idle": idle,
+        "rss_peak": sampler.peak_per_worker,
+        "rss_after": after,
+        "rss_settle_seconds": waited,
+    }
 
 
 def markdown(res: dict) -> str:
     """The report's section for this case."""
+
     def ms(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.3f}"
+
     d, g = res["direct"], res["gateway"]
     idle, peak = sum(res["rss_idle"]), sum(res["rss_peak"] or [0.0])
     errors = sum(g["errors"].values())
     lines = [
-        f"## {res['streams']} concurrent paced streams", "",
+        f"## {res['streams']} concurrent paced streams",
+        "",
         f"`bench/harness/many_streams.py`: {res['streams']} connections, one Chat stream each "
         f"({res['stream_seconds']:g} s long), started evenly over {res['ramp_seconds']:g} s so that all are open "
-        "at once; direct (the paced server) then through the gateway. First byte = first body byte.", "",
+        "at once; direct (the paced server) then through the gateway. First byte = first body byte.",
+        "",
         "| | streams ok | errors | most open at once | first byte p50 ms | p99 ms | max ms |",
         "| --- | --- | --- | --- | --- | --- | --- |",
         f"| direct | {d['streams_ok']} | {d['errors'] or 0} | {d['peak_open']} | {ms(d['first_p50'])} | "
         f"{ms(d['first_p99'])} | {ms(d['first_max'])} |",
         f"| gateway | {g['streams_ok']} | {g['errors'] or 0} | {g['peak_open']} | {ms(g['first_p50'])} | "
-        f"{ms(g['first_p99'])} | {ms(g['first_max'])} |", "",
+        f"{ms(g['first_p99'])} | {ms(g['first_max'])} |",
+        "",
         f"Added first byte: p50 {ms(res['added_first_p50'])} ms, p99 {ms(res['added_first_p99'])} ms "
         f"(target p99 ≤ 5 ms: **{'yes' if (res['added_first_p99'] or 1e9) <= 5 else 'no'}**). Errors through the "
         f"gateway: {errors} (**{'yes' if errors == 0 else 'no'}**, target 0).",
         f"RSS of both workers: idle {idle:.1f} MB, peak during {peak:.1f} MB "
         f"(target ≤ 300 MB: **{'yes' if peak <= 300 else 'no'}**), after {res['rss_after']:.1f} MB "
         f"({res['rss_settle_seconds']:.0f} s after the last stream; back to idle: "
-        f"**{'yes' if res['rss_after'] <= idle + max(5.0, idle * 0.05) else 'no'}**).", ""]
+        f"**{'yes' if res['rss_after'] <= idle + max(5.0, idle * 0.05) else 'no'}**).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -228,20 +280,32 @@ def main() -> None:
     try:
         gw.prepare(servers.Upstreams(port, port, many_port=port))
         gw.start()
-        res = run(gateway_master=gw.proc.pid, gateway_port=gw.port, paced_port=port, path="/v1/chat/completions",
-                  gw_body=payloads.dumps(payloads.chat_body("bench-stream-many", stream=True)),
-                  direct_body=payloads.dumps(payloads.chat_body("bench-model", stream=True)),
-                  gw_headers={"authorization": f"Bearer {servers.PLAIN_KEY}"},
-                  direct_headers={"authorization": f"Bearer {servers.UPSTREAM_KEY}"}, streams=args.streams,
-                  ramp=args.ramp, stream_seconds=args.deltas * args.interval_ms / 1000)
+        res = run(
+            gateway_master=gw.proc.pid,
+            gateway_port=gw.port,
+            paced_port=port,
+            path="/v1/chat/completions",
+            gw_body=payloads.dumps(payloads.chat_body("bench-stream-many", stream=True)),
+            direct_body=payloads.dumps(payloads.chat_body("bench-model", stream=True)),
+            gw_headers={"authorization": f"Bearer {servers.PLAIN_KEY}"},
+            direct_headers={"authorization": f"Bearer {servers.UPSTREAM_KEY}"},
+            streams=args.streams,
+            ramp=args.ramp,
+            stream_seconds=args.deltas * args.interval_ms / 1000,
+        )
     finally:
         procs.stop(gw.proc)
         procs.stop(paced)
     print(json.dumps(res, indent=1))
-    text = markdown(res) + f"\nLoad average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.\n"
+    text = (
+        markdown(res)
+        + f"\nLoad average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.\n"
+    )
     print(text)
     if args.output:
-        Path(args.output).write_text(f"# Many streams (`python -m harness.many_streams`, from bench/)\n\n{text}")
+        Path(args.output).write_text(
+            f"# Many streams (`python -m harness.many_streams`, from bench/)\n\n{text}"
+        )
 
 
 if __name__ == "__main__":

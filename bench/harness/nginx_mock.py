@@ -28,13 +28,14 @@ def write_config(workdir: Path, port: int) -> Path:
     tmp.chmod(0o777)
     locations = "\n".join(
         f"        location = {path} {{ default_type application/json; return 200 {_quoted(dumps(body))}; }}"
-        for path, body in CANNED.items())
+        for path, body in CANNED.items()
+    )
     conf = workdir / "nginx.conf"
     conf.write_text(f"""
 daemon off;
 worker_processes 1;
-pid {workdir / 'nginx.pid'};
-error_log {workdir / 'nginx-error.log'} warn;
+pid {workdir / "nginx.pid"};
+error_log {workdir / "nginx-error.log"} warn;
 events {{ worker_connections 4096; }}
 http {{
     access_log off;
@@ -60,7 +61,10 @@ http {{
 
 def start(workdir: Path, port: int) -> subprocess.Popen:
     conf = write_config(workdir, port)
-    proc = subprocess.Popen([nginx_binary(), "-c", str(conf), "-p", str(workdir)],
-                            stdout=subprocess.DEVNULL, stderr=(workdir / "nginx-stderr.log").open("wb"))
+    proc = subprocess.Popen(
+        [nginx_binary(), "-c", str(conf), "-p", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=(workdir / "nginx-stderr.log").open("wb"),
+    )
     wait_port(port, proc, "nginx")
     return proc

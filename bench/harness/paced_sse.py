@@ -20,8 +20,10 @@ import orjson
 import uvloop
 
 CHUNK_ID = "chatcmpl-bench-paced"
-HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-        b"transfer-encoding: chunked\r\n\r\n")
+HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+)
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -29,9 +31,16 @@ def _chunk(payload: bytes) -> bytes:
 
 
 def _event(delta: dict, finish: str | None = None, usage: dict | None = None, choices: bool = True) -> bytes:
-    obj = {"id": CHUNK_ID, "object": "chat.completion.chunk", "created": 1796032299, "model": "bench-model",
-           "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else [],
-           "usage": usage}
+    obj = {
+        "id": CHUNK_ID,
+        "object": "chat.completion.chunk",
+        "created": 1796032299,
+        "model": "bench-model",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        if choices
+        else [],
+        "usage": usage,
+    }
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
@@ -39,10 +48,15 @@ def build_frames(deltas: int) -> list[bytes]:
     """The stream as HTTP chunks: frame i is written at start + i * interval."""
     frames = [_event({"role": "assistant", "content": ""}) + _event({"content": "tok0 "})]
     frames += [_event({"content": f"tok{i} "}) for i in range(1, deltas)]
-    frames[-1] += (_event({}, finish="stop")
-                   + _event({}, usage={"prompt_tokens": 10, "completion_tokens": deltas,
-                                       "total_tokens": 10 + deltas}, choices=False)
-                   + b"data: [DONE]\n\n")
+    frames[-1] += (
+        _event({}, finish="stop")
+        + _event(
+            {},
+            usage={"prompt_tokens": 10, "completion_tokens": deltas, "total_tokens": 10 + deltas},
+            choices=False,
+        )
+        + b"data: [DONE]\n\n"
+    )
     return [_chunk(f) for f in frames]
 
 
@@ -76,15 +90,17 @@ class PacedSSE(asyncio.Protocol):
         total = end + 4 + length
         if len(self.buf) < total:
             return
-        body = bytes(self.buf[end + 4:total])
+        body = bytes(self.buf[end + 4 : total])
         del self.buf[:total]
         if b'"stream":true' in body.replace(b" ", b""):
             self.busy = True
             asyncio.get_running_loop().create_task(self._stream())
         else:
             assert self.transport is not None
-            self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                                 % (len(self.plain), self.plain))
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(self.plain), self.plain)
+            )
             self._next()
 
     async def _stream(self) -> None:
@@ -121,11 +137,22 @@ def main() -> None:
     args = parser.parse_args()
     PacedSSE.frames = build_frames(args.deltas)
     PacedSSE.interval = args.interval_ms / 1000
-    PacedSSE.plain = orjson.dumps({"id": "chatcmpl-bench", "object": "chat.completion", "created": 1796032299,
-                                   "model": "bench-model", "choices": [{"index": 0, "message": {
-                                       "role": "assistant", "content": "Echo: hello benchmark"},
-                                       "finish_reason": "stop"}],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+    PacedSSE.plain = orjson.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1796032299,
+            "model": "bench-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "Echo: hello benchmark"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+        }
+    )
     uvloop.run(serve(args.port))
 
 

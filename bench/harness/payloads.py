@@ -12,40 +12,99 @@ from typing import Any
 import orjson
 
 CHAT_RESPONSE: dict[str, Any] = {
-    "id": "chatcmpl-7b92da2a3ad5ef2863985d5a", "object": "chat.completion", "created": 1796032299,
+    "id": "chatcmpl-7b92da2a3ad5ef2863985d5a",
+    "object": "chat.completion",
+    "created": 1796032299,
     "model": "bench-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Echo: hello benchmark", "refusal": None,
-                                         "annotations": []},
-                 "logprobs": None, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 26, "completion_tokens": 3, "total_tokens": 29,
-              "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-              "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                            "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}},
-    "service_tier": "default", "system_fingerprint": "fp_bench",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "Echo: hello benchmark",
+                "refusal": None,
+                "annotations": [],
+            },
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 26,
+        "completion_tokens": 3,
+        "total_tokens": 29,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    },
+    "service_tier": "default",
+    "system_fingerprint": "fp_bench",
 }
 
 RESPONSES_RESPONSE: dict[str, Any] = {
-    "id": "resp_640358db1acfdc13521e0811", "object": "response", "created_at": 1796032299, "status": "completed",
-    "background": False, "completed_at": 1796032300, "error": None, "incomplete_details": None,
-    "instructions": None, "max_output_tokens": None, "model": "bench-model",
-    "output": [{"id": "msg_640358db1acfdc13521e0811", "type": "message", "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": "Echo: hello benchmark", "annotations": [],
-                             "logprobs": []}]}],
-    "parallel_tool_calls": True, "previous_response_id": None, "reasoning": {"effort": None, "summary": None},
-    "service_tier": "default", "store": False, "temperature": 1.0,
-    "text": {"format": {"type": "text"}, "verbosity": "medium"}, "tool_choice": "auto", "tools": [],
-    "top_p": 1.0, "truncation": "disabled",
-    "usage": {"input_tokens": 26, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3,
-              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 29},
-    "user": None, "metadata": {},
+    "id": "resp_640358db1acfdc13521e0811",
+    "object": "response",
+    "created_at": 1796032299,
+    "status": "completed",
+    "background": False,
+    "completed_at": 1796032300,
+    "error": None,
+    "incomplete_details": None,
+    "instructions": None,
+    "max_output_tokens": None,
+    "model": "bench-model",
+    "output": [
+        {
+            "id": "msg_640358db1acfdc13521e0811",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [
+                {"type": "output_text", "text": "Echo: hello benchmark", "annotations": [], "logprobs": []}
+            ],
+        }
+    ],
+    "parallel_tool_calls": True,
+    "previous_response_id": None,
+    "reasoning": {"effort": None, "summary": None},
+    "service_tier": "default",
+    "store": False,
+    "temperature": 1.0,
+    "text": {"format": {"type": "text"}, "verbosity": "medium"},
+    "tool_choice": "auto",
+    "tools": [],
+    "top_p": 1.0,
+    "truncation": "disabled",
+    "usage": {
+        "input_tokens": 26,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 3,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 29,
+    },
+    "user": None,
+    "metadata": {},
 }
 
 MESSAGES_RESPONSE: dict[str, Any] = {
-    "id": "msg_158d5cc5124182092751de4a", "type": "message", "role": "assistant", "model": "bench-model",
-    "content": [{"type": "text", "text": "Echo: hello benchmark"}], "stop_reason": "end_turn",
+    "id": "msg_158d5cc5124182092751de4a",
+    "type": "message",
+    "role": "assistant",
+    "model": "bench-model",
+    "content": [{"type": "text", "text": "Echo: hello benchmark"}],
+    "stop_reason": "end_turn",
     "stop_sequence": None,
-    "usage": {"input_tokens": 26, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-              "output_tokens": 3, "service_tier": "standard"},
+    "usage": {
+        "input_tokens": 26,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 3,
+        "service_tier": "standard",
+    },
 }
 
 CANNED = {
@@ -76,22 +135,42 @@ def chain_body(model: str) -> dict[str, Any]:
     (role_developer_to_system), two consecutive user turns (role_merge_consecutive), sampling
     fields (field_strip_sampling), a trailing assistant turn (prompt_append_empty_user) and a
     system prompt to inject next to (prompt_inject_system)."""
-    return {"model": model, "temperature": 0.7, "top_p": 0.9,
-            "messages": [{"role": "developer", "content": "You are terse."},
-                         {"role": "user", "content": "hello"},
-                         {"role": "user", "content": "benchmark"},
-                         {"role": "assistant", "content": "Sure:"}]}
+    return {
+        "model": model,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "messages": [
+            {"role": "developer", "content": "You are terse."},
+            {"role": "user", "content": "hello"},
+            {"role": "user", "content": "benchmark"},
+            {"role": "assistant", "content": "Sure:"},
+        ],
+    }
 
 
 def _tool(i: int) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": f"tool_{i}", "description": f"Benchmark tool number {i}: looks something up and returns JSON.",
-        "parameters": {"type": "object", "properties": {
-            "query": {"type": "string", "description": "What to look up."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "filters": {"type": "object", "properties": {"lang": {"type": "string", "enum": ["en", "zh", "fr"]},
-                                                         "since": {"type": "string", "format": "date"}}},
-        }, "required": ["query"]}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": f"Benchmark tool number {i}: looks something up and returns JSON.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look up."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "filters": {
+                        "type": "object",
+                        "properties": {
+                            "lang": {"type": "string", "enum": ["en", "zh", "fr"]},
+                            "since": {"type": "string", "format": "date"},
+                        },
+                    },
+                },
+                "required": ["query"],
+            },
+        },
+    }
 
 
 def large_body(model: str) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from . import images
 if TYPE_CHECKING:  # pragma: no cover
     from run import Bench
 
-WRK_OVERHEAD = 0.4      # wrk start-up, Lua script, /proc reads, per run
-SETTLE = 3.0            # waiting for the capture writer to go idle, before and after a run
+WRK_OVERHEAD = 0.4  # wrk start-up, Lua script, /proc reads, per run
+SETTLE = 3.0  # waiting for the capture writer to go idle, before and after a run
 START = {"gateway": 15.0, "litellm": 60.0, "portkey": 5.0, "variant": 15.0}
 
 
@@ -25,9 +25,12 @@ def estimate(b: Bench) -> dict[str, float]:
     phases: dict[str, float] = {}
     used = b.used_systems()
     variants = sum(1 for name in b.variant_env if any(s == name or s.startswith(name + "+") for s in used))
-    phases["start-up"] = (START["gateway"] + START["variant"] * variants
-                          + (START["litellm"] if b.litellm is not None and "litellm" in used else 0)
-                          + (START["portkey"] if b.portkey is not None and "portkey" in used else 0))
+    phases["start-up"] = (
+        START["gateway"]
+        + START["variant"] * variants
+        + (START["litellm"] if b.litellm is not None and "litellm" in used else 0)
+        + (START["portkey"] if b.portkey is not None and "portkey" in used else 0)
+    )
     for label, cases in (("cases", b.cases), ("checks", b.check_cases), ("capture", b.capture_cases)):
         runs = sum(len(c.targets) for c in cases) * a.runs
         warm = sum(len(c.targets) for c in cases if c.section == "check") * (1 + WRK_OVERHEAD)
@@ -56,5 +59,7 @@ def describe(b: Bench) -> str:
     total = sum(phases.values())
     parts = ", ".join(f"{name} {secs / 60:.1f}" for name, secs in phases.items() if secs)
     n = len(b.cases) + len(b.check_cases) + len(b.capture_cases) + len(b.streams)
-    return (f"plan: {n} cases, {b.args.runs} runs each, {b.args.seconds:g} s wrk runs; estimated "
-            f"{total / 60:.0f} min ({parts} min; tool installs not counted)")
+    return (
+        f"plan: {n} cases, {b.args.runs} runs each, {b.args.seconds:g} s wrk runs; estimated "
+        f"{total / 60:.0f} min ({parts} min; tool installs not counted)"
+    )

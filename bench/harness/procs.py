@@ -36,7 +36,9 @@ def stop(proc: subprocess.Popen | None, timeout: float = 15) -> None:
         return
     try:
         pgid = os.getpgid(proc.pid)
-        target = (lambda sig: os.killpg(pgid, sig)) if pgid == proc.pid else (lambda sig: proc.send_signal(sig))
+        target = (
+            (lambda sig: os.killpg(pgid, sig)) if pgid == proc.pid else (lambda sig: proc.send_signal(sig))
+        )
         target(signal.SIGTERM)
         try:
             proc.wait(timeout=timeout)

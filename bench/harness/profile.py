@@ -10,9 +10,25 @@ from pathlib import Path
 
 def record(pyspy: str, pid: int, seconds: int, out: Path) -> subprocess.Popen:
     """Start sampling now (returns at once); wait on the returned process for the file."""
-    return subprocess.Popen([pyspy, "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "250",
-                             "--format", "raw", "--nonblocking", "--output", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            pyspy,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(seconds),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _short(frame: str) -> str:
@@ -23,20 +39,39 @@ def _short(frame: str) -> str:
     parts = path.split("/")
     for anchor in ("site-packages", "lib", "main"):
         if anchor in parts:
-            parts = parts[len(parts) - parts[::-1].index(anchor):]
+            parts = parts[len(parts) - parts[::-1].index(anchor) :]
             break
     return f"{name} ({'/'.join(parts[-3:])})"
 
 
 COMPONENTS = (  # (start of the frame's file path as py-spy prints it, component), first match wins
-    ("gateway/proxy/", "gateway.proxy"), ("gateway/protocols/", "gateway.protocols"), ("gateway/urp/", "gateway.urp"),
-    ("transforms/", "transforms"), ("keys/", "keys"), ("captures/", "captures"), ("providers/", "providers"),
-    ("gateway/", "gateway (other)"), ("aiohttp/", "aiohttp (upstream client)"), ("yarl/", "aiohttp (upstream client)"),
-    ("multidict/", "aiohttp (upstream client)"), ("uvicorn/", "uvicorn + httptools"), ("django/", "django"),
-    ("asyncio/", "event loop (uvloop/asyncio)"), ("uvloop/", "event loop (uvloop/asyncio)"), ("orjson", "orjson"),
+    ("gateway/proxy/", "gateway.proxy"),
+    ("gateway/protocols/", "gateway.protocols"),
+    ("gateway/urp/", "gateway.urp"),
+    ("transforms/", "transforms"),
+    ("keys/", "keys"),
+    ("captures/", "captures"),
+    ("providers/", "providers"),
+    ("gateway/", "gateway (other)"),
+    ("aiohttp/", "aiohttp (upstream client)"),
+    ("yarl/", "aiohttp (upstream client)"),
+    ("multidict/", "aiohttp (upstream client)"),
+    ("uvicorn/", "uvicorn + httptools"),
+    ("django/", "django"),
+    ("asyncio/", "event loop (uvloop/asyncio)"),
+    ("uvloop/", "event loop (uvloop/asyncio)"),
+    ("orjson", "orjson"),
 )
-ROOT_FRAMES = ("multiprocessing/", "uvicorn/_subprocess.py", "uvicorn/supervisors/", "uvicorn/server.py",
-               "uvicorn/_compat.py", "asyncio/runners.py", "<string>", "threading.py")
+ROOT_FRAMES = (
+    "multiprocessing/",
+    "uvicorn/_subprocess.py",
+    "uvicorn/supervisors/",
+    "uvicorn/server.py",
+    "uvicorn/_compat.py",
+    "asyncio/runners.py",
+    "<string>",
+    "threading.py",
+)
 
 
 def component(frame: str) -> str:
@@ -47,8 +82,9 @@ def component(frame: str) -> str:
     return "Python stdlib / interpreter"
 
 
-def top_frames(raw: Path, n: int = 15) -> tuple[int, list[tuple[str, float]], list[tuple[str, float]],
-                                                list[tuple[str, float]]]:
+def top_frames(
+    raw: Path, n: int = 15
+) -> tuple[int, list[tuple[str, float]], list[tuple[str, float]], list[tuple[str, float]]]:
     """(samples, [(frame, % own)], [(frame, % inclusive, start-up chain left out)],
     [(component, % own)])."""
     own: Counter[str] = Counter()
@@ -73,5 +109,9 @@ def top_frames(raw: Path, n: int = 15) -> tuple[int, list[tuple[str, float]], li
     if not total:
         return 0, [], [], []
     pct = [(f, 100 * c / total) for f, c in own.most_common(n)]
-    return (total, pct, [(f, 100 * c / total) for f, c in incl.most_common(n)],
-            [(k, 100 * c / total) for k, c in comp.most_common()])
+    return (
+        total,
+        pct,
+        [(f, 100 * c / total) for f, c in incl.most_common(n)],
+        [(k, 100 * c / total) for k, c in comp.most_common()],
+    )

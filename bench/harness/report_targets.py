@@ -22,7 +22,7 @@ class Target:
     label: str
     value: str = NA
     ok: bool | None = None
-    why: str = ""   # shown under "Where a target is missed" when ok is False
+    why: str = ""  # shown under "Where a target is missed" when ok is False
 
 
 class Targets:
@@ -36,8 +36,17 @@ class Targets:
     def case(self, key: str):
         return self.r.cases.get(key)
 
-    def add(self, issue: str, label: str, values: list[float] | None, ok, unit: str = "ms", digits: int = 3,
-            why: str = "", missing: str = "") -> Target:
+    def add(
+        self,
+        issue: str,
+        label: str,
+        values: list[float] | None,
+        ok,
+        unit: str = "ms",
+        digits: int = 3,
+        why: str = "",
+        missing: str = "",
+    ) -> Target:
         t = Target(issue, label)
         if values:
             f = Figure.of(values)
@@ -69,48 +78,93 @@ class Targets:
     # -- issue 20 ----------------------------------------------------------------------------------
     def issue20(self) -> None:
         n = self.b.args.connections
-        self.add("20", f"CPU per request, Chat → Chat, empty chain ≤ 0.15 ms ({n} conn)", self.cpu(f"chat-{n}"),
-                 lambda v: v <= 0.15, why="CPU per request is the sum of both workers' user+system time over the "
-                 "requests served." + self.cores_used(f"chat-{n}") + self.profile_hint())
-        self.add("20", f"CPU per request, five-rule chain ≤ 0.2 ms ({n} conn)", self.cpu(f"chain-{n}"),
-                 lambda v: v <= 0.2, why="The chain adds its transforms' work to the empty-chain cost above; "
-                 "compare the two rows of the throughput table." + self.cores_used(f"chain-{n}"))
+        self.add(
+            "20",
+            f"CPU per request, Chat → Chat, empty chain ≤ 0.15 ms ({n} conn)",
+            self.cpu(f"chat-{n}"),
+            lambda v: v <= 0.15,
+            why="CPU per request is the sum of both workers' user+system time over the "
+            "requests served." + self.cores_used(f"chat-{n}") + self.profile_hint(),
+        )
+        self.add(
+            "20",
+            f"CPU per request, five-rule chain ≤ 0.2 ms ({n} conn)",
+            self.cpu(f"chain-{n}"),
+            lambda v: v <= 0.2,
+            why="The chain adds its transforms' work to the empty-chain cost above; "
+            "compare the two rows of the throughput table." + self.cores_used(f"chain-{n}"),
+        )
         for peer, label, factor in (("portkey", "Portkey", 5), ("litellm", "LiteLLM", 30)):
             ratios = paired_ratio(self.cpu(f"chat-{n}", peer), self.cpu(f"chat-{n}"))
-            self.add("20", f"≥ {factor}× less CPU per request than {label} (Chat → Chat, {n} conn)", ratios,
-                     lambda v, f=factor: v >= f, unit="×", digits=1,
-                     why=f"{label} spends {Figure.of(self.cpu(f'chat-{n}', peer) or [0]).median:.3f} ms per request, "
-                     f"the gateway {Figure.of(self.cpu(f'chat-{n}') or [0]).median:.3f} ms.",
-                     missing=f"{label} not in this run")
-        self.add("20", "added p50 at 1 connection with the five-rule chain ≤ 0.2 ms", self.r.added("chain-1", "gateway"),
-                 lambda v: v <= 0.2, why="Added latency at one connection is the whole request's path through one "
-                 "worker: the CPU per request at 1 connection (latency table) is most of it.")
-        self.add("20", "added streaming time to first byte ≤ 0.5 ms (p50)", self.r.stream_added("stream-chat", "gateway"),
-                 lambda v: v <= 0.5, why="First byte includes reading the request, routing, opening (or reusing) the "
-                 "upstream connection and flushing the first event; the direct figure is the paced server's own.")
+            self.add(
+                "20",
+                f"≥ {factor}× less CPU per request than {label} (Chat → Chat, {n} conn)",
+                ratios,
+                lambda v, f=factor: v >= f,
+                unit="×",
+                digits=1,
+                why=f"{label} spends {Figure.of(self.cpu(f'chat-{n}', peer) or [0]).median:.3f} ms per request, "
+                f"the gateway {Figure.of(self.cpu(f'chat-{n}') or [0]).median:.3f} ms.",
+                missing=f"{label} not in this run",
+            )
+        self.add(
+            "20",
+            "added p50 at 1 connection with the five-rule chain ≤ 0.2 ms",
+            self.r.added("chain-1", "gateway"),
+            lambda v: v <= 0.2,
+            why="Added latency at one connection is the whole request's path through one "
+            "worker: the CPU per request at 1 connection (latency table) is most of it.",
+        )
+        self.add(
+            "20",
+            "added streaming time to first byte ≤ 0.5 ms (p50)",
+            self.r.stream_added("stream-chat", "gateway"),
+            lambda v: v <= 0.5,
+            why="First byte includes reading the request, routing, opening (or reusing) the "
+            "upstream connection and flushing the first event; the direct figure is the paced server's own.",
+        )
         self.agent_rows()
-        self.figure_row("20", "streams-1000-first-p99", "1,000 concurrent paced streams: no error, added first-byte "
-                        "p99 ≤ 5 ms")
-        self.figure_row("20", "streams-1000-rss", "1,000 streams: RSS of both workers ≤ 300 MB during, back to idle "
-                        "after")
+        self.figure_row(
+            "20",
+            "streams-1000-first-p99",
+            "1,000 concurrent paced streams: no error, added first-byte p99 ≤ 5 ms",
+        )
+        self.figure_row(
+            "20", "streams-1000-rss", "1,000 streams: RSS of both workers ≤ 300 MB during, back to idle after"
+        )
         cap = self.case(f"capture-{n}")
-        self.add("20", f"capture on ≥ 80 % of capture-off throughput ({n} conn)",
-                 paired_ratio(series(cap, "gateway+capture", "rps"), series(cap, "gateway", "rps")),
-                 lambda v: v >= 0.8, unit="×", digits=2,
-                 why="See the capture section: the writer's drain after each run and the persisted/dropped counts "
-                 "tell whether the request path or the writer is the limit.")
+        self.add(
+            "20",
+            f"capture on ≥ 80 % of capture-off throughput ({n} conn)",
+            paired_ratio(series(cap, "gateway+capture", "rps"), series(cap, "gateway", "rps")),
+            lambda v: v >= 0.8,
+            unit="×",
+            digits=2,
+            why="See the capture section: the writer's drain after each run and the persisted/dropped counts "
+            "tell whether the request path or the writer is the limit.",
+        )
         self.figure_row("20", "worker-split", "connections spread evenly over the workers")
         self.rss_rows()
 
     def agent_rows(self) -> None:
         agent = [c for c in self.r.cases.values() if c.key.startswith("agent-") and c.connections == 1]
         if not agent:
-            self.rows.append(Target("20", "agent-sized requests (1 MB Messages → Chat, 1 MB Responses): added p50 ≤ 5 ms",
-                                    NA + " (no agent-* case in this run)"))
+            self.rows.append(
+                Target(
+                    "20",
+                    "agent-sized requests (1 MB Messages → Chat, 1 MB Responses): added p50 ≤ 5 ms",
+                    NA + " (no agent-* case in this run)",
+                )
+            )
         for c in agent:
-            self.add("20", f"{c.title}: added p50 ≤ 5 ms", self.r.added(c.key, "gateway"), lambda v: v <= 5.0,
-                     why=f"CPU per request {Figure.of(c.cpu_ms.get('gateway') or [0]).median:.2f} ms; the body is "
-                     "decoded, transformed and encoded once each way.")
+            self.add(
+                "20",
+                f"{c.title}: added p50 ≤ 5 ms",
+                self.r.added(c.key, "gateway"),
+                lambda v: v <= 5.0,
+                why=f"CPU per request {Figure.of(c.cpu_ms.get('gateway') or [0]).median:.2f} ms; the body is "
+                "decoded, transformed and encoded once each way.",
+            )
 
     def figure_row(self, issue: str, fid: str, label: str) -> None:
         self.known.add(fid)
@@ -123,56 +177,108 @@ class Targets:
         for fid, fig in self.b.figures.items():
             if fid not in self.known and not fid.endswith(":why"):
                 label = fig[2] if len(fig) > 2 else fid
-                self.rows.append(Target("20", label, fig[0], fig[1],
-                                        why=self.b.figures.get(fid + ":why", ("", None))[0]))
+                self.rows.append(
+                    Target("20", label, fig[0], fig[1], why=self.b.figures.get(fid + ":why", ("", None))[0])
+                )
 
     def rss_rows(self) -> None:
         idle = self.b.memory.get("gateway", {}).get("idle")
-        t = self.add("20", "RSS of two idle workers ≤ 150 MB", [sum(idle)] if idle else None, lambda v: v <= 150,
-                     unit="MB", digits=1, why="Each worker imports Django, the admin apps and the proxy; the idle "
-                     "figure is taken right after start-up, before any request.")
+        t = self.add(
+            "20",
+            "RSS of two idle workers ≤ 150 MB",
+            [sum(idle)] if idle else None,
+            lambda v: v <= 150,
+            unit="MB",
+            digits=1,
+            why="Each worker imports Django, the admin apps and the proxy; the idle "
+            "figure is taken right after start-up, before any request.",
+        )
         if idle:
             t.value = f"{sum(idle):.1f} MB ({' + '.join(f'{x:.1f}' for x in idle)})"
         flat = self.r.soak_flat()
-        self.rows.append(Target("20", "RSS flat over the 10-minute soak", flat[0], flat[1],
-                                why="Growth after the first quarter of the soak; the soak table shows the curve."))
+        self.rows.append(
+            Target(
+                "20",
+                "RSS flat over the 10-minute soak",
+                flat[0],
+                flat[1],
+                why="Growth after the first quarter of the soak; the soak table shows the curve.",
+            )
+        )
 
     # -- issues 17, 15, 16 -------------------------------------------------------------------------
     def checks(self) -> None:
         n = self.b.args.connections
         logs = self.case(f"logs-{n}")
-        self.add("17", f"request logs on ≥ 90 % of off throughput ({n} conn)",
-                 paired_ratio(series(logs, "gateway", "rps"), series(logs, "gateway+nolog", "rps")),
-                 lambda v: v >= 0.9, unit="×", digits=2,
-                 why="On and off are two gateway processes; the CPU per request of each is in the checks table.")
-        self.add("17", "request logs on add ≤ 0.05 ms p50 (1 conn)", self.r.added("logs-1", "gateway", base="gateway+nolog"),
-                 lambda v: v <= 0.05, why="The row is built on the request path and handed to the writer thread, "
-                 "which writes to SQLite in the same process (its CPU counts too).")
-        self.add("17", "per-key limits on add ≤ 0.1 ms p50, with Redis (1 conn)",
-                 self.r.added("limits-redis-1", "gateway+redis+limits", base="gateway+redis"), lambda v: v <= 0.1,
-                 why="With Redis each request makes two round trips to it (admission script, settlement pipeline).",
-                 missing="redis-server missing or case not in this run")
-        self.add("17", "per-key limits on add ≤ 0.1 ms p50, no Redis (per-worker counters) (1 conn)",
-                 self.r.added("limits-1", "gateway+limits"), lambda v: v <= 0.1)
-        self.add("15", "seven cache transforms whose glob misses: no measurable cost (added p50 ≤ 0.01 ms, 1 conn)",
-                 self.r.added("cache-miss-1", "gateway+cache-miss"), lambda v: v <= 0.01,
-                 why="0.01 ms is about the run-to-run spread of a p50 at one connection; the A/A pair (plain vs "
-                 "affinity off) in the checks table shows this run's noise floor.")
-        self.add("15", "affinity off: no measurable cost (added p50 ≤ 0.01 ms vs the plain provider, 1 conn)",
-                 self.r.added("affinity-1", "gateway+affinity-off"), lambda v: v <= 0.01)
+        self.add(
+            "17",
+            f"request logs on ≥ 90 % of off throughput ({n} conn)",
+            paired_ratio(series(logs, "gateway", "rps"), series(logs, "gateway+nolog", "rps")),
+            lambda v: v >= 0.9,
+            unit="×",
+            digits=2,
+            why="On and off are two gateway processes; the CPU per request of each is in the checks table.",
+        )
+        self.add(
+            "17",
+            "request logs on add ≤ 0.05 ms p50 (1 conn)",
+            self.r.added("logs-1", "gateway", base="gateway+nolog"),
+            lambda v: v <= 0.05,
+            why="The row is built on the request path and handed to the writer thread, "
+            "which writes to SQLite in the same process (its CPU counts too).",
+        )
+        self.add(
+            "17",
+            "per-key limits on add ≤ 0.1 ms p50, with Redis (1 conn)",
+            self.r.added("limits-redis-1", "gateway+redis+limits", base="gateway+redis"),
+            lambda v: v <= 0.1,
+            why="With Redis each request makes two round trips to it (admission script, settlement pipeline).",
+            missing="redis-server missing or case not in this run",
+        )
+        self.add(
+            "17",
+            "per-key limits on add ≤ 0.1 ms p50, no Redis (per-worker counters) (1 conn)",
+            self.r.added("limits-1", "gateway+limits"),
+            lambda v: v <= 0.1,
+        )
+        self.add(
+            "15",
+            "seven cache transforms whose glob misses: no measurable cost (added p50 ≤ 0.01 ms, 1 conn)",
+            self.r.added("cache-miss-1", "gateway+cache-miss"),
+            lambda v: v <= 0.01,
+            why="0.01 ms is about the run-to-run spread of a p50 at one connection; the A/A pair (plain vs "
+            "affinity off) in the checks table shows this run's noise floor.",
+        )
+        self.add(
+            "15",
+            "affinity off: no measurable cost (added p50 ≤ 0.01 ms vs the plain provider, 1 conn)",
+            self.r.added("affinity-1", "gateway+affinity-off"),
+            lambda v: v <= 0.01,
+        )
         self.images()
 
     def images(self) -> None:
         img = getattr(self.b, "images", None) or {}
         runs = img.get("runs") or []
-        t = self.add("16", "text p50 within 2× of its idle value under 20 concurrent 4 MP compressions",
-                     [r["ratio"] for r in runs] or None, lambda v: v <= 2.0, unit="×", digits=2,
-                     missing=img.get("error", "case not in this run")[:120])
+        t = self.add(
+            "16",
+            "text p50 within 2× of its idle value under 20 concurrent 4 MP compressions",
+            [r["ratio"] for r in runs] or None,
+            lambda v: v <= 2.0,
+            unit="×",
+            digits=2,
+            missing=img.get("error", "case not in this run")[:120],
+        )
         if runs:
-            base, load = Figure.of([r["baseline_p50"] for r in runs]), Figure.of([r["loaded_p50"] for r in runs])
-            t.why = (f"Text p50 {base.fmt(2)} ms idle, {load.fmt(2)} ms under image load (one gateway worker; the "
-                     "images are decoded and re-encoded in the image pool, off the event loop, but they share the "
-                     "two cores with the text requests, the load generators and the mock upstream).")
+            base, load = (
+                Figure.of([r["baseline_p50"] for r in runs]),
+                Figure.of([r["loaded_p50"] for r in runs]),
+            )
+            t.why = (
+                f"Text p50 {base.fmt(2)} ms idle, {load.fmt(2)} ms under image load (one gateway worker; the "
+                "images are decoded and re-encoded in the image pool, off the event loop, but they share the "
+                "two cores with the text requests, the load generators and the mock upstream)."
+            )
 
     def compute(self) -> list[Target]:
         self.issue20()

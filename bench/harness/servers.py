@@ -47,27 +47,55 @@ LITELLM_KEY = "sk-litellm-bench-0001"
 UPSTREAM_KEY = "sk-upstream-bench"
 
 FIVE_RULES = [
-    {"transform": "prompt_inject_system", "phase": "request", "models": ["*"],
-     "config": {"content": "Answer briefly.", "position": "append"}},
+    {
+        "transform": "prompt_inject_system",
+        "phase": "request",
+        "models": ["*"],
+        "config": {"content": "Answer briefly.", "position": "append"},
+    },
     {"transform": "role_merge_consecutive", "phase": "request", "models": ["*"], "config": {}},
-    {"transform": "field_strip_sampling", "phase": "request", "models": ["*"],
-     "config": {"fields": ["temperature", "top_p"]}},
-    {"transform": "prompt_append_empty_user", "phase": "request", "models": ["*"], "config": {"content": " "}},
+    {
+        "transform": "field_strip_sampling",
+        "phase": "request",
+        "models": ["*"],
+        "config": {"fields": ["temperature", "top_p"]},
+    },
+    {
+        "transform": "prompt_append_empty_user",
+        "phase": "request",
+        "models": ["*"],
+        "config": {"content": " "},
+    },
     {"transform": "role_developer_to_system", "phase": "request", "models": ["*"], "config": {}},
 ]
 
 # A Codex deployment in front of a Chat upstream: the freeform apply_patch tool as a function.
 CUSTOM_TOOLS_TO_FUNCTION = [
-    {"transform": "field_custom_tools_to_function", "phase": phase, "models": ["*"], "config": {"names": ["*"]}}
-    for phase in ("request", "response")]
+    {
+        "transform": "field_custom_tools_to_function",
+        "phase": phase,
+        "models": ["*"],
+        "config": {"names": ["*"]},
+    }
+    for phase in ("request", "response")
+]
 
 
 # Issue 15: the seven cache transforms, each limited to a model glob no bench model matches, so
 # the rule engine must skip them on a glob miss (the hot-path cost being measured).
-CACHE_TRANSFORMS = ("cache_anthropic_auto", "cache_anthropic_system", "cache_anthropic_tool_use",
-                    "cache_openai_prompt", "cache_openai_tool_use", "cache_prefix_stabilize", "cache_user_id")
-CACHE_MISS_RULES = [{"transform": name, "phase": "request", "models": ["no-such-model-*"], "config": {}}
-                    for name in CACHE_TRANSFORMS]
+CACHE_TRANSFORMS = (
+    "cache_anthropic_auto",
+    "cache_anthropic_system",
+    "cache_anthropic_tool_use",
+    "cache_openai_prompt",
+    "cache_openai_tool_use",
+    "cache_prefix_stabilize",
+    "cache_user_id",
+)
+CACHE_MISS_RULES = [
+    {"transform": name, "phase": "request", "models": ["no-such-model-*"], "config": {}}
+    for name in CACHE_TRANSFORMS
+]
 
 
 @dataclass
@@ -77,10 +105,25 @@ class Upstreams:
     many_port: int = 0  # the long paced streams of harness.many_streams (provider bench-stream-many)
 
 
-def _provider(name: str, protocol: str, base_url: str, transforms: list | None = None, **extra: object) -> dict:
-    return {"name": name, "priority": 0, "transforms": transforms or [], **extra,
-            "channels": [{"name": "main", "protocol": protocol, "base_url": base_url, "api_key": UPSTREAM_KEY,
-                          "weight": 1, "models": [{"model": name}]}]}
+def _provider(
+    name: str, protocol: str, base_url: str, transforms: list | None = None, **extra: object
+) -> dict:
+    return {
+        "name": name,
+        "priority": 0,
+        "transforms": transforms or [],
+        **extra,
+        "channels": [
+            {
+                "name": "main",
+                "protocol": protocol,
+                "base_url": base_url,
+                "api_key": UPSTREAM_KEY,
+                "weight": 1,
+                "models": [{"model": name}],
+            }
+        ],
+    }
 
 
 def gateway_config(up: Upstreams, *, capture: bool) -> dict:
@@ -97,16 +140,36 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
             _provider("bench-chain-cache", "chat_completion", nginx, FIVE_RULES + CACHE_MISS_RULES),
             _provider("bench-affinity-off", "chat_completion", nginx, affinity_mode="off"),
             _provider("bench-affinity-sticky", "chat_completion", nginx, affinity_mode="sticky"),
-            *([_provider("bench-stream-many", "chat_completion", f"http://127.0.0.1:{up.many_port}/v1")]
-              if up.many_port else []),
+            *(
+                [_provider("bench-stream-many", "chat_completion", f"http://127.0.0.1:{up.many_port}/v1")]
+                if up.many_port
+                else []
+            ),
         ],
         "global_transforms": [],
         "api_keys": [
-            {"name": "bench-plain", "key": PLAIN_KEY, "capture": "off", "allowed_models": ["*"], "transforms": []},
-            {"name": "bench-capture", "key": CAPTURE_KEY, "capture": "all", "allowed_models": ["*"],
-             "transforms": []},
-            {"name": "bench-limits", "key": LIMITS_KEY, "capture": "off", "allowed_models": ["*"], "transforms": [],
-             "limits": NEVER_REFUSING_LIMITS},
+            {
+                "name": "bench-plain",
+                "key": PLAIN_KEY,
+                "capture": "off",
+                "allowed_models": ["*"],
+                "transforms": [],
+            },
+            {
+                "name": "bench-capture",
+                "key": CAPTURE_KEY,
+                "capture": "all",
+                "allowed_models": ["*"],
+                "transforms": [],
+            },
+            {
+                "name": "bench-limits",
+                "key": LIMITS_KEY,
+                "capture": "off",
+                "allowed_models": ["*"],
+                "transforms": [],
+                "limits": NEVER_REFUSING_LIMITS,
+            },
         ],
         "settings": {"capture_enabled": capture},
     }
@@ -121,8 +184,16 @@ class Gateway:
     ``granian`` (its ASGI interface; only where ``bench/server_choice.py`` installed it).
     ``name``/``env``: a variant of the gateway (its own data directory and environment)."""
 
-    def __init__(self, workdir: Path, port: int, workers: int = 2, app: str = "gateway.asgi:application",
-                 name: str = "gateway-data", env: dict[str, str] | None = None, server: str = "reuseport") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        port: int,
+        workers: int = 2,
+        app: str = "gateway.asgi:application",
+        name: str = "gateway-data",
+        env: dict[str, str] | None = None,
+        server: str = "reuseport",
+    ) -> None:
         self.app = app
         self.server = server
         self.workdir = workdir / name
@@ -130,9 +201,15 @@ class Gateway:
         self.port = port
         self.workers = workers
         self.proc: subprocess.Popen | None = None
-        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings", "GATEWAY_DATA_DIR": str(self.workdir),
-                    "DATABASE_URL": f"sqlite:///{self.workdir / 'bench.sqlite3'}",
-                    "SECRET_KEY": secrets.token_urlsafe(40), "LOG_LEVEL": "WARNING", "GATEWAY_LOG_LEVEL": "WARNING"}
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "gateway.settings",
+            "GATEWAY_DATA_DIR": str(self.workdir),
+            "DATABASE_URL": f"sqlite:///{self.workdir / 'bench.sqlite3'}",
+            "SECRET_KEY": secrets.token_urlsafe(40),
+            "LOG_LEVEL": "WARNING",
+            "GATEWAY_LOG_LEVEL": "WARNING",
+        }
         for var in ("REDIS_URL", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
             self.env.pop(var, None)
         self.env.update(env or {})
@@ -142,8 +219,13 @@ class Gateway:
         return worker_pids(self.proc.pid) if self.proc is not None else []
 
     def manage(self, *args: str) -> None:
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
     def configure(self, up: Upstreams, *, capture: bool) -> None:
         path = self.workdir / f"config-capture-{int(capture)}.json"
@@ -156,39 +238,105 @@ class Gateway:
 
     def command(self) -> list[str]:
         if self.server == "reuseport":
-            return [sys.executable, "-m", "gateway.launch", "--app", self.app, "--host", "127.0.0.1",
-                    "--port", str(self.port), "--workers", str(self.workers), "--http", "httptools",
-                    "--log-level", "warning"]
+            return [
+                sys.executable,
+                "-m",
+                "gateway.launch",
+                "--app",
+                self.app,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+                "--http",
+                "httptools",
+                "--log-level",
+                "warning",
+            ]
         if self.server == "granian":
-            return [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "1",
-                    "--no-ws", "--log-level", "warning", "--no-access-log", self.app]
-        return [str(Path(sys.executable).parent / "uvicorn"), self.app, "--host", "127.0.0.1",
-                "--port", str(self.port), "--workers", str(self.workers), "--loop", "uvloop", "--http", "httptools",
-                "--no-access-log", "--lifespan", "on", "--log-level", "warning"]
+            return [
+                sys.executable,
+                "-m",
+                "granian",
+                "--interface",
+                "asgi",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+                "--loop",
+                "uvloop",
+                "--http",
+                "1",
+                "--no-ws",
+                "--log-level",
+                "warning",
+                "--no-access-log",
+                self.app,
+            ]
+        return [
+            str(Path(sys.executable).parent / "uvicorn"),
+            self.app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--no-access-log",
+            "--lifespan",
+            "on",
+            "--log-level",
+            "warning",
+        ]
 
     def start(self) -> None:
         log = (self.workdir / "uvicorn.log").open("wb")
-        self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_port(self.port, self.proc, "gateway")
         # gateway.launch runs the transform checks in a short-lived child beside the workers: wait
         # for it to be gone, so that only workers are measured.
         deadline = time.monotonic() + 60
-        while self.server == "reuseport" and len(worker_pids(self.proc.pid)) > self.workers \
-                and time.monotonic() < deadline:
+        while (
+            self.server == "reuseport"
+            and len(worker_pids(self.proc.pid)) > self.workers
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.5)
         time.sleep(2)  # both workers up and their snapshots loaded
 
 
 def litellm_config(up: Upstreams) -> dict:
     def model(name: str, port: int) -> dict:
-        return {"model_name": name, "litellm_params": {"model": "openai/bench-model",
-                                                       "api_base": f"http://127.0.0.1:{port}/v1",
-                                                       "api_key": UPSTREAM_KEY}}
-    return {"model_list": [model("bench-chat", up.nginx_port), model("bench-stream", up.paced_port)],
-            "litellm_settings": {"drop_params": True, "telemetry": False, "json_logs": False},
-            "general_settings": {"master_key": LITELLM_KEY}}
+        return {
+            "model_name": name,
+            "litellm_params": {
+                "model": "openai/bench-model",
+                "api_base": f"http://127.0.0.1:{port}/v1",
+                "api_key": UPSTREAM_KEY,
+            },
+        }
+
+    return {
+        "model_list": [model("bench-chat", up.nginx_port), model("bench-stream", up.paced_port)],
+        "litellm_settings": {"drop_params": True, "telemetry": False, "json_logs": False},
+        "general_settings": {"master_key": LITELLM_KEY},
+    }
 
 
 class LiteLLM:
@@ -205,14 +353,31 @@ class LiteLLM:
     def start(self, up: Upstreams) -> None:
         cfg = self.workdir / "config.yaml"
         cfg.write_text(json.dumps(litellm_config(up), indent=1))  # JSON is YAML
-        env = {"PATH": f"{LITELLM_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.workdir),
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "LITELLM_MODE": "PRODUCTION",
-               "LITELLM_TELEMETRY": "False", "ANONYMIZED_TELEMETRY": "False", "NO_DOCS": "True"}
-        cmd = [str(LITELLM_VENV / "bin" / "litellm"), "--config", str(cfg), "--host", "127.0.0.1",
-               "--port", str(self.port), "--num_workers", str(self.workers)]
+        env = {
+            "PATH": f"{LITELLM_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.workdir),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_LOG": "ERROR",
+            "LITELLM_MODE": "PRODUCTION",
+            "LITELLM_TELEMETRY": "False",
+            "ANONYMIZED_TELEMETRY": "False",
+            "NO_DOCS": "True",
+        }
+        cmd = [
+            str(LITELLM_VENV / "bin" / "litellm"),
+            "--config",
+            str(cfg),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--num_workers",
+            str(self.workers),
+        ]
         log = (self.workdir / "litellm.log").open("wb")
-        self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         wait_port(self.port, self.proc, "litellm", timeout=240)
         time.sleep(3)
 
@@ -220,8 +385,16 @@ class LiteLLM:
 def portkey_headers(upstream_port: int, provider: str = "openai") -> dict[str, str]:
     """What routes a Portkey request: the provider's wire format and the upstream base URL, with
     the upstream key in that provider's own auth header."""
-    auth = {"x-api-key": UPSTREAM_KEY} if provider == "anthropic" else {"authorization": f"Bearer {UPSTREAM_KEY}"}
-    return {"x-portkey-provider": provider, "x-portkey-custom-host": f"http://127.0.0.1:{upstream_port}/v1", **auth}
+    auth = (
+        {"x-api-key": UPSTREAM_KEY}
+        if provider == "anthropic"
+        else {"authorization": f"Bearer {UPSTREAM_KEY}"}
+    )
+    return {
+        "x-portkey-provider": provider,
+        "x-portkey-custom-host": f"http://127.0.0.1:{upstream_port}/v1",
+        **auth,
+    }
 
 
 class Portkey:
@@ -238,10 +411,21 @@ class Portkey:
 
     def start(self) -> None:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.workdir), "NODE_ENV": "production"}
-        cmd = ["node", str(PORTKEY_START.relative_to(PORTKEY_START.parents[4])), f"--port={self.port}", "--headless"]
+        cmd = [
+            "node",
+            str(PORTKEY_START.relative_to(PORTKEY_START.parents[4])),
+            f"--port={self.port}",
+            "--headless",
+        ]
         log = (self.workdir / "portkey.log").open("wb")
-        self.proc = subprocess.Popen(cmd, cwd=PORTKEY_START.parents[4], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=PORTKEY_START.parents[4],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_port(self.port, self.proc, "portkey", timeout=60)
         time.sleep(1)
 
@@ -261,9 +445,25 @@ class Redis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-               "--dir", str(self.workdir)]
+        cmd = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.workdir),
+        ]
         log = (self.workdir / "redis.log").open("wb")
-        self.proc = subprocess.Popen(cmd, env={"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin"}, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_port(self.port, self.proc, "redis-server", timeout=30)

@@ -34,14 +34,20 @@ class _Parser:
 
 
 def build_request(port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-    lines = [f"POST {path} HTTP/1.1", f"host: 127.0.0.1:{port}", "content-type: application/json",
-             f"content-length: {len(body)}", "accept: text/event-stream"]
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"host: 127.0.0.1:{port}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "accept: text/event-stream",
+    ]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-async def _one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, raw: bytes,
-               keep_body: bool) -> tuple[float, float, int, bytes]:
+async def _one(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, raw: bytes, keep_body: bool
+) -> tuple[float, float, int, bytes]:
     state = _Parser()
     state.keep_body = keep_body
     parser = httptools.HttpResponseParser(state)
@@ -57,8 +63,9 @@ async def _one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, raw: 
     return (first - t0) * 1000, (t1 - t0) * 1000, parser.get_status_code(), bytes(state.body)
 
 
-async def measure(port: int, path: str, body: bytes, headers: dict[str, str], n: int,
-                  warmup: int = 3) -> tuple[list[float], list[float]]:
+async def measure(
+    port: int, path: str, body: bytes, headers: dict[str, str], n: int, warmup: int = 3
+) -> tuple[list[float], list[float]]:
     """(first-byte ms, total ms) for ``n`` sequential streams after ``warmup`` untimed ones."""
     raw = build_request(port, path, body, headers)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -80,7 +87,9 @@ async def fetch(port: int, path: str, body: bytes, headers: dict[str, str]) -> t
     """One request, whole body back (for the correctness check before a case is timed)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        _, _, status, data = await _one(reader, writer, build_request(port, path, body, headers), keep_body=True)
+        _, _, status, data = await _one(
+            reader, writer, build_request(port, path, body, headers), keep_body=True
+        )
         return status, data
     finally:
         writer.close()

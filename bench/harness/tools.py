@@ -37,8 +37,11 @@ def _run(cmd: list[str], **kw) -> None:
 def ensure_apt_tools() -> None:
     """nginx (``nginx-light`` is enough: ``return`` and keep-alive are core), wrk, and redis-server
     (a private instance backs the per-key limits case; the gateway itself runs without Redis)."""
-    missing = [pkg for binary, pkg in (("nginx", "nginx-light"), ("wrk", "wrk"), ("redis-server", "redis-server"))
-               if shutil.which(binary) is None and not Path(f"/usr/sbin/{binary}").exists()]
+    missing = [
+        pkg
+        for binary, pkg in (("nginx", "nginx-light"), ("wrk", "wrk"), ("redis-server", "redis-server"))
+        if shutil.which(binary) is None and not Path(f"/usr/sbin/{binary}").exists()
+    ]
     if not missing:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -66,8 +69,11 @@ def ensure_portkey() -> Path:
     it is missing or was installed from another lock; needs ``node`` and ``npm`` (Debian's
     ``nodejs`` and ``npm``)."""
     installed = PORTKEY_DIR / "package-lock.json"
-    if (portkey_version() == PORTKEY_VERSION and installed.exists()
-            and installed.read_bytes() == (PORTKEY_SPEC / "package-lock.json").read_bytes()):
+    if (
+        portkey_version() == PORTKEY_VERSION
+        and installed.exists()
+        and installed.read_bytes() == (PORTKEY_SPEC / "package-lock.json").read_bytes()
+    ):
         return PORTKEY_START
     if shutil.which("npm") is None:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -90,14 +96,24 @@ def portkey_version() -> str:
 
 
 def node_version() -> str:
-    out = subprocess.run(["node", "--version"], capture_output=True, text=True) if shutil.which("node") else None
+    out = (
+        subprocess.run(["node", "--version"], capture_output=True, text=True)
+        if shutil.which("node")
+        else None
+    )
     return out.stdout.strip() if out else "missing"
 
 
 def litellm_version() -> str:
-    out = subprocess.run([str(LITELLM_VENV / "bin" / "python"), "-c",
-                          "import importlib.metadata as m; print(m.version('litellm'))"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            str(LITELLM_VENV / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('litellm'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip() or "unknown"
 
 

@@ -49,17 +49,21 @@ def _lua_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def write_script(path: Path, reqs: list[WrkRequest], delay_ms: int = 0, weights: list[int] | None = None) -> Path:
+def write_script(
+    path: Path, reqs: list[WrkRequest], delay_ms: int = 0, weights: list[int] | None = None
+) -> Path:
     """A script for one request shape, or a weighted round-robin over several (the soak's mix)."""
     lines = []
     if len(reqs) == 1:
         r = reqs[0]
         lines.append('wrk.method = "POST"')
-        lines.append(f'wrk.path = {_lua_str(r.path)}')
-        lines.append(f'local f = io.open({_lua_str(str(r.body_file))}, "rb"); wrk.body = f:read("*a"); f:close()')
+        lines.append(f"wrk.path = {_lua_str(r.path)}")
+        lines.append(
+            f'local f = io.open({_lua_str(str(r.body_file))}, "rb"); wrk.body = f:read("*a"); f:close()'
+        )
         lines.append('wrk.headers["Content-Type"] = "application/json"')
         for k, v in r.headers.items():
-            lines.append(f'wrk.headers[{_lua_str(k)}] = {_lua_str(v)}')
+            lines.append(f"wrk.headers[{_lua_str(k)}] = {_lua_str(v)}")
     else:
         ws = weights or [1] * len(reqs)
         order = [i + 1 for r in range(max(ws)) for i, w in enumerate(ws) if r < w]
@@ -68,9 +72,13 @@ def write_script(path: Path, reqs: list[WrkRequest], delay_ms: int = 0, weights:
         lines.append("local i = 0")
         lines.append("init = function(args)")
         for r in reqs:
-            hdrs = ", ".join(f"[{_lua_str(k)}] = {_lua_str(v)}" for k, v in
-                             {"Content-Type": "application/json", **r.headers}.items())
-            lines.append(f'  local f = io.open({_lua_str(str(r.body_file))}, "rb"); local b = f:read("*a"); f:close()')
+            hdrs = ", ".join(
+                f"[{_lua_str(k)}] = {_lua_str(v)}"
+                for k, v in {"Content-Type": "application/json", **r.headers}.items()
+            )
+            lines.append(
+                f'  local f = io.open({_lua_str(str(r.body_file))}, "rb"); local b = f:read("*a"); f:close()'
+            )
             lines.append(f'  table.insert(reqs, wrk.format("POST", {_lua_str(r.path)}, {{{hdrs}}}, b))')
         lines.append("end")
         lines.append("request = function() i = i % #order + 1; return reqs[order[i]] end")
@@ -80,17 +88,38 @@ def write_script(path: Path, reqs: list[WrkRequest], delay_ms: int = 0, weights:
     return path
 
 
-def run(port: int, script: Path, *, connections: int, seconds: float, threads: int = 1,
-        timeout_s: int = 30) -> WrkResult:
-    cmd = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds:g}s", "--timeout", f"{timeout_s}s",
-           "-s", str(script), f"http://127.0.0.1:{port}"]
+def run(
+    port: int, script: Path, *, connections: int, seconds: float, threads: int = 1, timeout_s: int = 30
+) -> WrkResult:
+    cmd = [
+        "wrk",
+        "-t",
+        str(threads),
+        "-c",
+        str(connections),
+        "-d",
+        f"{seconds:g}s",
+        "--timeout",
+        f"{timeout_s}s",
+        "-s",
+        str(script),
+        f"http://127.0.0.1:{port}",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + timeout_s + 30)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
     if line is None:
         raise RuntimeError(f"wrk printed no summary: {out.stdout[-500:]} {out.stderr[-500:]}")
-    d = json.loads(line[len("WRKJSON "):])
+    d = json.loads(line[len("WRKJSON ") :])
     seconds_run = d["duration_us"] / 1e6
     errors = d["connect"] + d["read"] + d["write"] + d["timeout"]
-    return WrkResult(rps=d["requests"] / seconds_run, p50=d["p50"] / 1000, p90=d["p90"] / 1000,
-                     p99=d["p99"] / 1000, max=d["max"] / 1000, mean=d["mean"] / 1000,
-                     requests=d["requests"], errors=errors, non2xx=d["status"])
+    return WrkResult(
+        rps=d["requests"] / seconds_run,
+        p50=d["p50"] / 1000,
+        p90=d["p90"] / 1000,
+        p99=d["p99"] / 1000,
+        max=d["max"] / 1000,
+        mean=d["mean"] / 1000,
+        requests=d["requests"],
+        errors=errors,
+        non2xx=d["status"],
+    )

@@ -5,37 +5,58 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('keys', '0001_initial'),
+        ("keys", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Capture',
+            name="Capture",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('request_id', models.CharField(db_index=True, max_length=256)),
-                ('created_at', models.DateTimeField(db_index=True)),
-                ('api_key_name', models.CharField(blank=True, default='', max_length=256)),
-                ('owner_id', models.BigIntegerField(blank=True, db_index=True, help_text="The key owner's user id, copied when the capture was written.", null=True)),
-                ('client_protocol', models.CharField(max_length=32)),
-                ('stream', models.BooleanField(default=False)),
-                ('logical_model', models.CharField(blank=True, db_index=True, default='', max_length=256)),
-                ('status', models.PositiveSmallIntegerField(default=0)),
-                ('is_error', models.BooleanField(default=False)),
-                ('attempt_count', models.PositiveSmallIntegerField(default=0)),
-                ('truncated', models.BooleanField(default=False)),
-                ('raw_bytes', models.PositiveIntegerField(default=0, help_text="Size of the dump's JSON.")),
-                ('size_bytes', models.PositiveIntegerField(default=0, help_text='Stored (compressed) size.')),
-                ('payload', models.BinaryField()),
-                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='captures', to='keys.apikey')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("request_id", models.CharField(db_index=True, max_length=256)),
+                ("created_at", models.DateTimeField(db_index=True)),
+                ("api_key_name", models.CharField(blank=True, default="", max_length=256)),
+                (
+                    "owner_id",
+                    models.BigIntegerField(
+                        blank=True,
+                        db_index=True,
+                        help_text="The key owner's user id, copied when the capture was written.",
+                        null=True,
+                    ),
+                ),
+                ("client_protocol", models.CharField(max_length=32)),
+                ("stream", models.BooleanField(default=False)),
+                ("logical_model", models.CharField(blank=True, db_index=True, default="", max_length=256)),
+                ("status", models.PositiveSmallIntegerField(default=0)),
+                ("is_error", models.BooleanField(default=False)),
+                ("attempt_count", models.PositiveSmallIntegerField(default=0)),
+                ("truncated", models.BooleanField(default=False)),
+                ("raw_bytes", models.PositiveIntegerField(default=0, help_text="Size of the dump's JSON.")),
+                ("size_bytes", models.PositiveIntegerField(default=0, help_text="Stored (compressed) size.")),
+                ("payload", models.BinaryField()),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="captures",
+                        to="keys.apikey",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['owner_id', 'request_id'], name='capture_owner_request')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [models.Index(fields=["owner_id", "request_id"], name="capture_owner_request")],
             },
         ),
     ]

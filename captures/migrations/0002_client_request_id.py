@@ -4,20 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('captures', '0001_initial'),
+        ("captures", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='capture',
-            name='client_request_id',
-            field=models.CharField(blank=True, db_index=True, default='', help_text="The client's x-request-id, as sent (data, not identity).", max_length=256),
+            model_name="capture",
+            name="client_request_id",
+            field=models.CharField(
+                blank=True,
+                db_index=True,
+                default="",
+                help_text="The client's x-request-id, as sent (data, not identity).",
+                max_length=256,
+            ),
         ),
         migrations.AlterField(
-            model_name='capture',
-            name='request_id',
-            field=models.CharField(db_index=True, help_text="The gateway's own id for the request.", max_length=256),
+            model_name="capture",
+            name="request_id",
+            field=models.CharField(
+                db_index=True, help_text="The gateway's own id for the request.", max_length=256
+            ),
         ),
     ]

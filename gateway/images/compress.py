@@ -51,14 +51,20 @@ CACHE_MAX_ENTRY_BYTES = _knob("IMAGE_CACHE_MAX_ENTRY_BYTES")
 CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "max_edge_px": {"type": "integer", "minimum": 1,
-                        "description": "Resize so the longer edge is at most this many pixels (absent: keep size)."},
+        "max_edge_px": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Resize so the longer edge is at most this many pixels (absent: keep size).",
+        },
         "jpeg_quality": {"type": "integer", "minimum": 1, "maximum": 100, "default": 80},
         "jpegxl_quality": {"type": "integer", "minimum": 1, "maximum": 99, "default": 90},
         "jpegxl_effort": {"type": "integer", "minimum": 1, "maximum": 10, "default": 7},
         "webp_quality": {"type": "integer", "minimum": 1, "maximum": 100, "default": 80},
-        "skip_if_smaller": {"type": "boolean", "default": True,
-                            "description": "Keep the original when the re-encoded image is not smaller."},
+        "skip_if_smaller": {
+            "type": "boolean",
+            "default": True,
+            "description": "Keep the original when the re-encoded image is not smaller.",
+        },
         "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS), "default": "original"},
     },
 }
@@ -84,10 +90,15 @@ class CompressConfig:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CompressConfig:
-        return cls(max_edge_px=config.get("max_edge_px"), jpeg_quality=config.get("jpeg_quality", 80),
-                   jpegxl_quality=config.get("jpegxl_quality", 90), jpegxl_effort=config.get("jpegxl_effort", 7),
-                   webp_quality=config.get("webp_quality", 80), skip_if_smaller=config.get("skip_if_smaller", True),
-                   output_format=config.get("output_format", "original"))
+        return cls(
+            max_edge_px=config.get("max_edge_px"),
+            jpeg_quality=config.get("jpeg_quality", 80),
+            jpegxl_quality=config.get("jpegxl_quality", 90),
+            jpegxl_effort=config.get("jpegxl_effort", 7),
+            webp_quality=config.get("webp_quality", 80),
+            skip_if_smaller=config.get("skip_if_smaller", True),
+            output_format=config.get("output_format", "original"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +130,17 @@ def cache_key(source_type: str, cfg: CompressConfig, raw: bytes) -> str:
     h = hashlib.sha256()
     h.update(CACHE_VERSION + b"\0" + source_type.encode() + b"\0")
     h.update(struct.pack("<I", cfg.max_edge_px or 0))
-    h.update(bytes([cfg.jpeg_quality, cfg.jpegxl_quality, cfg.jpegxl_effort, cfg.webp_quality,
-                    1 if cfg.skip_if_smaller else 0]))
+    h.update(
+        bytes(
+            [
+                cfg.jpeg_quality,
+                cfg.jpegxl_quality,
+                cfg.jpegxl_effort,
+                cfg.webp_quality,
+                1 if cfg.skip_if_smaller else 0,
+            ]
+        )
+    )
     h.update(cfg.output_format.encode() + b"\0")
     h.update(raw)
     return h.hexdigest()
@@ -192,7 +212,9 @@ def compress_source(media_type: str | None, b64: str, cfg: CompressConfig) -> Ou
     new_type, new_bytes = encoded
     if cfg.skip_if_smaller and len(new_bytes) >= len(raw):
         if source_type != declared:
-            return Outcome(media_type=source_type, data=b64, note=f"kept original bytes, type corrected to {source_type}")
+            return Outcome(
+                media_type=source_type, data=b64, note=f"kept original bytes, type corrected to {source_type}"
+            )
         return Outcome(note="left: re-encoded image was not smaller")
     data = base64.b64encode(new_bytes).decode("ascii")
     CACHE.put(key, (new_type, data))

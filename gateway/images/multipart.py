@@ -69,8 +69,10 @@ def encode(fields: list[tuple[str, str]], files: list[tuple[str, str, str, bytes
         out += f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"\r\n\r\n'.encode()
         out += value.encode("utf-8") + b"\r\n"
     for name, filename, ctype, data in files:
-        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"; '
-                f'filename="{_quote(filename)}"\r\nContent-Type: {ctype}\r\n\r\n').encode()
+        out += (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"; '
+            f'filename="{_quote(filename)}"\r\nContent-Type: {ctype}\r\n\r\n'
+        ).encode()
         out += data + b"\r\n"
     out += f"--{boundary}--\r\n".encode()
     return bytes(out), f"multipart/form-data; boundary={boundary}"

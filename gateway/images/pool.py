@@ -50,7 +50,9 @@ def pool() -> Executor:
         if kind() == "thread":
             _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="gateway-image")
         else:
-            _pool = ProcessPoolExecutor(max_workers=workers(), mp_context=multiprocessing.get_context("forkserver"))
+            _pool = ProcessPoolExecutor(
+                max_workers=workers(), mp_context=multiprocessing.get_context("forkserver")
+            )
     return _pool
 
 

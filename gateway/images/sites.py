@@ -59,24 +59,33 @@ class Sites:
 
 
 def is_mask(node: Node) -> bool:
-    return node.id == MASK_NODE_ID or bool(node.extra.get(MASK_EXTRA)) or bool(
-        isinstance(node.extra.get("metadata"), dict) and node.extra["metadata"].get("image_mask") is True)
+    return (
+        node.id == MASK_NODE_ID
+        or bool(node.extra.get(MASK_EXTRA))
+        or bool(
+            isinstance(node.extra.get("metadata"), dict) and node.extra["metadata"].get("image_mask") is True
+        )
+    )
 
 
 def image_site(node: ImageNode) -> Site | None:
     """The site of an image node, when its source is eligible."""
     src = node.source
     if src.kind == "base64" and isinstance(src.data, str) and src.data:
+
         def write_b64(mt: str, data: str, src=src) -> None:
             src.media_type = mt
             src.data = data
             _sync_raw_item(node, mt, data)
+
         return Site(src.media_type or "", src.data, write_b64)
     if src.kind == "url" and isinstance(src.url, str):
         parsed = data_image(src.url)
         if parsed is not None:
+
             def write_url(mt: str, data: str, src=src) -> None:
                 src.url = f"data:{mt};base64,{data}"
+
             return Site(parsed[0], parsed[1], write_url)
     return None
 
@@ -121,17 +130,25 @@ def argument_sites(call: ToolCallNode, sites: Sites) -> None:
         if isinstance(item, str):
             parsed = data_image(item) if item.startswith("data:image/") else None
             if parsed is not None:
+
                 def write(mt: str, data: str, holder=holder, key=key) -> None:
                     holder[key] = f"data:{mt};base64,{data}"
+
                 found.append(Site(parsed[0], parsed[1], write))
         elif isinstance(item, dict):
             source = item.get("source")
-            if item.get("type") in _IMAGE_OBJECT_TYPES and isinstance(source, dict) and source.get(
-                    "type") == "base64" and isinstance(source.get("media_type"), str) and isinstance(
-                    source.get("data"), str):
+            if (
+                item.get("type") in _IMAGE_OBJECT_TYPES
+                and isinstance(source, dict)
+                and source.get("type") == "base64"
+                and isinstance(source.get("media_type"), str)
+                and isinstance(source.get("data"), str)
+            ):
+
                 def write_src(mt: str, data: str, source=source) -> None:
                     source["media_type"] = mt
                     source["data"] = data
+
                 found.append(Site(source["media_type"], source["data"], write_src))
             else:
                 for k in list(item):
@@ -144,6 +161,7 @@ def argument_sites(call: ToolCallNode, sites: Sites) -> None:
     walk(root, 0)
     if not found:
         return
+
     def finalize() -> None:
         if any(s.outcome is not None and s.outcome.changed for s in found):
             call.arguments = orjson.dumps(root[0]).decode()
@@ -191,8 +209,9 @@ async def process_on_pool(sites: Sites, cfg: CompressConfig) -> list[str]:
 
     if not sites.items:
         return []
-    outcomes = await asyncio.gather(*(pool.run(compress_source, s.media_type, s.data, cfg) for s in sites.items),
-                                    return_exceptions=True)
+    outcomes = await asyncio.gather(
+        *(pool.run(compress_source, s.media_type, s.data, cfg) for s in sites.items), return_exceptions=True
+    )
     for site, out in zip(sites.items, outcomes, strict=True):
         if isinstance(out, pool.PoolBroken):  # a crashed worker: this image stays, the request goes on
             out = Outcome(note=f"left: {out}")

@@ -4,36 +4,62 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='ConfigVersion',
+            name="ConfigVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.BigIntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.BigIntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name='GlobalSettings',
+            name="GlobalSettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('capture_enabled', models.BooleanField(default=True, help_text='Master switch: when off, no request is captured whatever the key says.')),
-                ('capture_retention_days', models.PositiveIntegerField(default=7)),
-                ('capture_max_total_mb', models.PositiveIntegerField(default=1024, help_text='Size budget for all captures; the oldest are deleted past it.')),
-                ('strip_cross_protocol_nested', models.BooleanField(default=True, help_text='Drop nested unknown fields when the upstream speaks another protocol.')),
-                ('request_timeout_seconds', models.FloatField(default=300.0)),
-                ('connect_timeout_seconds', models.FloatField(default=10.0)),
-                ('upstream_idle_timeout_seconds', models.FloatField(default=120.0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "capture_enabled",
+                    models.BooleanField(
+                        default=True,
+                        help_text="Master switch: when off, no request is captured whatever the key says.",
+                    ),
+                ),
+                ("capture_retention_days", models.PositiveIntegerField(default=7)),
+                (
+                    "capture_max_total_mb",
+                    models.PositiveIntegerField(
+                        default=1024,
+                        help_text="Size budget for all captures; the oldest are deleted past it.",
+                    ),
+                ),
+                (
+                    "strip_cross_protocol_nested",
+                    models.BooleanField(
+                        default=True,
+                        help_text="Drop nested unknown fields when the upstream speaks another protocol.",
+                    ),
+                ),
+                ("request_timeout_seconds", models.FloatField(default=300.0)),
+                ("connect_timeout_seconds", models.FloatField(default=10.0)),
+                ("upstream_idle_timeout_seconds", models.FloatField(default=120.0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'verbose_name': 'global settings',
-                'verbose_name_plural': 'global settings',
+                "verbose_name": "global settings",
+                "verbose_name_plural": "global settings",
             },
         ),
     ]

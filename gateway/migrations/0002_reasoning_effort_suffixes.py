@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gateway', '0001_initial'),
+        ("gateway", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='globalsettings',
-            name='reasoning_effort_suffixes',
-            field=models.JSONField(blank=True, default=dict, help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, -low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. A suffixed name resolves to its base model when the base is served and the suffixed one is not.'),
+            model_name="globalsettings",
+            name="reasoning_effort_suffixes",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text='Model-name suffixes that select a reasoning effort, added to the built-in -none, -minimal, -low, -medium, -high, -xhigh and -max; e.g. {"-thinking": "high", "-nothinking": "none"}. A suffixed name resolves to its base model when the base is served and the suffixed one is not.',
+            ),
         ),
     ]

@@ -4,20 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gateway', '0002_reasoning_effort_suffixes'),
+        ("gateway", "0002_reasoning_effort_suffixes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='globalsettings',
-            name='fetch_allow_private',
-            field=models.BooleanField(default=False, help_text='Let the gateway fetch URLs (image_resolve_urls) from loopback, private, link-local and metadata addresses. Off: such fetches are refused (SSRF guard).'),
+            model_name="globalsettings",
+            name="fetch_allow_private",
+            field=models.BooleanField(
+                default=False,
+                help_text="Let the gateway fetch URLs (image_resolve_urls) from loopback, private, link-local and metadata addresses. Off: such fetches are refused (SSRF guard).",
+            ),
         ),
         migrations.AddField(
-            model_name='globalsettings',
-            name='guard_channel_urls',
-            field=models.BooleanField(default=False, help_text='Apply the same address guard to channel base URLs: upstream calls to loopback, private or link-local addresses fail with a clear error. Off by default, since operators point channels at private hosts on purpose.'),
+            model_name="globalsettings",
+            name="guard_channel_urls",
+            field=models.BooleanField(
+                default=False,
+                help_text="Apply the same address guard to channel base URLs: upstream calls to loopback, private or link-local addresses fail with a clear error. Off by default, since operators point channels at private hosts on purpose.",
+            ),
         ),
     ]

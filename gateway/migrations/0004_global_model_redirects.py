@@ -5,15 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gateway', '0003_fetch_guard_settings'),
+        ("gateway", "0003_fetch_guard_settings"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='globalsettings',
-            name='model_redirects',
-            field=models.JSONField(blank=True, default=list, help_text='Ordered [{"pattern": regex, "replace": model}] applied after the key\'s own redirects; the first full match rewrites the model. At most 32 rules, patterns up to 256 bytes.', validators=[gateway.redirects.validate_redirects]),
+            model_name="globalsettings",
+            name="model_redirects",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text='Ordered [{"pattern": regex, "replace": model}] applied after the key\'s own redirects; the first full match rewrites the model. At most 32 rules, patterns up to 256 bytes.',
+                validators=[gateway.redirects.validate_redirects],
+            ),
         ),
     ]

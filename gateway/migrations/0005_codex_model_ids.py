@@ -5,15 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gateway', '0004_global_model_redirects'),
+        ("gateway", "0004_global_model_redirects"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='globalsettings',
-            name='codex_model_ids',
-            field=models.JSONField(blank=True, default=list, help_text='Model names described to Codex CLI in GET /v1/models (its ModelInfo descriptors, with conservative capabilities and the freeform apply_patch tool), for names Codex does not know. Codex asks only when its provider uses command auth (auth = {command = ...}).', validators=[gateway.models.validate_codex_model_ids]),
+            model_name="globalsettings",
+            name="codex_model_ids",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="Model names described to Codex CLI in GET /v1/models (its ModelInfo descriptors, with conservative capabilities and the freeform apply_patch tool), for names Codex does not know. Codex asks only when its provider uses command auth (auth = {command = ...}).",
+                validators=[gateway.models.validate_codex_model_ids],
+            ),
         ),
     ]

@@ -45,12 +45,22 @@ from gateway.mock_upstream.state import MockState
 from gateway.mock_upstream.wire import WireContext, chat, gemini, images, messages, responses
 
 _GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/(.+?):(generateContent|streamGenerateContent)$")
-_ROUTES: dict[str, str] = {"/v1/chat/completions": "chat_completion", "/v1/responses": "responses",
-                           "/v1/messages": "messages", "/v1/messages/count_tokens": "messages",
-                           "/v1/images/generations": "openai_image", "/v1/images/edits": "openai_image"}
+_ROUTES: dict[str, str] = {
+    "/v1/chat/completions": "chat_completion",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+    "/v1/messages/count_tokens": "messages",
+    "/v1/images/generations": "openai_image",
+    "/v1/images/edits": "openai_image",
+}
 _COUNT_TOKENS = "/v1/messages/count_tokens"
-_WIRES = {"chat_completion": chat, "responses": responses, "messages": messages, "gemini": gemini,
-          "openai_image": images}
+_WIRES = {
+    "chat_completion": chat,
+    "responses": responses,
+    "messages": messages,
+    "gemini": gemini,
+    "openai_image": images,
+}
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
@@ -122,14 +132,22 @@ class MockUpstreamApp:
             state.reset()
             await send_json(send, 200, {"reset": True})
         elif path.startswith("/_mock/images/") and method == "GET":
-            served = images.image_bytes(path[len("/_mock/images/"):])
+            served = images.image_bytes(path[len("/_mock/images/") :])
             state.image_hits.append(path)
             if served is None:
                 await send_json(send, 404, {"error": "no such image"})
                 return
             data, ctype = served
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(data)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", ctype.encode()),
+                        (b"content-length", str(len(data)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": data})
         elif path == "/_mock/image_hits" and method == "GET":
             await send_json(send, 200, list(state.image_hits))
@@ -140,6 +158,23 @@ class MockUpstreamApp:
 
     # -- protocol requests -----------------------------------------------------------------------
 
+    async def _serve_extra(self, send: Callable, faults: Faults, extra: tuple[int, Any]) -> None:
+        """Answer a non-model route (embeddings and the like), honouring the delay and failure faults."""
+        if faults.delay_first_byte > 0:  # embeddings and the like take their time too
+            await asyncio.sleep(faults.delay_first_byte)
+        if self._failing(faults):
+            status = faults.status or 500
+            await send_json(send, status, chat.error_body(status, f"mock upstream injected HTTP {status}"))
+        else:
+            await send_json(send, *extra)
+
+    @staticmethod
+    async def _send_fault(send: Callable, wire: Any, faults: Faults) -> None:
+        """Send the injected HTTP error in the protocol's own error shape (with Retry-After if asked)."""
+        status = faults.status or 500
+        extra = [(b"retry-after", faults.retry_after.encode())] if faults.retry_after else None
+        await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"), extra)
+
     async def _serve(self, scope: dict, receive: Callable, send: Callable) -> None:
         headers = _headers(scope)
         raw_query = scope.get("query_string", b"").decode("latin-1")
@@ -149,17 +184,13 @@ class MockUpstreamApp:
         body = self._record(scope, headers, path, raw_query, body_bytes)
         extra = extras_mod.answer(path, body, body_bytes)
         if extra is not None:
-            if faults.delay_first_byte > 0:  # embeddings and the like take their time too
-                await asyncio.sleep(faults.delay_first_byte)
-            if self._failing(faults):
-                status = faults.status or 500
-                await send_json(send, status, chat.error_body(status, f"mock upstream injected HTTP {status}"))
-            else:
-                await send_json(send, *extra)
+            await self._serve_extra(send, faults, extra)
             return
         protocol, model, stream = self._route(path, raw_query, body)
         if protocol is None or scope["method"] != "POST":
-            await send_json(send, 404, chat.error_body(404, f"mock upstream has no route {scope['method']} {path}"))
+            await send_json(
+                send, 404, chat.error_body(404, f"mock upstream has no route {scope['method']} {path}")
+            )
             return
         wire = _WIRES[protocol]
         if not isinstance(body, dict):
@@ -173,9 +204,7 @@ class MockUpstreamApp:
         if faults.delay_first_byte > 0:
             await asyncio.sleep(faults.delay_first_byte)
         if failing:
-            status = faults.status or 500
-            extra = [(b"retry-after", faults.retry_after.encode())] if faults.retry_after else None
-            await send_json(send, status, wire.error_body(status, f"mock upstream injected HTTP {status}"), extra)
+            await self._send_fault(send, wire, faults)
             return
         if path == _COUNT_TOKENS:
             await send_json(send, 200, {"input_tokens": -(-len(body_bytes) // 10)})
@@ -186,16 +215,20 @@ class MockUpstreamApp:
             return
 
         summary, turn = self._plan(protocol, body, body_bytes, model, stream, faults)
-        ctx = WireContext(model=summary.model or model, created=int(time.time()),
-                          response_id=short_id(str(self.state.total), body_bytes.decode("utf-8", "replace")),
-                          arg_chunk=faults.arg_chunk or self.arg_chunk, include_usage=summary.include_usage)
+        ctx = WireContext(
+            model=summary.model or model,
+            created=int(time.time()),
+            response_id=short_id(str(self.state.total), body_bytes.decode("utf-8", "replace")),
+            arg_chunk=faults.arg_chunk or self.arg_chunk,
+            include_usage=summary.include_usage,
+        )
         stream = stream if protocol == "gemini" else summary.stream
         if not stream:
             await send_json(send, 200, wire.respond(turn, ctx), _request_id_header(protocol, ctx))
             return
         if protocol == "gemini" and "alt=sse" not in raw_query:
             # Without alt=sse Gemini streams one JSON array; a whole array is close enough here.
-            chunks = [orjson.loads(f[len(b"data: "):]) for f in gemini.stream(turn, ctx)]
+            chunks = [orjson.loads(f[len(b"data: ") :]) for f in gemini.stream(turn, ctx)]
             await send_json(send, 200, chunks)
             return
         await self._stream(send, receive, wire.stream(turn, ctx), faults, _request_id_header(protocol, ctx))
@@ -215,11 +248,21 @@ class MockUpstreamApp:
             body = None
         if body is None and headers.get("content-type", "").startswith("multipart/form-data"):
             body = images.form_body(body_bytes, headers["content-type"])  # Images API edits
-        self.state.requests.append({
-            "method": scope["method"], "path": scope["path"], "route": path, "query": raw_query,
-            "headers": headers, "body": body,
-            **({"body_text": body_bytes[:4096].decode("utf-8", "replace")} if body is None and body_bytes else {}),
-        })
+        self.state.requests.append(
+            {
+                "method": scope["method"],
+                "path": scope["path"],
+                "route": path,
+                "query": raw_query,
+                "headers": headers,
+                "body": body,
+                **(
+                    {"body_text": body_bytes[:4096].decode("utf-8", "replace")}
+                    if body is None and body_bytes
+                    else {}
+                ),
+            }
+        )
         return body
 
     def _plan(self, protocol: str, body: dict, body_bytes: bytes, model: str, stream: bool, faults: Any):
@@ -236,8 +279,9 @@ class MockUpstreamApp:
         summary.input_chars = len(body_bytes)
         scripted = self.state.script.popleft() if self.state.script else None
         turn = plan_turn(summary, scripted)
-        if protocol == "responses" and any(isinstance(t, dict) and t.get("type") == "image_generation"
-                                           for t in body.get("tools") or ()):
+        if protocol == "responses" and any(
+            isinstance(t, dict) and t.get("type") == "image_generation" for t in body.get("tools") or ()
+        ):
             turn.image_b64 = PNG_RGB_8  # the hosted image tool "generates" the 8x8 red sample
         if faults.prompt_cache is not None:
             cache = self.state.prompt_caches.setdefault(faults.prompt_cache, PromptCache())
@@ -263,8 +307,14 @@ class MockUpstreamApp:
                 self.state.client_disconnects += 1
                 return
 
-    async def _stream(self, send: Callable, receive: Callable, frames: Iterator[bytes], faults: Faults,
-                      extra_headers: list[tuple[bytes, bytes]]) -> None:
+    async def _stream(
+        self,
+        send: Callable,
+        receive: Callable,
+        frames: Iterator[bytes],
+        faults: Faults,
+        extra_headers: list[tuple[bytes, bytes]],
+    ) -> None:
         gone = asyncio.Event()
 
         async def watch() -> None:
@@ -323,7 +373,9 @@ def create_app(*, arg_chunk: int = 3) -> MockUpstreamApp:
     return MockUpstreamApp(arg_chunk=arg_chunk)
 
 
-def serve(host: str = "127.0.0.1", port: int = 9100, *, arg_chunk: int = 3, log_level: str = "warning") -> None:
+def serve(
+    host: str = "127.0.0.1", port: int = 9100, *, arg_chunk: int = 3, log_level: str = "warning"
+) -> None:
     """Run the mock with uvicorn in the current thread until interrupted."""
     import uvicorn
 
@@ -332,5 +384,3 @@ def serve(host: str = "127.0.0.1", port: int = 9100, *, arg_chunk: int = 3, log_
     server = uvicorn.Server(config)
     app.state.server_state = server.server_state
     server.run()
-
-

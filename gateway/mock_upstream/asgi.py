@@ -35,9 +35,15 @@ async def read_body(receive: Callable) -> bytes:
     return b"".join(chunks)
 
 
-async def send_json(send: Callable, status: int, payload: Any,
-                    extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def send_json(
+    send: Callable, status: int, payload: Any, extra_headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = orjson.dumps(payload)
-    await send({"type": "http.response.start", "status": status,
-                "headers": _JSON + (extra_headers or []) + [(b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": _JSON + (extra_headers or []) + [(b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -138,8 +138,14 @@ def plan_turn(inbound: Inbound, scripted: dict[str, Any] | None = None) -> Turn:
             args = call.get("arguments", {})
             kind = call.get("kind", "function")
             args_text = args if isinstance(args, str) else orjson.dumps(args).decode()
-            turn.tool_calls.append(ToolCall(str(call["name"]), args_text,
-                                            call.get("id") or f"call_{short_id('script', str(i), args_text)}", kind))
+            turn.tool_calls.append(
+                ToolCall(
+                    str(call["name"]),
+                    args_text,
+                    call.get("id") or f"call_{short_id('script', str(i), args_text)}",
+                    kind,
+                )
+            )
         turn.reasoning = str(scripted.get("reasoning") or "")
     elif inbound.tool_results:
         turn.text = "Tool said: " + " | ".join(inbound.tool_results)
@@ -147,8 +153,11 @@ def plan_turn(inbound: Inbound, scripted: dict[str, Any] | None = None) -> Turn:
         chosen = _choose_tools(inbound)
         for i, tool in enumerate(chosen):
             args = arguments_for(tool)
-            turn.tool_calls.append(ToolCall(tool.name, args, f"call_{short_id(inbound.last_user_text, tool.name, str(i))}",
-                                            tool.kind))
+            turn.tool_calls.append(
+                ToolCall(
+                    tool.name, args, f"call_{short_id(inbound.last_user_text, tool.name, str(i))}", tool.kind
+                )
+            )
         if not chosen:
             turn.text = f"Echo: {inbound.last_user_text}"
     if scripted is None and (inbound.reasoning_requested or "think" in inbound.last_user_text.lower()):
@@ -165,7 +174,7 @@ def plan_turn(inbound: Inbound, scripted: dict[str, Any] | None = None) -> Turn:
 def split_text(text: str, size: int) -> list[str]:
     """Split into fragments of at most ``size`` characters (at least one fragment)."""
     size = max(1, size)
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def split_words(text: str) -> list[str]:

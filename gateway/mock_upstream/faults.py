@@ -26,8 +26,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-FAULT_NAMES = ("status", "fail-times", "fail-key", "delay-first-byte", "disconnect-after", "malformed-sse",
-               "hang", "stall-after", "frame-delay", "arg-chunk", "prompt-cache", "retry-after")
+FAULT_NAMES = (
+    "status",
+    "fail-times",
+    "fail-key",
+    "delay-first-byte",
+    "disconnect-after",
+    "malformed-sse",
+    "hang",
+    "stall-after",
+    "frame-delay",
+    "arg-chunk",
+    "prompt-cache",
+    "retry-after",
+)
 
 
 @dataclass(slots=True)
@@ -76,7 +88,7 @@ class Faults:
 def split_fault_prefix(path: str, faults: Faults) -> str:
     """Consume leading ``/fault/<k>=<v>[,...]`` segments into ``faults``; return the rest of the path."""
     while path.startswith("/fault/"):
-        segment, _, rest = path[len("/fault/"):].partition("/")
+        segment, _, rest = path[len("/fault/") :].partition("/")
         for pair in unquote(segment).replace(";", ",").split(","):
             name, _, value = pair.partition("=")
             if name.strip() in FAULT_NAMES:

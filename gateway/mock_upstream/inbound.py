@@ -90,7 +90,10 @@ def from_chat(body: dict[str, Any]) -> Inbound:
     reasoning = body.get("reasoning")
     out.reasoning_requested = (
         _effort_on(body.get("reasoning_effort"))
-        or (isinstance(reasoning, dict) and (_effort_on(reasoning.get("effort")) or bool(reasoning.get("max_tokens"))))
+        or (
+            isinstance(reasoning, dict)
+            and (_effort_on(reasoning.get("effort")) or bool(reasoning.get("max_tokens")))
+        )
         or (isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "enabled")
     )
     return out
@@ -107,7 +110,10 @@ def from_responses(body: dict[str, Any]) -> Inbound:
     items = items or []
     trailing: list[str] = []
     for item in reversed(items):
-        if not isinstance(item, dict) or item.get("type") not in ("function_call_output", "custom_tool_call_output"):
+        if not isinstance(item, dict) or item.get("type") not in (
+            "function_call_output",
+            "custom_tool_call_output",
+        ):
             break
         trailing.append(_text_of(item.get("output")))
     out.tool_results = list(reversed(trailing))
@@ -133,14 +139,19 @@ def from_messages(body: dict[str, Any]) -> Inbound:
     if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
         content = messages[-1].get("content")
         if isinstance(content, list):
-            out.tool_results = [_text_of(block.get("content")) for block in content
-                                if isinstance(block, dict) and block.get("type") == "tool_result"]
+            out.tool_results = [
+                _text_of(block.get("content"))
+                for block in content
+                if isinstance(block, dict) and block.get("type") == "tool_result"
+            ]
     for message in reversed(messages):
         if not isinstance(message, dict) or message.get("role") != "user":
             continue
         content = message.get("content")
         if isinstance(content, list):
-            text = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+            text = "".join(
+                b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+            )
         else:
             text = _text_of(content)
         if text:
@@ -159,24 +170,36 @@ def from_gemini(body: dict[str, Any], model: str, stream: bool) -> Inbound:
     contents = body.get("contents") or []
     if contents and isinstance(contents[-1], dict):
         parts = contents[-1].get("parts") or []
-        out.tool_results = [_text_of(p["functionResponse"]) for p in parts
-                            if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+        out.tool_results = [
+            _text_of(p["functionResponse"])
+            for p in parts
+            if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+        ]
     for content in reversed(contents):
         if not isinstance(content, dict) or content.get("role", "user") != "user":
             continue
-        text = "".join(p.get("text", "") for p in content.get("parts") or []
-                       if isinstance(p, dict) and isinstance(p.get("text"), str))
+        text = "".join(
+            p.get("text", "")
+            for p in content.get("parts") or []
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
         if text:
             out.last_user_text = text
             break
     for group in body.get("tools") or []:
-        for decl in (group.get("functionDeclarations") or group.get("function_declarations") or []) if isinstance(group, dict) else []:
+        for decl in (
+            (group.get("functionDeclarations") or group.get("function_declarations") or [])
+            if isinstance(group, dict)
+            else []
+        ):
             if isinstance(decl, dict):
                 schema = decl.get("parameters") or decl.get("parametersJsonSchema") or {}
                 out.tools.append(OfferedTool(str(decl.get("name", "")), "function", schema))
     config = body.get("generationConfig") or {}
     thinking = config.get("thinkingConfig") if isinstance(config, dict) else None
     out.reasoning_requested = isinstance(thinking, dict) and (
-        bool(thinking.get("includeThoughts")) or (thinking.get("thinkingBudget") or 0) > 0
-        or _effort_on(thinking.get("thinkingLevel")))
+        bool(thinking.get("includeThoughts"))
+        or (thinking.get("thinkingBudget") or 0) > 0
+        or _effort_on(thinking.get("thinkingLevel"))
+    )
     return out

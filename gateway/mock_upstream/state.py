@@ -32,8 +32,13 @@ class MockState:
         open_connections = None
         if self.server_state is not None:
             open_connections = len(self.server_state.connections)
-        return {"in_flight": self.in_flight, "total_requests": self.total, "open_connections": open_connections,
-                "client_disconnects": self.client_disconnects, "script_remaining": len(self.script)}
+        return {
+            "in_flight": self.in_flight,
+            "total_requests": self.total,
+            "open_connections": open_connections,
+            "client_disconnects": self.client_disconnects,
+            "script_remaining": len(self.script),
+        }
 
     def reset(self) -> None:
         self.requests.clear()

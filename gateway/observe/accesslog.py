@@ -25,8 +25,10 @@ def emit(level: int, fields: dict[str, Any]) -> None:
 
 def _human(f: dict[str, Any]) -> str:
     route = f"{f['provider']}/{f['channel']}" if f.get("channel") else "-"
-    text = (f"{f['request_id']} {f['protocol']} {f['model'] or '-'} -> {f['status']} "
-            f"{f['duration_ms']:.1f}ms ttfb={_ms(f.get('ttfb_ms'))} attempts={f['attempts']} via {route}")
+    text = (
+        f"{f['request_id']} {f['protocol']} {f['model'] or '-'} -> {f['status']} "
+        f"{f['duration_ms']:.1f}ms ttfb={_ms(f.get('ttfb_ms'))} attempts={f['attempts']} via {route}"
+    )
     if not f["model"] and f.get("endpoint"):  # answered before a model was known: say where
         text += f" endpoint={f['endpoint']}"
     if f.get("stream"):
@@ -47,8 +49,12 @@ class JsonFormatter(logging.Formatter):
     fields, or ``message`` (and ``exc``) for any other record."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-                               + f".{int(record.msecs):03d}Z", "level": record.levelname, "logger": record.name}
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+        }
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             out.update(fields)

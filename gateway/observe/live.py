@@ -59,7 +59,9 @@ def publish(event: dict[str, Any]) -> None:
         layer = _channel_layer()
         if layer is None:
             return
-        task = asyncio.get_running_loop().create_task(layer.group_send(GROUP, {"type": "live.event", "event": event}))
+        task = asyncio.get_running_loop().create_task(
+            layer.group_send(GROUP, {"type": "live.event", "event": event})
+        )
     except Exception:
         log.debug("live tail publish failed", exc_info=True)
         return
@@ -84,8 +86,10 @@ def start_poller() -> None:
         if layer is not None and hasattr(layer, "consistent_hash"):  # channels_redis; else per-process only
             _poller = asyncio.get_running_loop().create_task(_poll(layer))
     except Exception:
-        log.warning("live tail: cannot watch viewers across workers; this worker publishes only to its own",
-                    exc_info=True)
+        log.warning(
+            "live tail: cannot watch viewers across workers; this worker publishes only to its own",
+            exc_info=True,
+        )
 
 
 async def _poll(layer: Any) -> None:

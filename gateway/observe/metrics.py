@@ -31,7 +31,13 @@ MULTIPROC = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 MAX_LABEL_VALUES = 200
 OTHER = "other"
 
-_seen: dict[str, set[str]] = {"model": set(), "provider": set(), "channel": set(), "transform": set(), "code": set()}
+_seen: dict[str, set[str]] = {
+    "model": set(),
+    "provider": set(),
+    "channel": set(),
+    "transform": set(),
+    "code": set(),
+}
 
 
 def capped(kind: str, value: str) -> str:
@@ -65,34 +71,71 @@ class Children:
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
-REQUESTS = Counter("gateway_requests", "Requests answered on /v1/* (every answer, refusals before authentication "
-                   "included; model, provider and channel are empty when not known).",
-                   ("protocol", "model", "provider", "channel", "status"))
-ERRORS = Counter("gateway_request_errors", "Error answers on /v1/* by endpoint (a bounded name: unknown paths are "
-                 "'other'), HTTP status and error code (e.g. unauthorized, ip_not_allowed, request_too_large).",
-                 ("protocol", "endpoint", "status", "code"))
-SHED = Counter("gateway_request_log_shed", "Answers to requests without a valid API key counted here and in "
-               "gateway_requests but given no request-log row nor access line: reason 'budget' (over "
-               "REQUEST_LOG_KEYLESS_PER_SECOND in this worker) or 'queue' (the request-log queue over half full).",
-               ("reason",))
-DURATION = Histogram("gateway_request_duration_seconds", "Time from request start to the end of the answer.",
-                     ("protocol", "stream"), buckets=LATENCY_BUCKETS)
-TTFB = Histogram("gateway_time_to_first_byte_seconds", "Time from request start to the first byte sent to the client.",
-                 ("protocol", "stream"), buckets=LATENCY_BUCKETS)
-ATTEMPTS = Counter("gateway_upstream_attempts", "Upstream attempts by outcome (ok, retryable, rate_limited, fatal).",
-                   ("provider", "channel", "outcome"))
-RETRIES = Counter("gateway_upstream_retries", "Attempts that retried the same channel.", ("provider", "channel"))
-FAILOVERS = Counter("gateway_upstream_failovers", "Attempts that moved to another channel.", ("provider", "channel"))
-TOKENS = Counter("gateway_tokens", "Tokens reported by upstreams, by kind (input, output, cache_read, "
-                 "cache_write, reasoning).", ("model", "kind"))
-COST = Counter("gateway_cost_usd", "Cost in USD of the usage upstreams reported, priced as the request logs do "
-               "(channel model prices × provider multiplier); requests without reported usage are not counted here.",
-               ("model",))
-TRANSFORM_FAILURES = Counter("gateway_transform_failures", "Requests that failed in a transform rule.", ("transform",))
-QUEUE_DEPTH = Gauge("gateway_queue_depth", "Records waiting in a writer's in-memory queue (captures, request logs).",
-                    ("queue",), multiprocess_mode="livesum")
-QUEUE_DROPS = Counter("gateway_queue_drops", "Records a writer dropped (queue full, spool full or unwritable).",
-                      ("queue",))
+REQUESTS = Counter(
+    "gateway_requests",
+    "Requests answered on /v1/* (every answer, refusals before authentication "
+    "included; model, provider and channel are empty when not known).",
+    ("protocol", "model", "provider", "channel", "status"),
+)
+ERRORS = Counter(
+    "gateway_request_errors",
+    "Error answers on /v1/* by endpoint (a bounded name: unknown paths are "
+    "'other'), HTTP status and error code (e.g. unauthorized, ip_not_allowed, request_too_large).",
+    ("protocol", "endpoint", "status", "code"),
+)
+SHED = Counter(
+    "gateway_request_log_shed",
+    "Answers to requests without a valid API key counted here and in "
+    "gateway_requests but given no request-log row nor access line: reason 'budget' (over "
+    "REQUEST_LOG_KEYLESS_PER_SECOND in this worker) or 'queue' (the request-log queue over half full).",
+    ("reason",),
+)
+DURATION = Histogram(
+    "gateway_request_duration_seconds",
+    "Time from request start to the end of the answer.",
+    ("protocol", "stream"),
+    buckets=LATENCY_BUCKETS,
+)
+TTFB = Histogram(
+    "gateway_time_to_first_byte_seconds",
+    "Time from request start to the first byte sent to the client.",
+    ("protocol", "stream"),
+    buckets=LATENCY_BUCKETS,
+)
+ATTEMPTS = Counter(
+    "gateway_upstream_attempts",
+    "Upstream attempts by outcome (ok, retryable, rate_limited, fatal).",
+    ("provider", "channel", "outcome"),
+)
+RETRIES = Counter(
+    "gateway_upstream_retries", "Attempts that retried the same channel.", ("provider", "channel")
+)
+FAILOVERS = Counter(
+    "gateway_upstream_failovers", "Attempts that moved to another channel.", ("provider", "channel")
+)
+TOKENS = Counter(
+    "gateway_tokens",
+    "Tokens reported by upstreams, by kind (input, output, cache_read, cache_write, reasoning).",
+    ("model", "kind"),
+)
+COST = Counter(
+    "gateway_cost_usd",
+    "Cost in USD of the usage upstreams reported, priced as the request logs do "
+    "(channel model prices × provider multiplier); requests without reported usage are not counted here.",
+    ("model",),
+)
+TRANSFORM_FAILURES = Counter(
+    "gateway_transform_failures", "Requests that failed in a transform rule.", ("transform",)
+)
+QUEUE_DEPTH = Gauge(
+    "gateway_queue_depth",
+    "Records waiting in a writer's in-memory queue (captures, request logs).",
+    ("queue",),
+    multiprocess_mode="livesum",
+)
+QUEUE_DROPS = Counter(
+    "gateway_queue_drops", "Records a writer dropped (queue full, spool full or unwritable).", ("queue",)
+)
 
 requests = Children(REQUESTS)
 errors = Children(ERRORS)
@@ -119,8 +162,11 @@ class BreakerCollector:
         self.source = source  # -> (provider, channel, state) for every channel
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        family = GaugeMetricFamily("gateway_breaker_state", "Circuit breaker per channel: 0 closed, 1 half-open, "
-                                   "2 open (the answering worker's view).", labels=("provider", "channel"))
+        family = GaugeMetricFamily(
+            "gateway_breaker_state",
+            "Circuit breaker per channel: 0 closed, 1 half-open, 2 open (the answering worker's view).",
+            labels=("provider", "channel"),
+        )
         try:
             rows = list(self.source())
         except Exception:  # a scrape must not fail because the snapshot is not loaded yet
@@ -167,8 +213,9 @@ def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:
     return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in text.split(",") if c.strip())
 
 
-def scrape_allowed(client_host: str | None, authorization: str | None, *, allow: tuple[IPNetwork, ...],
-                   token: str) -> bool:
+def scrape_allowed(
+    client_host: str | None, authorization: str | None, *, allow: tuple[IPNetwork, ...], token: str
+) -> bool:
     """A scrape is answered when the peer address is in ``allow`` (loopback by default) or it
     carries ``Authorization: Bearer <token>`` matching the configured token. The peer is the TCP
     peer, never X-Forwarded-For: behind a proxy, use the token."""
@@ -198,15 +245,25 @@ class MetricsApp:
         client = scope.get("client")
         if scope.get("method") not in ("GET", "HEAD"):
             await _answer(send, 405, b"method not allowed\n")
-        elif not scrape_allowed(client[0] if client else None, headers.get("authorization"),
-                                allow=self.allow, token=self.token):
-            await _answer(send, 403, b"forbidden: /metrics needs a loopback or allow-listed address, "
-                                     b"or Authorization: Bearer <GATEWAY_METRICS_TOKEN>\n")
+        elif not scrape_allowed(
+            client[0] if client else None, headers.get("authorization"), allow=self.allow, token=self.token
+        ):
+            await _answer(
+                send,
+                403,
+                b"forbidden: /metrics needs a loopback or allow-listed address, "
+                b"or Authorization: Bearer <GATEWAY_METRICS_TOKEN>\n",
+            )
         else:
             await _answer(send, 200, generate_latest(self.scrape), CONTENT_TYPE_LATEST.encode())
 
 
 async def _answer(send, status: int, body: bytes, content_type: bytes = b"text/plain; charset=utf-8") -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -41,8 +41,21 @@ def observe_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> Obser
 
 
 class ObserveRecorder(Recorder):
-    __slots__ = ("ex", "t0", "key", "model", "stream", "provider", "channel", "channel_id", "attempts", "ttfb", "usage",
-                 "prices", "quiet")
+    __slots__ = (
+        "ex",
+        "t0",
+        "key",
+        "model",
+        "stream",
+        "provider",
+        "channel",
+        "channel_id",
+        "attempts",
+        "ttfb",
+        "usage",
+        "prices",
+        "quiet",
+    )
 
     def __init__(self, ex: Any, key: str, quiet: bool = False) -> None:
         self.ex = ex
@@ -64,8 +77,17 @@ class ObserveRecorder(Recorder):
         self.stream = call.client_stream
         if live.watching():  # the live tail's pending row (a request failing before this shows at its end)
             ex = self.ex
-            live.publish({"phase": "start", "request_id": ex.request_id, "protocol": ex.protocol, "key": self.key,
-                          "model": self.model, "stream": self.stream, "at": time.time()})
+            live.publish(
+                {
+                    "phase": "start",
+                    "request_id": ex.request_id,
+                    "protocol": ex.protocol,
+                    "key": self.key,
+                    "model": self.model,
+                    "stream": self.stream,
+                    "at": time.time(),
+                }
+            )
 
     def on_attempt_start(self, att: Any) -> None:
         provider = m.capped("provider", att.provider.name)
@@ -124,15 +146,9 @@ class ObserveRecorder(Recorder):
             _tokens(model, usage)
             price = self.prices.get(self.model) if self.prices else None
             if price is not None:
-                m.cost(model).inc(cost_nano(Tokens(
-                    input=usage.input_tokens or 0, output=usage.output_tokens or 0,
-                    cache_read=usage.cache_read_tokens or 0, cache_write=usage.cache_creation_tokens or 0,
-                    reasoning=usage.reasoning_tokens or 0), price) / 1e9)
+                _count_cost(model, usage, price)
         if error is not None and error.startswith(("transform_apply_failed", "transform_init_failed")):
-            # "transform apply failed: transform <id> failed: ..." (a rule's bug, ``chain._guard``) or
-            # "transform '<id>' could not be initialised: ..."; a rule's own TransformFailed names none
-            found = [name for name in _TRANSFORM.findall(error) if name != "apply"]
-            m.TRANSFORM_FAILURES.labels(m.capped("transform", found[-1] if found else "unknown")).inc()
+            _count_transform_failure(error)
         now = time.monotonic()
         if now - _queues_at >= QUEUE_REFRESH_SECONDS:
             _refresh_queues(now)
@@ -141,14 +157,23 @@ class ObserveRecorder(Recorder):
         logged = accesslog.log.isEnabledFor(_level)
         if not (logged or live.watching()):
             return
-        fields = {"request_id": ex.request_id, "protocol": protocol, "endpoint": ex.endpoint, "model": self.model,
-                  "stream": self.stream,
-                  "status": status, "duration_ms": round(duration * 1000.0, 3),
-                  "ttfb_ms": None if self.ttfb is None else round(self.ttfb * 1000.0, 3),
-                  "attempts": self.attempts, "provider": self.provider, "channel": self.channel, "key": self.key,
-                  "error": error,
-                  "input_tokens": usage.input_tokens if usage is not None else None,
-                  "output_tokens": usage.output_tokens if usage is not None else None}
+        fields = {
+            "request_id": ex.request_id,
+            "protocol": protocol,
+            "endpoint": ex.endpoint,
+            "model": self.model,
+            "stream": self.stream,
+            "status": status,
+            "duration_ms": round(duration * 1000.0, 3),
+            "ttfb_ms": None if self.ttfb is None else round(self.ttfb * 1000.0, 3),
+            "attempts": self.attempts,
+            "provider": self.provider,
+            "channel": self.channel,
+            "key": self.key,
+            "error": error,
+            "input_tokens": usage.input_tokens if usage is not None else None,
+            "output_tokens": usage.output_tokens if usage is not None else None,
+        }
         if logged:
             accesslog.emit(_level, fields)
         if live.watching():
@@ -167,6 +192,26 @@ def _tokens(model: str, usage: Any) -> None:
         tokens(model, "cache_write").inc(usage.cache_creation_tokens)
     if usage.reasoning_tokens:
         tokens(model, "reasoning").inc(usage.reasoning_tokens)
+
+
+def _count_cost(model: str, usage: Any, price: Any) -> None:
+    """Add the request's cost (in currency units, priced per the channel's table) to the counter."""
+    tokens = Tokens(
+        input=usage.input_tokens or 0,
+        output=usage.output_tokens or 0,
+        cache_read=usage.cache_read_tokens or 0,
+        cache_write=usage.cache_creation_tokens or 0,
+        reasoning=usage.reasoning_tokens or 0,
+    )
+    m.cost(model).inc(cost_nano(tokens, price) / 1e9)
+
+
+def _count_transform_failure(error: str) -> None:
+    """Count a transform failure under the transform's id, read back from the error text."""
+    # "transform apply failed: transform <id> failed: ..." (a rule's bug, ``chain._guard``) or
+    # "transform '<id>' could not be initialised: ..."; a rule's own TransformFailed names none
+    found = [name for name in _TRANSFORM.findall(error) if name != "apply"]
+    m.TRANSFORM_FAILURES.labels(m.capped("transform", found[-1] if found else "unknown")).inc()
 
 
 def _refresh_queues(now: float) -> None:

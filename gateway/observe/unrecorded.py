@@ -75,15 +75,19 @@ class _ShedReport:
         self.counts[reason] = self.counts.get(reason, 0) + 1
         now = time.monotonic()
         if now - self.since >= WARN_EVERY_SECONDS:
-            log.warning("answers to requests without a valid API key not logged in the last %.0f s: %s "
-                        "(counted in gateway_requests_total; see REQUEST_LOG_KEYLESS_PER_SECOND)",
-                        now - self.since, ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items())))
+            log.warning(
+                "answers to requests without a valid API key not logged in the last %.0f s: %s "
+                "(counted in gateway_requests_total; see REQUEST_LOG_KEYLESS_PER_SECOND)",
+                now - self.since,
+                ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items())),
+            )
             self.counts = {}
             self.since = now
 
 
-def unrecorded_factory(*, keyless_per_second: float, row: UnrecordedFactory | None,
-                       queue_busy: Callable[[], bool]) -> UnrecordedFactory:
+def unrecorded_factory(
+    *, keyless_per_second: float, row: UnrecordedFactory | None, queue_busy: Callable[[], bool]
+) -> UnrecordedFactory:
     """The proxy's ``RecorderSet.unrecorded``: the observe recorder, and the request-log
     recorder ``row`` (None: request logs off) unless a keyless answer is shed. ``queue_busy``
     answers whether the request-log queue is too full for a keyless row."""

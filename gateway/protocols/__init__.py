@@ -50,5 +50,11 @@ def codec(protocol: str) -> Codec:
 
 
 __all__ = [
-    "CLIENT_PROTOCOLS", "UPSTREAM_PROTOCOLS", "Codec", "StreamDecoder", "StreamEncoder", "UpstreamCodec", "codec",
+    "CLIENT_PROTOCOLS",
+    "UPSTREAM_PROTOCOLS",
+    "Codec",
+    "StreamDecoder",
+    "StreamEncoder",
+    "UpstreamCodec",
+    "codec",
 ]

@@ -15,7 +15,7 @@ from .json_depth import too_deep
 # Token counters beyond this are garbage (2**53 - 1, the largest integer a JavaScript client can
 # hold); accepting them would let sums such as prompt + completion overflow the 64-bit integers
 # orjson can write.
-MAX_TOKEN_COUNT = 2 ** 53 - 1
+MAX_TOKEN_COUNT = 2**53 - 1
 
 
 def token_count(value: Any) -> int | None:
@@ -42,8 +42,11 @@ def without_internal(value: Any) -> Any:
     """A copy of an opaque JSON value with every internal ``_gw_`` key removed at any depth (no
     spoofed markers on the way in, no leakage on the way out)."""
     if isinstance(value, dict):
-        return {k: without_internal(v) for k, v in value.items()
-                if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))}
+        return {
+            k: without_internal(v)
+            for k, v in value.items()
+            if not (isinstance(k, str) and k.startswith(INTERNAL_PREFIX))
+        }
     if isinstance(value, list):
         return [without_internal(v) for v in value]
     return value
@@ -53,7 +56,8 @@ def _has_internal(value: Any) -> bool:
     if isinstance(value, dict):
         for k, v in value.items():
             if (isinstance(k, str) and k.startswith(INTERNAL_PREFIX)) or (
-                    isinstance(v, dict | list) and _has_internal(v)):
+                isinstance(v, dict | list) and _has_internal(v)
+            ):
                 return True
         return False
     if isinstance(value, list):

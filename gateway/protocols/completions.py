@@ -45,7 +45,9 @@ def to_chat_body(body: dict[str, Any]) -> dict[str, Any]:
     for name in _REFUSED:
         if _harmless(name, body.get(name)):
             continue
-        raise ProtocolError(f"{name} is not supported on /v1/completions (it has no chat equivalent)", param=name)
+        raise ProtocolError(
+            f"{name} is not supported on /v1/completions (it has no chat equivalent)", param=name
+        )
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -62,12 +64,16 @@ def decode_request(body: dict[str, Any]) -> Request:
 
 def _completion_id(chat_id: Any) -> str:
     text = chat_id if isinstance(chat_id, str) else ""
-    return "cmpl-" + (text[len("chatcmpl-"):] if text.startswith("chatcmpl-") else text)
+    return "cmpl-" + (text[len("chatcmpl-") :] if text.startswith("chatcmpl-") else text)
 
 
 def _choice(choice: dict[str, Any], text: str) -> dict[str, Any]:
-    return {"text": text, "index": choice.get("index", 0), "logprobs": None,
-            "finish_reason": choice.get("finish_reason")}
+    return {
+        "text": text,
+        "index": choice.get("index", 0),
+        "logprobs": None,
+        "finish_reason": choice.get("finish_reason"),
+    }
 
 
 def from_chat_object(obj: dict[str, Any]) -> dict[str, Any]:
@@ -79,8 +85,13 @@ def from_chat_object(obj: dict[str, Any]) -> dict[str, Any]:
         holder = choice.get("message") if isinstance(choice.get("message"), dict) else choice.get("delta")
         content = holder.get("content") if isinstance(holder, dict) else None
         choices.append(_choice(choice, content if isinstance(content, str) else ""))
-    out: dict[str, Any] = {"id": _completion_id(obj.get("id")), "object": "text_completion",
-                           "created": obj.get("created"), "model": obj.get("model"), "choices": choices}
+    out: dict[str, Any] = {
+        "id": _completion_id(obj.get("id")),
+        "object": "text_completion",
+        "created": obj.get("created"),
+        "model": obj.get("model"),
+        "choices": choices,
+    }
     if obj.get("usage") is not None:
         out["usage"] = obj["usage"]
     if obj.get("system_fingerprint") is not None:
@@ -120,8 +131,9 @@ class StreamEncoder:
                 out.append(frame + b"\n\n")
                 continue
             converted = from_chat_object(obj)
-            if "usage" not in converted and all(c["text"] == "" and c["finish_reason"] is None
-                                                for c in converted["choices"]):
+            if "usage" not in converted and all(
+                c["text"] == "" and c["finish_reason"] is None for c in converted["choices"]
+            ):
                 continue
             out.append(b"data: " + orjson.dumps(converted) + b"\n\n")
         return b"".join(out)

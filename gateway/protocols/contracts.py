@@ -108,7 +108,8 @@ class Codec(UpstreamCodec, Protocol):
         """Response -> the client's whole-response body."""
         ...
 
-    def error_body(self, status: int, code: str, message: str, *, param: str | None = None,
-                   error_type: str | None = None) -> dict[str, Any]:
+    def error_body(
+        self, status: int, code: str, message: str, *, param: str | None = None, error_type: str | None = None
+    ) -> dict[str, Any]:
         """The protocol's error envelope for a client error."""
         ...

@@ -53,7 +53,7 @@ class SSEParser:
             data = bytes(self._buf)
         else:
             data = chunk[:nl]
-        self._buf = bytearray(chunk[nl + 1:])
+        self._buf = bytearray(chunk[nl + 1 :])
         yield from self._lines(data.split(b"\n"))
         if len(self._buf) > self.max_line:
             self._buf = bytearray()

@@ -230,7 +230,9 @@ class AffinityStore:
             try:
                 await coro
             except Exception as exc:  # Redis down: one line per binding, the local table holds
-                log.warning("could not share an affinity binding through Redis (%s: %s)", type(exc).__name__, exc)
+                log.warning(
+                    "could not share an affinity binding through Redis (%s: %s)", type(exc).__name__, exc
+                )
 
         try:
             task = asyncio.get_running_loop().create_task(guarded())

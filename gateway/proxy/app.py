@@ -62,11 +62,24 @@ EXTRA_ENDPOINTS = {
     COMPACT_PATH: ("responses", serve_compact),
 }
 # The Images API answers in OpenAI's shape (see images_api).
-PROTOCOL_PATHS = {**GENERATION_PATHS, **{path: proto for path, (proto, _) in EXTRA_ENDPOINTS.items()},
-                  **{p: "chat_completion" for p in IMAGES_PATHS}}
+PROTOCOL_PATHS = {
+    **GENERATION_PATHS,
+    **{path: proto for path, (proto, _) in EXTRA_ENDPOINTS.items()},
+    **{p: "chat_completion" for p in IMAGES_PATHS},
+}
 MODELS_PATH = "/v1/models"
-_ALIASED = ("/chat/completions", "/completions", "/responses", "/responses/compact", "/messages",
-            "/messages/count_tokens", "/embeddings", "/models", "/images/generations", "/images/edits")
+_ALIASED = (
+    "/chat/completions",
+    "/completions",
+    "/responses",
+    "/responses/compact",
+    "/messages",
+    "/messages/count_tokens",
+    "/embeddings",
+    "/models",
+    "/images/generations",
+    "/images/edits",
+)
 ALIAS_PATHS = frozenset([*_ALIASED, *("/api" + p for p in _ALIASED)])
 
 
@@ -74,8 +87,12 @@ def is_proxy_path(path: str) -> bool:
     """Whether the ASGI entry point hands ``path`` to the proxy rather than to Django: ``/v1/*``,
     ``/healthz`` and the aliases (``/api/v1/*``, the forwarding paths without ``/v1``, with or
     without ``/api``). The REST API under ``/api/`` uses none of these names."""
-    return (path.startswith(("/v1/", "/api/v1/", "/v1beta/")) or path in ("/healthz", "/readyz") or path in ALIAS_PATHS
-            or path.startswith(("/models/", "/api/models/")))
+    return (
+        path.startswith(("/v1/", "/api/v1/", "/v1beta/"))
+        or path in ("/healthz", "/readyz")
+        or path in ALIAS_PATHS
+        or path.startswith(("/models/", "/api/models/"))
+    )
 
 
 def canonical_path(path: str) -> str:
@@ -124,14 +141,22 @@ class ProxyApp:
     authenticated, who records requests) is passed in; ``gateway.wiring.build_proxy_app`` is
     the production assembly."""
 
-    def __init__(self, config: ProxyConfig, source: ConfigSource, authenticate: Authenticator,
-                 recorders: RecorderSet | None = None) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        source: ConfigSource,
+        authenticate: Authenticator,
+        recorders: RecorderSet | None = None,
+    ) -> None:
         self.config = config
         self.holder = SnapshotHolder(source, config.config_poll_seconds)
         self.authenticate = authenticate
         self.breaker = BreakerBoard(
-            threshold=config.breaker_failures, window=config.breaker_window_seconds,
-            cooldown=config.breaker_cooldown_seconds, rate_limit_cooldown=config.breaker_rate_limit_cooldown_seconds)
+            threshold=config.breaker_failures,
+            window=config.breaker_window_seconds,
+            cooldown=config.breaker_cooldown_seconds,
+            rate_limit_cooldown=config.breaker_rate_limit_cooldown_seconds,
+        )
         self.client = UpstreamClient(ssrf_guard=config.ssrf_guard)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.holder.listeners.append(self._config_changed)
@@ -139,19 +164,24 @@ class ProxyApp:
         self.max_body = config.max_body_bytes
         self.large_body_bytes = config.large_body_bytes
         self.watch_delay = 1.0  # seconds before a non-stream request starts watching for a disconnect
-        self.large_bodies = (asyncio.Semaphore(config.large_body_concurrency)
-                             if config.large_body_concurrency > 0 else None)
+        self.large_bodies = (
+            asyncio.Semaphore(config.large_body_concurrency) if config.large_body_concurrency > 0 else None
+        )
         # Sync callables the project hangs on the worker's lifespan, run in a thread so they never
         # block the loop: at startup the capture writer's spool pick-up (issue 13); at shutdown,
         # after uvicorn has let the in-flight requests finish, the queue flushes (gateway.wiring).
         self.startup_hooks: list[Callable[[], object]] = []
         self.shutdown_hooks: list[Callable[[], object]] = []
         self.draining = False
-        self.runtime = Runtime(breaker=self.breaker, client=self.client, keepalive_seconds=config.keepalive_seconds,
-                               recorders=recorders or RecorderSet(),
-                               stream_first_byte_timeout=config.stream_first_byte_timeout,
-                               stream_idle_timeout=config.stream_idle_timeout,
-                               stream_max_seconds=config.stream_max_seconds)
+        self.runtime = Runtime(
+            breaker=self.breaker,
+            client=self.client,
+            keepalive_seconds=config.keepalive_seconds,
+            recorders=recorders or RecorderSet(),
+            stream_first_byte_timeout=config.stream_first_byte_timeout,
+            stream_idle_timeout=config.stream_idle_timeout,
+            stream_max_seconds=config.stream_max_seconds,
+        )
         self.affinity_ready = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -183,8 +213,9 @@ class ProxyApp:
             import redis.asyncio as aioredis
 
             # short timeouts: a Redis outage falls back to per-worker counting, never stalls a request
-            self.runtime.limiter = RedisLimiter(aioredis.from_url(
-                self.config.redis_url, socket_timeout=0.25, socket_connect_timeout=0.25))
+            self.runtime.limiter = RedisLimiter(
+                aioredis.from_url(self.config.redis_url, socket_timeout=0.25, socket_connect_timeout=0.25)
+            )
         if self.config.redis_url and self.mirror is None:
             try:
                 self.mirror = RedisMirror(self.breaker, self.config.redis_url)
@@ -308,8 +339,9 @@ class ProxyApp:
             if not ex.recorded and ex.endpoint:  # refused before a recorder existed, models, extras
                 self.runtime.recorders.finish_unrecorded(ex)
 
-    async def _answer(self, scope, receive, ex: Exchange, headers, path: str, protocol: str | None,
-                      gemini: Any) -> None:
+    async def _answer(
+        self, scope, receive, ex: Exchange, headers, path: str, protocol: str | None, gemini: Any
+    ) -> None:
         try:
             admitted = await self._admit(scope, ex, headers, path, protocol)
         except ClientGone:
@@ -334,11 +366,17 @@ class ProxyApp:
             ex.hop = outgoing_hop(headers.get(HOP_HEADER), self.config.instance_id)
         snapshot = self.holder.current or await self._wait_snapshot()
         if snapshot is None:
-            raise ClientError(503, "gateway_starting", "the gateway configuration is not loaded yet",
-                              error_type="server_error")
+            raise ClientError(
+                503,
+                "gateway_starting",
+                "the gateway configuration is not loaded yet",
+                error_type="server_error",
+            )
         if path == "/healthz":
-            await ex.send_json(200, {"status": "ok", "config_version": snapshot.version,
-                                     "redis_version": snapshot.redis_version})
+            await ex.send_json(
+                200,
+                {"status": "ok", "config_version": snapshot.version, "redis_version": snapshot.redis_version},
+            )
             return None
         if protocol is None:
             await self._other(scope, ex, snapshot, headers, path)
@@ -347,20 +385,30 @@ class ProxyApp:
             raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
         key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
-            raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
+            raise ClientError(
+                401, "unauthorized", "invalid or missing API key", error_type="authentication_error"
+            )
         ex.key = key
         self.holder.touch(key.id)
-        if key.limits is not None and key.limits.ip_allow and not ip_allowed(
-                key.limits, client_ip(scope, headers, self.config.trusted_proxies)):
-            raise ClientError(403, "ip_not_allowed", "this API key may not be used from this address",
-                              error_type="permission_error")
+        if (
+            key.limits is not None
+            and key.limits.ip_allow
+            and not ip_allowed(key.limits, client_ip(scope, headers, self.config.trusted_proxies))
+        ):
+            raise ClientError(
+                403,
+                "ip_not_allowed",
+                "this API key may not be used from this address",
+                error_type="permission_error",
+            )
         gate = self._large_body_gate(headers)
         if gate is not None:
             await self._enter(gate)
         return snapshot, key, gate
 
-    async def _read_and_serve(self, scope, receive, ex: Exchange, headers, path: str, gemini: Any,
-                              snapshot: Snapshot, key: KeySnap) -> None:
+    async def _read_and_serve(
+        self, scope, receive, ex: Exchange, headers, path: str, gemini: Any, snapshot: Snapshot, key: KeySnap
+    ) -> None:
         try:
             raw_body = await read_body(receive, self.max_body, headers)
             if gemini is not None:
@@ -373,7 +421,9 @@ class ProxyApp:
             return
         rt = self.runtime
         if gemini is not None and gemini[1] == "countTokens":
-            await run_limited(rt.limiter, ex, key, lambda: serve_gemini_count(rt, ex, snapshot, key, raw_body))
+            await run_limited(
+                rt.limiter, ex, key, lambda: serve_gemini_count(rt, ex, snapshot, key, raw_body)
+            )
             return
         extra = EXTRA_ENDPOINTS.get(path)
         if extra is not None:
@@ -381,7 +431,9 @@ class ProxyApp:
             await run_limited(rt.limiter, ex, key, lambda: handler(rt, ex, snapshot, key, raw_body))
             return
         if path in IMAGES_PATHS:
-            await serve_images(self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path)
+            await serve_images(
+                self.runtime, ex, snapshot, key, raw_body, headers.get("content-type", ""), path
+            )
             return
         if raw_body[:64].lstrip()[:1] == b"{" and raw_body.rfind(b'"stream"') >= 0:
             # Possibly streaming: watch for a client disconnect and cancel the upstream with it.
@@ -399,7 +451,12 @@ class ProxyApp:
         if sem is None:
             return None
         declared = headers.get("content-length")
-        if declared is None or len(declared) < 4 or not declared.isdigit() or int(declared) <= self.large_body_bytes:
+        if (
+            declared is None
+            or len(declared) < 4
+            or not declared.isdigit()
+            or int(declared) <= self.large_body_bytes
+        ):
             return None
         return sem
 
@@ -407,13 +464,20 @@ class ProxyApp:
         try:
             await asyncio.wait_for(gate.acquire(), self.config.large_body_wait_seconds)
         except TimeoutError:
-            log.warning("refusing a large request body: %d already in progress in this worker",
-                        self.config.large_body_concurrency)
-            raise ClientError(503, "server_busy", "too many large requests in progress; retry shortly",
-                              error_type="server_error") from None
+            log.warning(
+                "refusing a large request body: %d already in progress in this worker",
+                self.config.large_body_concurrency,
+            )
+            raise ClientError(
+                503,
+                "server_busy",
+                "too many large requests in progress; retry shortly",
+                error_type="server_error",
+            ) from None
 
-    async def _serve_whole(self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive,
-                           delay: float | None = None) -> None:
+    async def _serve_whole(
+        self, ex: Exchange, snapshot: Snapshot, key, raw_body: bytes, receive, delay: float | None = None
+    ) -> None:
         """A request served in this task. A non-stream one mostly answers within a second, so it
         pays only a timer: a disconnect watcher starts after ``watch_delay`` seconds and, when the
         client has gone, cancels this task (and with it the upstream call), recorded as
@@ -459,8 +523,11 @@ class ProxyApp:
         if self.draining:
             ready, reason = False, "shutting down"
         snap = self.holder.current
-        body = {"status": "ready" if ready else "not_ready", "reason": reason,
-                "config_version": snap.version if snap is not None else None}
+        body = {
+            "status": "ready" if ready else "not_ready",
+            "reason": reason,
+            "config_version": snap.version if snap is not None else None,
+        }
         await ex.send_json(200 if ready else 503, body)
 
     async def _other(self, scope, ex: Exchange, snapshot: Snapshot, headers, path: str) -> None:
@@ -470,6 +537,10 @@ class ProxyApp:
             raise ClientError(405, "method_not_allowed", f"{scope['method']} is not allowed on {path}")
         key = self.authenticate(headers, snapshot.keys_by_hash, time.time())
         if key is None:
-            raise ClientError(401, "unauthorized", "invalid or missing API key", error_type="authentication_error")
+            raise ClientError(
+                401, "unauthorized", "invalid or missing API key", error_type="authentication_error"
+            )
         ex.key = key
-        await ex.send_bytes(200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1:] or None)))
+        await ex.send_bytes(
+            200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1 :] or None))
+        )

@@ -40,9 +40,15 @@ class BreakerBoard:
 
     __slots__ = ("threshold", "window", "cooldown", "rate_limit_cooldown", "clock", "_entries", "mirror")
 
-    def __init__(self, *, threshold: int = FAILURE_THRESHOLD, window: float = WINDOW_SECONDS,
-                 cooldown: float = COOLDOWN_SECONDS, rate_limit_cooldown: float = RATE_LIMIT_COOLDOWN_SECONDS,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        threshold: int = FAILURE_THRESHOLD,
+        window: float = WINDOW_SECONDS,
+        cooldown: float = COOLDOWN_SECONDS,
+        rate_limit_cooldown: float = RATE_LIMIT_COOLDOWN_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.threshold = threshold
         self.window = window
         self.cooldown = cooldown
@@ -62,8 +68,15 @@ class BreakerBoard:
             return "closed"
         return "open" if entry.open_until > self.clock() else "half_open"
 
-    def record_failure(self, channel_id: int, *, rate_limited: bool = False, threshold: int | None = None,
-                       window: float | None = None, cooldown: float | None = None) -> bool:
+    def record_failure(
+        self,
+        channel_id: int,
+        *,
+        rate_limited: bool = False,
+        threshold: int | None = None,
+        window: float | None = None,
+        cooldown: float | None = None,
+    ) -> bool:
         """Count one transient failure; True when this failure opened the channel. ``threshold``,
         ``window`` and ``cooldown`` are the provider's own settings (None: the board's defaults)."""
         threshold = threshold or self.threshold
@@ -82,7 +95,9 @@ class BreakerBoard:
         # Half-open (cooldown over, no success since): one more failure re-opens at once.
         opened = bool(entry.open_until) or len(samples) >= threshold
         if opened:
-            entry.open_until = now + (self.rate_limit_cooldown if rate_limited else (cooldown or self.cooldown))
+            entry.open_until = now + (
+                self.rate_limit_cooldown if rate_limited else (cooldown or self.cooldown)
+            )
             entry.remote = False
             samples.clear()
             log.warning("circuit opened for channel %s for %.0f s", channel_id, entry.open_until - now)
@@ -191,7 +206,9 @@ class RedisMirror:
                 await self.client.hset(self.OPEN_KEY, str(channel_id), str(until))
                 await self.client.delete(key)
                 board.force_open(channel_id, until)
-        except Exception as exc:  # Redis down: a line, not a traceback per failure (each worker's own breaker holds)
+        except (
+            Exception
+        ) as exc:  # Redis down: a line, not a traceback per failure (each worker's own breaker holds)
             log.warning("could not share a breaker failure through Redis (%s: %s)", type(exc).__name__, exc)
 
     async def _success(self, channel_id: int) -> None:

@@ -73,4 +73,7 @@ class Call:
     def new_encoder(self, source_protocol: str | None) -> Any:
         """A stream encoder for the client's protocol."""
         return codec(self.ex.protocol).StreamEncoder(
-            EncodeContext(model=self.logical_model, source_protocol=source_protocol, include_usage=self.include_usage))
+            EncodeContext(
+                model=self.logical_model, source_protocol=source_protocol, include_usage=self.include_usage
+            )
+        )

@@ -80,7 +80,12 @@ class ExecutedRule:
     rule_id: int | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"scope": self.scope, "transform": self.transform, "phase": self.phase, "rule_id": self.rule_id}
+        return {
+            "scope": self.scope,
+            "transform": self.transform,
+            "phase": self.phase,
+            "rule_id": self.rule_id,
+        }
 
 
 def select(chains: list[tuple[CompiledRule, ...]], phase: str, logical_model: str) -> list[CompiledRule]:
@@ -107,8 +112,9 @@ class RuleTrace(Protocol):
     def step(self, phase: str, rule: CompiledRule | None, target: Request | Response) -> None: ...
 
 
-def run_request(rules: list[CompiledRule], req: Request, ctx: TransformContext,
-                trace: RuleTrace | None = None) -> list[ExecutedRule]:
+def run_request(
+    rules: list[CompiledRule], req: Request, ctx: TransformContext, trace: RuleTrace | None = None
+) -> list[ExecutedRule]:
     executed = []
     if trace is not None:
         trace.step("request", None, req)
@@ -129,8 +135,9 @@ async def _aguard(rule: CompiledRule, fn: Callable[..., Awaitable[Any]], *args: 
         raise TransformFailed(f"transform {rule.type_id} failed: {type(exc).__name__}") from exc
 
 
-async def _run_async(phase: str, rules: list[CompiledRule], target: Any, ctx: TransformContext,
-                     trace: RuleTrace | None) -> list[ExecutedRule]:
+async def _run_async(
+    phase: str, rules: list[CompiledRule], target: Any, ctx: TransformContext, trace: RuleTrace | None
+) -> list[ExecutedRule]:
     """Run a chain for ``phase``, awaiting a rule's async hook (``apply_<phase>_async``) where it
     has one, else calling its sync ``apply_<phase>``, each at its own position in the chain."""
     executed = []
@@ -163,8 +170,9 @@ async def run_response_async(
     return await _run_async("response", rules, resp, ctx, trace)
 
 
-def run_response(rules: list[CompiledRule], resp: Response, ctx: TransformContext,
-                 trace: RuleTrace | None = None) -> list[ExecutedRule]:
+def run_response(
+    rules: list[CompiledRule], resp: Response, ctx: TransformContext, trace: RuleTrace | None = None
+) -> list[ExecutedRule]:
     executed = []
     if trace is not None:
         trace.step("response", None, resp)

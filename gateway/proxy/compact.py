@@ -28,22 +28,39 @@ def _plan(body: dict[str, Any]) -> Planner:
         def translate(answer: dict[str, Any]) -> dict[str, Any]:
             return {**answer, "model": logical} if "model" in answer else answer
 
-        return Upstream(url=upstream_url(channel, COMPACT_PATH), body={**body, "model": upstream_model},
-                        headers=openai_headers(channel), translate=translate)
+        return Upstream(
+            url=upstream_url(channel, COMPACT_PATH),
+            body={**body, "model": upstream_model},
+            headers=openai_headers(channel),
+            translate=translate,
+        )
+
     return plan
 
 
-async def serve_compact(runtime: Any, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
+async def serve_compact(
+    runtime: Any, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes
+) -> None:
     """Answer one compaction request; every failure is an OpenAI (Responses) error."""
     try:
         body = parse_body(raw_body)
         if body.get("stream"):
             raise ClientError(400, "invalid_request", "/v1/responses/compact does not stream", param="stream")
         logical = logical_model_for(key, body["model"], snapshot)
-        answer = await forward(runtime, ex, snapshot, logical, _plan(body), unsupported=lambda: ClientError(
-            400, "compaction_not_supported",
-            f"model {logical!r} has no Responses upstream; /v1/responses/compact is served by Responses "
-            "upstreams only", param="model"))
+        answer = await forward(
+            runtime,
+            ex,
+            snapshot,
+            logical,
+            _plan(body),
+            unsupported=lambda: ClientError(
+                400,
+                "compaction_not_supported",
+                f"model {logical!r} has no Responses upstream; /v1/responses/compact is served by Responses "
+                "upstreams only",
+                param="model",
+            ),
+        )
         await ex.send_bytes(200, orjson.dumps(answer), JSON_CT)
     except Exception as exc:
         if not ex.headers_sent:

@@ -25,7 +25,10 @@ class ProxyConfig:
     breaker_rate_limit_cooldown_seconds: float = 15.0
     redis_url: str = ""  # shares breaker state and per-key limit counters between workers when set
     # proxies whose X-Forwarded-For is believed (the IP allow-list sees the client behind them)
-    trusted_proxies: tuple[IPNetwork, ...] = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+    trusted_proxies: tuple[IPNetwork, ...] = (
+        ipaddress.ip_network("127.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    )
     stream_first_byte_timeout: float = 0.0  # 0: the provider's request timeout
     stream_idle_timeout: float = 0.0  # 0: the global setting's upstream idle timeout
     stream_max_seconds: float = 1800.0  # 0: no cap

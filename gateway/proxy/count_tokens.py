@@ -40,8 +40,16 @@ log = logging.getLogger("gateway.proxy")
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MAX_COUNT_BODY = 64 * 1024
 # The parts of an encoded upstream body that are model input, per upstream protocol's spelling.
-_INPUT_FIELDS = ("messages", "system", "tools", "input", "instructions", "contents", "systemInstruction",
-                 "system_instruction")
+_INPUT_FIELDS = (
+    "messages",
+    "system",
+    "tools",
+    "input",
+    "instructions",
+    "contents",
+    "systemInstruction",
+    "system_instruction",
+)
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:
@@ -59,24 +67,39 @@ def estimate_tokens(body: dict[str, Any]) -> int:
     return math.ceil(size / 4)
 
 
-async def serve_count_tokens(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
+async def serve_count_tokens(
+    rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes
+) -> None:
     """Answer one count request; every failure is a Messages-shaped error."""
     try:
         call = decode_call(rt, ex, snapshot, key, raw_body)
         plan = candidates(snapshot, call.logical_model, rt.breaker)
         if plan is None:
-            raise ClientError(404, "model_not_found", f"Model not found: {call.logical_model}",
-                              error_type="not_found_error")
+            raise ClientError(
+                404, "model_not_found", f"Model not found: {call.logical_model}", error_type="not_found_error"
+            )
         first = next(((route, pairs[0]) for route, pairs in plan if pairs), None)
         if first is None:
-            raise ClientError(503, "no_healthy_upstream",
-                              f"No available upstream provider for model: {call.logical_model}",
-                              error_type="server_error")
+            raise ClientError(
+                503,
+                "no_healthy_upstream",
+                f"No available upstream provider for model: {call.logical_model}",
+                error_type="server_error",
+            )
         route, (channel, upstream_model) = first
-        att = build_attempt(call.fresh_request(), snapshot=snapshot, key=key, provider=route.provider,
-                            channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                            client_protocol=ex.protocol, client_stream=False, anthropic_beta=ex.anthropic_beta,
-                            hop=ex.hop)
+        att = build_attempt(
+            call.fresh_request(),
+            snapshot=snapshot,
+            key=key,
+            provider=route.provider,
+            channel=channel,
+            upstream_model=upstream_model,
+            logical_model=call.logical_model,
+            client_protocol=ex.protocol,
+            client_stream=False,
+            anthropic_beta=ex.anthropic_beta,
+            hop=ex.hop,
+        )
         counted = None
         if channel.protocol == "messages":
             counted = await _upstream_count(rt, ex, att)
@@ -101,12 +124,20 @@ async def _upstream_count(rt: Runtime, ex: Exchange, att) -> int | None:
     url = join_url(att.channel.base_url, path)
     t = time.perf_counter()
     try:
-        async with rt.client.post(url, orjson.dumps(body), headers, total=att.total_timeout,
-                                  connect=att.connect_timeout, sock_read=None) as resp:
+        async with rt.client.post(
+            url,
+            orjson.dumps(body),
+            headers,
+            total=att.total_timeout,
+            connect=att.connect_timeout,
+            sock_read=None,
+        ) as resp:
             status = resp.status
             data = await read_bounded(resp, MAX_COUNT_BODY)
     except (AttemptFailed, *TRANSPORT_ERRORS) as exc:
-        log.info("count_tokens upstream failed: channel=%s %s", att.channel.name, mask(repr(exc), att.secrets))
+        log.info(
+            "count_tokens upstream failed: channel=%s %s", att.channel.name, mask(repr(exc), att.secrets)
+        )
         return None
     finally:
         ex.upstream_wait += time.perf_counter() - t

@@ -22,7 +22,9 @@ def target(url: str) -> str:
     return f"{parts.hostname}:{port}"
 
 
-def describe_exception(exc: BaseException, url: str, total: float | None, connect: float | None = None) -> str:
+def describe_exception(
+    exc: BaseException, url: str, total: float | None, connect: float | None = None
+) -> str:
     """A transport exception as an error class plus the target."""
     where = target(url)
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
@@ -33,7 +35,11 @@ def describe_exception(exc: BaseException, url: str, total: float | None, connec
     low = text.lower()
     if isinstance(exc, ConnectionRefusedError) or "connect call failed" in low or "refused" in low:
         return f"connect refused {where}"
-    if isinstance(exc, aiohttp.ClientConnectorDNSError) or "name or service not known" in low or "getaddrinfo" in low:
+    if (
+        isinstance(exc, aiohttp.ClientConnectorDNSError)
+        or "name or service not known" in low
+        or "getaddrinfo" in low
+    ):
         return f"DNS lookup failed for {urlsplit(url).hostname}"
     if "ssl" in low or "certificate" in low:
         return f"TLS error talking to {where}"
@@ -42,8 +48,9 @@ def describe_exception(exc: BaseException, url: str, total: float | None, connec
     return f"{type(exc).__name__} talking to {where}"
 
 
-def describe_failure(failed: AttemptFailed, url: str, total: float | None, connect: float | None = None,
-                     body: object = None) -> str:
+def describe_failure(
+    failed: AttemptFailed, url: str, total: float | None, connect: float | None = None, body: object = None
+) -> str:
     """A failed attempt: the transport error behind it when there was one (kept as the
     exception's context by ``errors.transport_failure``), else its upstream status with an
     excerpt of the body, else its own message."""

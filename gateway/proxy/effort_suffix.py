@@ -69,7 +69,7 @@ def apply(req: Request, model: str, served: Container[str], suffixes: Suffixes =
 def validate_suffix_map(value: object) -> list[str]:
     """Problems with a configured suffix map (empty when valid), for the settings write path."""
     if not isinstance(value, dict):
-        return ["Must be an object mapping a suffix (e.g. \"-thinking\") to an effort."]
+        return ['Must be an object mapping a suffix (e.g. "-thinking") to an effort.']
     errors = []
     for suffix, effort in value.items():
         if not isinstance(suffix, str) or len(suffix) < 2 or suffix.strip() != suffix:

@@ -37,13 +37,15 @@ def _inputs(body: dict[str, Any]) -> list[str]:
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return value
-    raise ClientError(400, "invalid_request", "input must be a string or a non-empty array of strings",
-                      param="input")
+    raise ClientError(
+        400, "invalid_request", "input must be a string or a non-empty array of strings", param="input"
+    )
 
 
 def _float_list(values: Any) -> list[float]:
-    if not isinstance(values, list) or not all(isinstance(v, int | float) and not isinstance(v, bool)
-                                               for v in values):
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    ):
         raise ValueError("embedding values are not a list of numbers")
     return [float(v) for v in values]
 
@@ -66,8 +68,13 @@ def _openai_plan(body: dict[str, Any]) -> Planner:
                 raise ValueError("no data list")
             return {**answer, "model": logical}
 
-        return Upstream(url=upstream_url(channel, EMBEDDINGS_PATH), body={**body, "model": upstream_model},
-                        headers=openai_headers(channel), translate=translate)
+        return Upstream(
+            url=upstream_url(channel, EMBEDDINGS_PATH),
+            body={**body, "model": upstream_model},
+            headers=openai_headers(channel),
+            translate=translate,
+        )
+
     return plan
 
 
@@ -83,8 +90,9 @@ def _gemini_plan(body: dict[str, Any], inputs: list[str], estimated: list[bool])
         for ours, theirs in _GEMINI_FIELDS.items():
             if isinstance(body.get(ours), str):
                 options[theirs] = body[ours]
-        requests = [{"model": f"models/{name}", "content": {"parts": [{"text": text}]}, **options}
-                    for text in inputs]
+        requests = [
+            {"model": f"models/{name}", "content": {"parts": [{"text": text}]}, **options} for text in inputs
+        ]
         batch = isinstance(body.get("input"), list)
         path = f"/v1beta/models/{quote(name, safe='')}:{'batchEmbedContents' if batch else 'embedContent'}"
         wire = {"requests": requests} if batch else requests[0]
@@ -93,29 +101,39 @@ def _gemini_plan(body: dict[str, Any], inputs: list[str], estimated: list[bool])
             vectors = answer["embeddings"] if batch else [answer["embedding"]]
             if not isinstance(vectors, list) or len(vectors) != len(inputs):
                 raise ValueError("embedding count differs from the input count")
-            data = [{"object": "embedding", "index": i, "embedding": _encode(_float_list(v["values"]), encoding)}
-                    for i, v in enumerate(vectors)]
+            data = [
+                {"object": "embedding", "index": i, "embedding": _encode(_float_list(v["values"]), encoding)}
+                for i, v in enumerate(vectors)
+            ]
             estimated[0] = True
             tokens = sum(math.ceil(len(text) / 4) for text in inputs)
-            return {"object": "list", "data": data, "model": logical,
-                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+            return {
+                "object": "list",
+                "data": data,
+                "model": logical,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
 
         headers = {"content-type": "application/json", "accept": "application/json"}
         for hname, value in channel.extra_headers:
             headers[hname.lower()] = value
         headers["x-goog-api-key"] = channel.api_key
         return Upstream(url=upstream_url(channel, path), body=wire, headers=headers, translate=translate)
+
     return plan
 
 
-async def serve_embeddings(runtime: Any, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
+async def serve_embeddings(
+    runtime: Any, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes
+) -> None:
     """Answer one embeddings request in the OpenAI shape; every failure is an OpenAI error."""
     try:
         body = parse_body(raw_body)
         inputs = _inputs(body)
         if body.get("encoding_format") not in (None, "float", "base64"):
-            raise ClientError(400, "invalid_request", "encoding_format must be 'float' or 'base64'",
-                              param="encoding_format")
+            raise ClientError(
+                400, "invalid_request", "encoding_format must be 'float' or 'base64'", param="encoding_format"
+            )
         logical = logical_model_for(key, body["model"], snapshot)
         estimated = [False]
         openai_plan = _openai_plan(body)
@@ -125,8 +143,14 @@ async def serve_embeddings(runtime: Any, ex: Exchange, snapshot: Snapshot, key: 
             chosen = gemini_plan if channel.protocol == "gemini" else openai_plan
             return chosen(channel, upstream_model, logical_model)
 
-        answer = await forward(runtime, ex, snapshot, logical, plan,
-                               unsupported=lambda: ClientError(400, "invalid_request", "no embeddings upstream"))
+        answer = await forward(
+            runtime,
+            ex,
+            snapshot,
+            logical,
+            plan,
+            unsupported=lambda: ClientError(400, "invalid_request", "no embeddings upstream"),
+        )
         extra = ((b"x-gateway-token-count", b"estimated"),) if estimated[0] else ()
         await ex.send_bytes(200, orjson.dumps(answer), JSON_CT, extra_headers=extra)
     except Exception as exc:

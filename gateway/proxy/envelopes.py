@@ -48,8 +48,9 @@ class Envelope:
 def wrap(payload: str, provider_type: str, model: str, item_id: str | None) -> str:
     if payload.startswith(PREFIX):
         return payload  # never double-wrap
-    data = orjson.dumps({"v": 2, "provider_type": provider_type, "model": model, "item_id": item_id,
-                         "payload": payload})
+    data = orjson.dumps(
+        {"v": 2, "provider_type": provider_type, "model": model, "item_id": item_id, "payload": payload}
+    )
     return PREFIX + base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
@@ -57,7 +58,7 @@ def unwrap(value: Any) -> Envelope | None:
     """The envelope in ``value``, or None when it is not a well-formed ``mz2.`` envelope."""
     if not isinstance(value, str) or not value.startswith(PREFIX):
         return None
-    body = value[len(PREFIX):]
+    body = value[len(PREFIX) :]
     try:
         data = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
     except (binascii.Error, ValueError):
@@ -65,15 +66,23 @@ def unwrap(value: Any) -> Envelope | None:
     if not isinstance(data, dict) or data.get("v") != 2 or not isinstance(data.get("payload"), str):
         return None
     item_id = data.get("item_id")
-    return Envelope(str(data.get("provider_type")), str(data.get("model")),
-                    item_id if isinstance(item_id, str) else None, data["payload"])
+    return Envelope(
+        str(data.get("provider_type")),
+        str(data.get("model")),
+        item_id if isinstance(item_id, str) else None,
+        data["payload"],
+    )
 
 
 def unwrap_request(req: Request, provider_type: str, model: str) -> None:
     """Replay this upstream's own payloads; drop reasoning carrying another upstream's."""
     kept = []
     for node in req.input:
-        if isinstance(node, ReasoningNode) and isinstance(node.encrypted, str) and node.encrypted.startswith(PREFIX):
+        if (
+            isinstance(node, ReasoningNode)
+            and isinstance(node.encrypted, str)
+            and node.encrypted.startswith(PREFIX)
+        ):
             env = unwrap(node.encrypted)
             if env is None or env.provider_type != provider_type or env.model != model:
                 continue
@@ -139,5 +148,10 @@ class EnvelopeWrap:
 
 def rule(provider_type: str, model: str) -> CompiledRule:
     """The wrapping rule an attempt runs first in its response chain."""
-    return CompiledRule(rule_id=None, scope="api_key", phase="response", models=None,
-                        transform=EnvelopeWrap(provider_type, model))
+    return CompiledRule(
+        rule_id=None,
+        scope="api_key",
+        phase="response",
+        models=None,
+        transform=EnvelopeWrap(provider_type, model),
+    )

@@ -24,15 +24,28 @@ from gateway.urp import events as ev
 
 log = logging.getLogger("gateway.proxy")
 
-__all__ = ["ClientError", "error_body", "error_bytes", "mask", "safe_token", "describe_upstream_error",
-           "to_client_error", "exhausted", "from_stream_error", "masked_stream_error", "transport_failure", "status_failure",
-           "is_retryable_status"]
+__all__ = [
+    "ClientError",
+    "error_body",
+    "error_bytes",
+    "mask",
+    "safe_token",
+    "describe_upstream_error",
+    "to_client_error",
+    "exhausted",
+    "from_stream_error",
+    "masked_stream_error",
+    "transport_failure",
+    "status_failure",
+    "is_retryable_status",
+]
 
 
 def error_body(protocol: str, err: ClientError, request_id: str | None = None) -> dict[str, Any]:
     """The client codec's error envelope, plus upstream diagnostics and (Messages) the request id."""
-    body = codec(protocol).error_body(err.status, err.code, err.message, param=err.param,
-                                      error_type=err.error_type)
+    body = codec(protocol).error_body(
+        err.status, err.code, err.message, param=err.param, error_type=err.error_type
+    )
     inner = body.get("error")
     if err.upstream and isinstance(inner, dict):
         for k, v in err.upstream.items():
@@ -55,8 +68,10 @@ _IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
 _API_KEY = re.compile(r"(?i)(api[_-]?key\s*[:=]\s*)\S+")
 _BEARER = re.compile(r"(?i)(bearer\s+)\S+")
 _SECRETISH = re.compile(r"\b(?:sk|pk|rk|key)[-_][A-Za-z0-9_-]{12,}\b")
-_QUOTA = re.compile(r"(?i)insufficient_quota|rate_limit_exceeded|resource_exhausted|credit_balance_too_low|"
-                    r"quota exceeded|exceeded your current quota|billing_hard_limit|insufficient_balance")
+_QUOTA = re.compile(
+    r"(?i)insufficient_quota|rate_limit_exceeded|resource_exhausted|credit_balance_too_low|"
+    r"quota exceeded|exceeded your current quota|billing_hard_limit|insufficient_balance"
+)
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 QUOTA_TEXT = "upstream provider quota exceeded; please retry later or contact the operator"
 MAX_MESSAGE = 2048
@@ -86,8 +101,9 @@ def safe_token(value: Any) -> str | None:
     return None
 
 
-def describe_upstream_error(status: int, raw: bytes, secrets: tuple[str, ...] = ()
-                            ) -> tuple[str, str | None, str | None]:
+def describe_upstream_error(
+    status: int, raw: bytes, secrets: tuple[str, ...] = ()
+) -> tuple[str, str | None, str | None]:
     """(client-safe message, upstream code, upstream type) for a non-2xx upstream answer."""
     message = code = etype = None
     try:
@@ -113,6 +129,7 @@ def describe_upstream_error(status: int, raw: bytes, secrets: tuple[str, ...] = 
 
 # -- classifying failures ------------------------------------------------------------------------
 
+
 def is_retryable_status(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
@@ -126,7 +143,9 @@ def to_client_error(exc: Exception) -> ClientError:
     if isinstance(exc, TransformInitFailed):
         return ClientError(500, "transform_init_failed", str(exc), error_type="server_error")
     if isinstance(exc, TransformFailed):
-        return ClientError(500, "transform_apply_failed", f"transform apply failed: {exc}", error_type="server_error")
+        return ClientError(
+            500, "transform_apply_failed", f"transform apply failed: {exc}", error_type="server_error"
+        )
     if isinstance(exc, ProtocolError):
         return ClientError(400, "invalid_request", exc.message, param=exc.param)
     log.exception("unexpected error in the proxy", exc_info=exc)
@@ -146,15 +165,25 @@ def from_stream_error(se: ev.StreamError, secrets: tuple[str, ...] = ()) -> Atte
     status = se.status
     retryable = status is None or is_retryable_status(status)
     message = f"upstream stream error: {mask(se.message, secrets)}" if se.message else "upstream stream error"
-    return AttemptFailed(message, status=status, code=safe_token(se.code), error_type=safe_token(se.error_type),
-                         retryable=retryable, rate_limited=status == 429)
+    return AttemptFailed(
+        message,
+        status=status,
+        code=safe_token(se.code),
+        error_type=safe_token(se.error_type),
+        retryable=retryable,
+        rate_limited=status == 429,
+    )
 
 
 def masked_stream_error(se: ev.StreamError, secrets: tuple[str, ...]) -> ev.StreamError:
     """An upstream's mid-stream error event made safe to relay: message masked, code and type
     only when enum-shaped, no upstream extras (they are upstream text too)."""
-    return ev.StreamError(message=mask(se.message or "upstream stream error", secrets), code=safe_token(se.code),
-                          error_type=safe_token(se.error_type), status=se.status)
+    return ev.StreamError(
+        message=mask(se.message or "upstream stream error", secrets),
+        code=safe_token(se.code),
+        error_type=safe_token(se.error_type),
+        status=se.status,
+    )
 
 
 def transport_failure(exc: BaseException, secrets: tuple[str, ...] = ()) -> AttemptFailed:
@@ -164,17 +193,30 @@ def transport_failure(exc: BaseException, secrets: tuple[str, ...] = ()) -> Atte
     detail = mask(repr(exc), secrets)
     refused = exc if isinstance(exc, AddressRefused) else getattr(exc, "os_error", None)
     if isinstance(refused, AddressRefused):  # guard_channel_urls is on and refused this channel
-        return AttemptFailed(f"channel address refused by guard_channel_urls: {mask(str(refused), secrets)}",
-                             code="upstream_address_refused", detail=detail)
+        return AttemptFailed(
+            f"channel address refused by guard_channel_urls: {mask(str(refused), secrets)}",
+            code="upstream_address_refused",
+            detail=detail,
+        )
     if isinstance(exc, TimeoutError):
-        return AttemptFailed("upstream request timed out", code="upstream_timeout", retryable=True, detail=detail)
+        return AttemptFailed(
+            "upstream request timed out", code="upstream_timeout", retryable=True, detail=detail
+        )
     return AttemptFailed("failed to request upstream", code="upstream_error", retryable=True, detail=detail)
 
 
-def status_failure(status: int, data: bytes, secrets: tuple[str, ...], retry_after: str | None = None) -> AttemptFailed:
+def status_failure(
+    status: int, data: bytes, secrets: tuple[str, ...], retry_after: str | None = None
+) -> AttemptFailed:
     from .failure import retry_after_value
 
     message, code, etype = describe_upstream_error(status, data, secrets)
-    return AttemptFailed(message, status=status, code=code, error_type=etype,
-                         retryable=is_retryable_status(status), rate_limited=status == 429,
-                         retry_after=retry_after_value(retry_after))
+    return AttemptFailed(
+        message,
+        status=status,
+        code=code,
+        error_type=etype,
+        retryable=is_retryable_status(status),
+        rate_limited=status == 429,
+        retry_after=retry_after_value(retry_after),
+    )

@@ -15,12 +15,21 @@ from .errors import ClientError, error_bytes
 from .recorder import NULL_RECORDER, Recorder
 
 JSON_CT = b"application/json"
-SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-               (b"x-accel-buffering", b"no")]
-_WANTED = {b"authorization": "authorization", b"x-api-key": "x-api-key", b"x-request-id": "x-request-id",
-           b"content-length": "content-length", b"anthropic-beta": "anthropic-beta",
-           b"content-type": "content-type", b"x-goog-api-key": "x-goog-api-key",
-           b"x-monogate-hop": "x-monogate-hop"}  # the loop guard (loopguard.HOP_HEADER)
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_WANTED = {
+    b"authorization": "authorization",
+    b"x-api-key": "x-api-key",
+    b"x-request-id": "x-request-id",
+    b"content-length": "content-length",
+    b"anthropic-beta": "anthropic-beta",
+    b"content-type": "content-type",
+    b"x-goog-api-key": "x-goog-api-key",
+    b"x-monogate-hop": "x-monogate-hop",
+}  # the loop guard (loopguard.HOP_HEADER)
 
 
 class ClientGone(Exception):
@@ -118,9 +127,30 @@ class Exchange:
     """One client request/response. ``upstream_wait`` accumulates the seconds spent waiting on
     upstreams, so ``overhead_ms`` is the gateway's own time."""
 
-    __slots__ = ("send", "protocol", "request_id", "t0", "upstream_wait", "headers_sent", "data_sent",
-                 "finished", "status", "lock", "last_write", "encoder", "recorder", "anthropic_beta", "hop",
-                 "client", "client_request_id", "client_gone", "endpoint", "key", "error", "recorded")
+    __slots__ = (
+        "send",
+        "protocol",
+        "request_id",
+        "t0",
+        "upstream_wait",
+        "headers_sent",
+        "data_sent",
+        "finished",
+        "status",
+        "lock",
+        "last_write",
+        "encoder",
+        "recorder",
+        "anthropic_beta",
+        "hop",
+        "client",
+        "client_request_id",
+        "client_gone",
+        "endpoint",
+        "key",
+        "error",
+        "recorded",
+    )
 
     def __init__(self, send, protocol: str, request_id: str, t0: float) -> None:
         self.send = send
@@ -135,7 +165,9 @@ class Exchange:
         # request's identity is ``request_id``, always the gateway's own (issue 13: a client-chosen
         # id could collide with another key's capture or craft the viewer's links).
         self.client_request_id: str | None = None
-        self.hop: str | None = None  # the loop-guard header value to send upstream (``gateway.proxy.loopguard``)
+        self.hop: str | None = (
+            None  # the loop-guard header value to send upstream (``gateway.proxy.loopguard``)
+        )
         self.client_gone = False  # the client disconnected and its request was cancelled
         self.headers_sent = False
         self.data_sent = False  # protocol data (not a keep-alive) reached the client
@@ -168,8 +200,13 @@ class Exchange:
         headers.append((b"x-gateway-overhead-ms", b"%.3f" % self.overhead_ms()))
         return headers
 
-    async def send_bytes(self, status: int, body: bytes, content_type: bytes = JSON_CT,
-                         extra_headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    async def send_bytes(
+        self,
+        status: int,
+        body: bytes,
+        content_type: bytes = JSON_CT,
+        extra_headers: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> None:
         self.status = status
         self.headers_sent = True
         self.recorder.on_client_response(status, body)
@@ -196,7 +233,13 @@ class Exchange:
         if not self.headers_sent:
             self.headers_sent = True
             self.status = 200
-            await self.send({"type": "http.response.start", "status": 200, "headers": self.response_headers(None, sse=True)})
+            await self.send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": self.response_headers(None, sse=True),
+                }
+            )
 
     async def write(self, data: bytes, *, is_data: bool = True) -> None:
         """Send SSE bytes, committing the 200 SSE response first if needed."""

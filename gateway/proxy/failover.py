@@ -32,10 +32,12 @@ async def route(call: Call, run_one: RunOne) -> None:
     answered or raises AttemptFailed while nothing reached the client."""
     plan = candidates(call.snapshot, call.logical_model, call.rt.breaker)
     if plan is None:
-        raise ClientError(404, "model_not_found", f"Model not found: {call.logical_model}",
-                          error_type="not_found_error")
-    plan, sticky = await affinity.choose(call.rt.affinity, call.snapshot, call.key.id, call.logical_model,
-                                         call.req, plan)
+        raise ClientError(
+            404, "model_not_found", f"Model not found: {call.logical_model}", error_type="not_found_error"
+        )
+    plan, sticky = await affinity.choose(
+        call.rt.affinity, call.snapshot, call.key.id, call.logical_model, call.req, plan
+    )
     last: AttemptFailed | None = None
     for route_, channels in plan:
         provider = route_.provider
@@ -59,16 +61,31 @@ async def route(call: Call, run_one: RunOne) -> None:
     raise exhausted(last, call.logical_model)
 
 
-async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel: ChannelSnap,
-                   upstream_model: str, sticky: affinity.Decision | None = None) -> AttemptFailed | None:
+async def _attempt(
+    call: Call,
+    run_one: RunOne,
+    provider: ProviderSnap,
+    channel: ChannelSnap,
+    upstream_model: str,
+    sticky: affinity.Decision | None = None,
+) -> AttemptFailed | None:
     """One attempt; None when it answered the client, its failure when the loop may go on.
     Rule and encoder errors (from ``build_attempt`` or the response path) propagate: they stop
     routing."""
-    att = await build_attempt_async(call.fresh_request(), snapshot=call.snapshot, key=call.key, provider=provider,
-                                    channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                                    client_protocol=call.ex.protocol, client_stream=call.client_stream,
-                                    anthropic_beta=call.ex.anthropic_beta, trace=call.rec.rule_trace(),
-                                    hop=call.ex.hop)
+    att = await build_attempt_async(
+        call.fresh_request(),
+        snapshot=call.snapshot,
+        key=call.key,
+        provider=provider,
+        channel=channel,
+        upstream_model=upstream_model,
+        logical_model=call.logical_model,
+        client_protocol=call.ex.protocol,
+        client_stream=call.client_stream,
+        anthropic_beta=call.ex.anthropic_beta,
+        trace=call.rec.rule_trace(),
+        hop=call.ex.hop,
+    )
     if sticky is not None:
         att.affinity = sticky.as_capture(provider.id, channel.id)
     rec = call.rec
@@ -78,8 +95,14 @@ async def _attempt(call: Call, run_one: RunOne, provider: ProviderSnap, channel:
         await run_one(call, att)
     except AttemptFailed as failed:
         rec.on_attempt_failed(att, failed, t)
-        log.info("attempt failed: provider=%s channel=%s status=%s code=%s %s",
-                 provider.name, channel.name, failed.status, failed.code, failed.detail or failed.message)
+        log.info(
+            "attempt failed: provider=%s channel=%s status=%s code=%s %s",
+            provider.name,
+            channel.name,
+            failed.status,
+            failed.code,
+            failed.detail or failed.message,
+        )
         return failed
     rec.on_attempt_done(att, t)
     affinity.served(call.rt.affinity, sticky, att, responses_state=call.ex.protocol == "responses")
@@ -91,7 +114,11 @@ def _keep_channel(call: Call, provider: ProviderSnap, channel: ChannelSnap, fail
     its circuit breaker."""
     opened = False
     if failed.retryable and provider.circuit_breaker_enabled:
-        opened = call.rt.breaker.record_failure(channel.id, rate_limited=failed.rate_limited,
-                                                threshold=provider.breaker_failures, window=provider.breaker_window,
-                                                cooldown=provider.breaker_cooldown)
+        opened = call.rt.breaker.record_failure(
+            channel.id,
+            rate_limited=failed.rate_limited,
+            threshold=provider.breaker_failures,
+            window=provider.breaker_window,
+            cooldown=provider.breaker_cooldown,
+        )
     return failed.retryable and not opened

@@ -34,17 +34,30 @@ def retry_after_value(value: str | None) -> str | None:
 def exhausted(last: AttemptFailed | None, logical_model: str) -> ClientError:
     """The client error after the route ran out of attempts (``last`` is the final failure)."""
     if last is None:
-        return ClientError(503, "no_healthy_upstream", f"No available upstream provider for model: {logical_model}",
-                           error_type="server_error")
-    upstream = {"upstream_status": last.status, "upstream_code": safe_token(last.code),
-                "upstream_type": safe_token(last.error_type)}
+        return ClientError(
+            503,
+            "no_healthy_upstream",
+            f"No available upstream provider for model: {logical_model}",
+            error_type="server_error",
+        )
+    upstream = {
+        "upstream_status": last.status,
+        "upstream_code": safe_token(last.code),
+        "upstream_type": safe_token(last.error_type),
+    }
     message = f"All upstream attempts failed for model: {logical_model}. Last error: {last.message}"
     if last.status in CLIENT_ATTRIBUTABLE:
         headers: tuple[tuple[bytes, bytes], ...] = ()
         if last.status == 429 and last.retry_after:
             headers = ((b"retry-after", last.retry_after.encode("ascii")),)
         default_code = "rate_limit_exceeded" if last.status == 429 else "upstream_error"
-        return ClientError(last.status, safe_token(last.code) or default_code, message, upstream=upstream,
-                           headers=headers)
-    return ClientError(502, safe_token(last.code) or "upstream_error", message, error_type="upstream_error",
-                       upstream=upstream)
+        return ClientError(
+            last.status, safe_token(last.code) or default_code, message, upstream=upstream, headers=headers
+        )
+    return ClientError(
+        502,
+        safe_token(last.code) or "upstream_error",
+        message,
+        error_type="upstream_error",
+        upstream=upstream,
+    )

@@ -66,8 +66,12 @@ def parse_body(raw_body: bytes) -> dict[str, Any]:
 def logical_model_for(key: KeySnap, model: str, snapshot: Snapshot) -> str:
     logical = resolve_logical_model(key, model, snapshot.settings.redirects)
     if not model_allowed(key, logical):
-        raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
-                          error_type="permission_error")
+        raise ClientError(
+            403,
+            "model_not_allowed",
+            f"model {logical!r} is not allowed for this API key",
+            error_type="permission_error",
+        )
     return logical
 
 
@@ -81,8 +85,15 @@ def openai_headers(channel: ChannelSnap) -> dict[str, str]:
     return headers
 
 
-async def forward(runtime: Any, ex: Exchange, snapshot: Snapshot, logical: str, plan_call: Planner,
-                  *, unsupported: Callable[[], ClientError]) -> dict[str, Any]:
+async def forward(
+    runtime: Any,
+    ex: Exchange,
+    snapshot: Snapshot,
+    logical: str,
+    plan_call: Planner,
+    *,
+    unsupported: Callable[[], ClientError],
+) -> dict[str, Any]:
     """Route one forwarded call and return the translated 200 answer. Raises ClientError."""
     plan = candidates(snapshot, logical, runtime.breaker)
     if plan is None:
@@ -99,8 +110,12 @@ async def forward(runtime: Any, ex: Exchange, snapshot: Snapshot, logical: str, 
                 answer = await _post(runtime, ex, snapshot, route.provider, channel, call)
             except AttemptFailed as failed:
                 last = failed
-                log.info("forward attempt failed: channel=%s status=%s %s", channel.name, failed.status,
-                         failed.detail or failed.message)
+                log.info(
+                    "forward attempt failed: channel=%s status=%s %s",
+                    channel.name,
+                    failed.status,
+                    failed.detail or failed.message,
+                )
                 if failed.retryable and route.provider.circuit_breaker_enabled:
                     runtime.breaker.record_failure(channel.id, rate_limited=failed.rate_limited)
                 continue
@@ -114,40 +129,59 @@ async def forward(runtime: Any, ex: Exchange, snapshot: Snapshot, logical: str, 
     raise exhausted(last, logical)
 
 
-async def _post(runtime: Any, ex: Exchange, snapshot: Snapshot, provider: Any, channel: ChannelSnap,
-                call: Upstream) -> dict[str, Any]:
+async def _post(
+    runtime: Any, ex: Exchange, snapshot: Snapshot, provider: Any, channel: ChannelSnap, call: Upstream
+) -> dict[str, Any]:
     total = provider.request_timeout or snapshot.settings.request_timeout
     headers = call.headers
     if ex.hop:
         headers = {**headers, HOP_HEADER: ex.hop}  # last, as for generations: the loop guard
     t = time.perf_counter()
     try:
-        async with runtime.client.post(call.url, orjson.dumps(call.body), headers, total=total,
-                                       connect=snapshot.settings.connect_timeout, sock_read=None) as resp:
+        async with runtime.client.post(
+            call.url,
+            orjson.dumps(call.body),
+            headers,
+            total=total,
+            connect=snapshot.settings.connect_timeout,
+            sock_read=None,
+        ) as resp:
             status = resp.status
             retry_after = resp.headers.get("retry-after") if status == 429 else None
             data = await read_bounded(resp, MAX_FORWARD_RESPONSE)
     except TRANSPORT_ERRORS as exc:
-        raise AttemptFailed("failed to request upstream", code="upstream_error", retryable=True,
-                            detail=repr(exc)) from None
+        raise AttemptFailed(
+            "failed to request upstream", code="upstream_error", retryable=True, detail=repr(exc)
+        ) from None
     finally:
         ex.upstream_wait += time.perf_counter() - t
     if status >= 300:
         message, code, etype = describe_upstream_error(status, data, (channel.api_key,))
-        raise AttemptFailed(message, status=status, code=code, error_type=etype,
-                            retryable=is_retryable_status(status), rate_limited=status == 429,
-                            retry_after=retry_after_value(retry_after))
+        raise AttemptFailed(
+            message,
+            status=status,
+            code=code,
+            error_type=etype,
+            retryable=is_retryable_status(status),
+            rate_limited=status == 429,
+            retry_after=retry_after_value(retry_after),
+        )
     try:
         body = orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise AttemptFailed("upstream returned a body that is not JSON", code="invalid_upstream_response") from None
+        raise AttemptFailed(
+            "upstream returned a body that is not JSON", code="invalid_upstream_response"
+        ) from None
     if not isinstance(body, dict):
-        raise AttemptFailed("upstream returned a body that is not a JSON object", code="invalid_upstream_response")
+        raise AttemptFailed(
+            "upstream returned a body that is not a JSON object", code="invalid_upstream_response"
+        )
     try:
         return call.translate(body)
     except (KeyError, TypeError, ValueError) as exc:
-        raise AttemptFailed(f"upstream answer has an unexpected shape: {type(exc).__name__}",
-                            code="invalid_upstream_response") from None
+        raise AttemptFailed(
+            f"upstream answer has an unexpected shape: {type(exc).__name__}", code="invalid_upstream_response"
+        ) from None
 
 
 def upstream_url(channel: ChannelSnap, path: str) -> str:

@@ -26,8 +26,10 @@ from .routing import candidates
 from .serve import decode_call
 from .snapshot import KeySnap, Snapshot
 
-GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/([^/:]+(?:/[^/:]+)*):"
-                         r"(generateContent|streamGenerateContent|countTokens)$")
+GEMINI_PATH = re.compile(
+    r"^/(?:v1beta|v1|v1alpha)/models/([^/:]+(?:/[^/:]+)*):"
+    r"(generateContent|streamGenerateContent|countTokens)$"
+)
 
 
 def gemini_route(path: str) -> tuple[str, str] | None:
@@ -68,7 +70,9 @@ def gemini_body(raw_body: bytes, model: str, method: str) -> bytes:
     return orjson.dumps(body)
 
 
-async def serve_gemini_count(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
+async def serve_gemini_count(
+    rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes
+) -> None:
     try:
         call = decode_call(rt, ex, snapshot, key, raw_body)
         plan = candidates(snapshot, call.logical_model, rt.breaker)
@@ -76,17 +80,31 @@ async def serve_gemini_count(rt: Runtime, ex: Exchange, snapshot: Snapshot, key:
             raise ClientError(404, "model_not_found", f"Model not found: {call.logical_model}")
         first = next(((route, pairs[0]) for route, pairs in plan if pairs), None)
         if first is None:
-            raise ClientError(503, "no_healthy_upstream",
-                              f"No available upstream provider for model: {call.logical_model}")
+            raise ClientError(
+                503, "no_healthy_upstream", f"No available upstream provider for model: {call.logical_model}"
+            )
         route, (channel, upstream_model) = first
-        att = build_attempt(call.fresh_request(), snapshot=snapshot, key=key, provider=route.provider,
-                            channel=channel, upstream_model=upstream_model, logical_model=call.logical_model,
-                            client_protocol=ex.protocol, client_stream=False, hop=ex.hop)
+        att = build_attempt(
+            call.fresh_request(),
+            snapshot=snapshot,
+            key=key,
+            provider=route.provider,
+            channel=channel,
+            upstream_model=upstream_model,
+            logical_model=call.logical_model,
+            client_protocol=ex.protocol,
+            client_stream=False,
+            hop=ex.hop,
+        )
         counted: Any = await _upstream_count(rt, ex, att) if channel.protocol == "messages" else None
         source = b"upstream" if counted is not None else b"estimated"
         total = counted if counted is not None else estimate_tokens(att.body)
-        await ex.send_bytes(200, orjson.dumps({"totalTokens": total}), JSON_CT,
-                            extra_headers=((b"x-gateway-token-count", source),))
+        await ex.send_bytes(
+            200,
+            orjson.dumps({"totalTokens": total}),
+            JSON_CT,
+            extra_headers=((b"x-gateway-token-count", source),),
+        )
     except Exception as exc:
         if not ex.headers_sent:
             await ex.send_error(to_client_error(exc))

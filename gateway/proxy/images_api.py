@@ -51,8 +51,18 @@ MAX_N = 10
 MAX_IMAGES = 16
 MAX_IMAGE_BYTES = 50 * 1024 * 1024  # per uploaded file, OpenAI's gpt-image limit
 # Passed to the upstream as request extras (the openai_image codec whitelists them again).
-OPTION_FIELDS = ("size", "quality", "background", "output_format", "output_compression", "moderation", "style",
-                 "response_format", "user", "input_fidelity")
+OPTION_FIELDS = (
+    "size",
+    "quality",
+    "background",
+    "output_format",
+    "output_compression",
+    "moderation",
+    "style",
+    "response_format",
+    "user",
+    "input_fidelity",
+)
 _SNIFF = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"RIFF": "image/webp", b"GIF8": "image/gif"}
 
 
@@ -67,11 +77,18 @@ class ImagesJob:
 
     def request(self) -> Request:
         nodes: list[Any] = [TextNode(role="user", content=self.prompt)]
-        nodes += [ImageNode(role="user", source=MediaSource(kind="base64", media_type=mt, data=data))
-                  for mt, data in self.images]
+        nodes += [
+            ImageNode(role="user", source=MediaSource(kind="base64", media_type=mt, data=data))
+            for mt, data in self.images
+        ]
         if self.mask is not None:
-            nodes.append(ImageNode(role="user", id=MASK_NODE_ID,
-                                   source=MediaSource(kind="base64", media_type=self.mask[0], data=self.mask[1])))
+            nodes.append(
+                ImageNode(
+                    role="user",
+                    id=MASK_NODE_ID,
+                    source=MediaSource(kind="base64", media_type=self.mask[0], data=self.mask[1]),
+                )
+            )
         # Typed image options (an internal marker, so they survive cross-protocol clean-up): the
         # openai_image codec sends them, image_enable_openai_generation_tool projects them into the
         # Responses image tool.
@@ -110,8 +127,11 @@ def _common(fields: dict[str, Any]) -> ImagesJob:
     if stream is True or (isinstance(stream, str) and stream.lower() == "true"):
         raise _bad("streaming image generation is not supported by this gateway", "stream")
     options = {k: fields[k] for k in OPTION_FIELDS if fields.get(k) is not None}
-    if "output_compression" in options and isinstance(options["output_compression"], str) and \
-            options["output_compression"].isdigit():
+    if (
+        "output_compression" in options
+        and isinstance(options["output_compression"], str)
+        and options["output_compression"].isdigit()
+    ):
         options["output_compression"] = int(options["output_compression"])
     return ImagesJob(model=model, prompt=prompt, n=n, options=options)
 
@@ -216,7 +236,9 @@ def images_body(responses: list[Response]) -> dict[str, Any]:
                 item["revised_prompt"] = node.extra["revised_prompt"]
             data.append(item)
     if not data:
-        raise ClientError(502, "upstream_no_image", "the upstream answered without an image", error_type="upstream_error")
+        raise ClientError(
+            502, "upstream_no_image", "the upstream answered without an image", error_type="upstream_error"
+        )
     body: dict[str, Any] = {"created": int(time.time()), "data": data}
     usages = [r.usage for r in responses if r.usage is not None]
     if usages:
@@ -226,43 +248,77 @@ def images_body(responses: list[Response]) -> dict[str, Any]:
     return body
 
 
-async def serve_images(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes,
-                       content_type: str, path: str) -> None:
+async def _parse_job(raw_body: bytes, content_type: str, path: str) -> ImagesJob:
+    """The request's job: an edit's multipart body is parsed in the image pool, a generation's
+    JSON here; a client error raises ``ClientError``."""
+    if path == EDITS_PATH:
+        parsed = await pool.run(parse_edits_in_pool, raw_body, content_type)
+        if isinstance(parsed, tuple):
+            status, code, message, param = parsed
+            raise ClientError(status, code, message, param=param)
+        job = parsed
+    else:
+        job = parse_generations(raw_body)
+    return job
+
+
+async def _run_calls(calls: list[ImagesCall], *, concurrently: bool) -> None:
+    """Run the ``n`` sub-requests, all at once or (for a recorded request) one after the other;
+    the first failure is raised."""
+    if concurrently:
+        results = await asyncio.gather(*(route(c, _run_one) for c in calls), return_exceptions=True)
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
+    else:
+        for c in calls:
+            await route(c, _run_one)
+
+
+async def serve_images(
+    rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, content_type: str, path: str
+) -> None:
     """Answer one Images API request; every failure in OpenAI's error shape.
 
     The ``n`` sub-requests run concurrently, except when the request is recorded: recorders see
     attempts one after the other (``Recorder`` contract), so recorded requests run them in turn."""
     # Recorders get a JSON stand-in for a multipart body, then the parsed job's summary.
-    head = raw_body if path == GENERATIONS_PATH else orjson.dumps(
-        {"multipart": True, "content_type": content_type[:200], "bytes": len(raw_body)})
+    head = (
+        raw_body
+        if path == GENERATIONS_PATH
+        else orjson.dumps({"multipart": True, "content_type": content_type[:200], "bytes": len(raw_body)})
+    )
     rec = rt.recorders.start(ex, snapshot, key, head)
     ex.recorder = rec
     error_text = None
     try:
-        if path == EDITS_PATH:
-            parsed = await pool.run(parse_edits_in_pool, raw_body, content_type)
-            if isinstance(parsed, tuple):
-                status, code, message, param = parsed
-                raise ClientError(status, code, message, param=param)
-            job = parsed
-        else:
-            job = parse_generations(raw_body)
+        job = await _parse_job(raw_body, content_type, path)
         rec.on_request_body(orjson.dumps(job.summary()))
         logical = resolve_logical_model(key, job.model)
         if not model_allowed(key, logical):
-            raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
-                              error_type="permission_error")
-        calls = [ImagesCall(rt=rt, ex=ex, snapshot=snapshot, key=key, req=None, logical_model=logical,
-                            client_stream=False, include_usage=True, rec=rec, job=job) for _ in range(job.n)]
+            raise ClientError(
+                403,
+                "model_not_allowed",
+                f"model {logical!r} is not allowed for this API key",
+                error_type="permission_error",
+            )
+        calls = [
+            ImagesCall(
+                rt=rt,
+                ex=ex,
+                snapshot=snapshot,
+                key=key,
+                req=None,
+                logical_model=logical,
+                client_stream=False,
+                include_usage=True,
+                rec=rec,
+                job=job,
+            )
+            for _ in range(job.n)
+        ]
         rec.on_request_decoded(calls[0])
-        if rec is NULL_RECORDER:
-            results = await asyncio.gather(*(route(c, _run_one) for c in calls), return_exceptions=True)
-            for res in results:
-                if isinstance(res, BaseException):
-                    raise res
-        else:
-            for c in calls:
-                await route(c, _run_one)
+        await _run_calls(calls, concurrently=rec is NULL_RECORDER)
         body = images_body([c.result for c in calls if c.result is not None])
         await ex.send_bytes(200, orjson.dumps(body))
     except Exception as exc:

@@ -64,16 +64,29 @@ class KeyLimits:
 NANO = Decimal(10**9)
 
 
-def parse_limits(limits: Mapping[str, Any] | None, ip_allow: list[str] | None, *, spent_day: str = "",
-                 spent_today: int = 0, spent_total: int = 0) -> KeyLimits | None:
+def parse_limits(
+    limits: Mapping[str, Any] | None,
+    ip_allow: list[str] | None,
+    *,
+    spent_day: str = "",
+    spent_today: int = 0,
+    spent_total: int = 0,
+) -> KeyLimits | None:
     """The snapshot's form of an API key's stored ``limits`` and ``ip_allow``; None when neither
     limits anything."""
     limits = limits or {}
     nets = tuple(ipaddress.ip_network(str(n), strict=False) for n in ip_allow or ())
-    parsed = KeyLimits(rpm=limits.get("rpm") or None, tpm=limits.get("tpm") or None,
-                       concurrency=limits.get("concurrency") or None,
-                       daily_spend=_nano(limits.get("daily_spend")), total_spend=_nano(limits.get("total_spend")),
-                       ip_allow=nets, spent_day=spent_day, spent_today=spent_today, spent_total=spent_total)
+    parsed = KeyLimits(
+        rpm=limits.get("rpm") or None,
+        tpm=limits.get("tpm") or None,
+        concurrency=limits.get("concurrency") or None,
+        daily_spend=_nano(limits.get("daily_spend")),
+        total_spend=_nano(limits.get("total_spend")),
+        ip_allow=nets,
+        spent_day=spent_day,
+        spent_today=spent_today,
+        spent_total=spent_total,
+    )
     return parsed if parsed.counted or parsed.ip_allow else None
 
 
@@ -127,14 +140,30 @@ def refusal(kind: str, limit: int, retry_after: int) -> ClientError:
     spend caps (the reference's codes)."""
     if kind in ("daily_spend", "total_spend"):
         usd = format((Decimal(limit) / NANO).normalize(), "f")
-        code, what = (("api_key_daily_limit_reached", f"its daily spend cap of ${usd} (UTC day)")
-                      if kind == "daily_spend" else ("api_key_spend_limit_reached", f"its total spend cap of ${usd}"))
-        return ClientError(402, code, f"this API key has reached {what}", error_type="permission_error",
-                           headers=((b"retry-after", str(retry_after).encode()),) if kind == "daily_spend" else ())
-    what = {"rpm": f"{limit} requests per minute", "tpm": f"{limit} tokens per minute",
-            "concurrency": f"{limit} concurrent requests"}[kind]
-    return ClientError(429, "rate_limit_exceeded", f"this API key is limited to {what}; retry in {retry_after} s",
-                       error_type="rate_limit_error", headers=((b"retry-after", str(retry_after).encode()),))
+        code, what = (
+            ("api_key_daily_limit_reached", f"its daily spend cap of ${usd} (UTC day)")
+            if kind == "daily_spend"
+            else ("api_key_spend_limit_reached", f"its total spend cap of ${usd}")
+        )
+        return ClientError(
+            402,
+            code,
+            f"this API key has reached {what}",
+            error_type="permission_error",
+            headers=((b"retry-after", str(retry_after).encode()),) if kind == "daily_spend" else (),
+        )
+    what = {
+        "rpm": f"{limit} requests per minute",
+        "tpm": f"{limit} tokens per minute",
+        "concurrency": f"{limit} concurrent requests",
+    }[kind]
+    return ClientError(
+        429,
+        "rate_limit_exceeded",
+        f"this API key is limited to {what}; retry in {retry_after} s",
+        error_type="rate_limit_error",
+        headers=((b"retry-after", str(retry_after).encode()),),
+    )
 
 
 def _retry_after(now: float) -> int:
@@ -240,9 +269,13 @@ class RedisLimiter:
 
     def _keys(self, key_id: int, now: float) -> list[str]:
         window = int(now // WINDOW)
-        return [f"{self.prefix}:{key_id}:r:{window}", f"{self.prefix}:{key_id}:t:{window}",
-                f"{self.prefix}:{key_id}:active", f"{self.prefix}:{key_id}:spend:{utc_day(now)}",
-                f"{self.prefix}:{key_id}:spend:total"]
+        return [
+            f"{self.prefix}:{key_id}:r:{window}",
+            f"{self.prefix}:{key_id}:t:{window}",
+            f"{self.prefix}:{key_id}:active",
+            f"{self.prefix}:{key_id}:spend:{utc_day(now)}",
+            f"{self.prefix}:{key_id}:spend:total",
+        ]
 
     def _failed(self, exc: Exception) -> None:
         if time.monotonic() >= self.down_until:
@@ -254,9 +287,20 @@ class RedisLimiter:
             return await self.local.admit(key_id, limits, now)
         try:
             day_base = limits.spent_today if limits.spent_day == utc_day(now) else 0
-            kind, seconds = await self.script(keys=self._keys(key_id, now), args=[
-                limits.rpm or 0, limits.tpm or 0, limits.concurrency or 0, WINDOW + 5, CONCURRENCY_TTL,
-                limits.daily_spend or 0, limits.total_spend or 0, day_base, limits.spent_total])
+            kind, seconds = await self.script(
+                keys=self._keys(key_id, now),
+                args=[
+                    limits.rpm or 0,
+                    limits.tpm or 0,
+                    limits.concurrency or 0,
+                    WINDOW + 5,
+                    CONCURRENCY_TTL,
+                    limits.daily_spend or 0,
+                    limits.total_spend or 0,
+                    day_base,
+                    limits.spent_total,
+                ],
+            )
         except Exception as exc:  # Redis down or slow: never fail the client for it
             self._failed(exc)
             return await self.local.admit(key_id, limits, now)
@@ -332,8 +376,10 @@ class UsageTap(Recorder):
         ``input_tokens``/``output_tokens``), when it has one."""
         self.channel, self.logical_model = channel, logical_model
         if isinstance(usage, dict):
-            self.usage = Usage(input_tokens=_count(usage, "prompt_tokens", "input_tokens"),
-                               output_tokens=_count(usage, "completion_tokens", "output_tokens"))
+            self.usage = Usage(
+                input_tokens=_count(usage, "prompt_tokens", "input_tokens"),
+                output_tokens=_count(usage, "completion_tokens", "output_tokens"),
+            )
 
     @property
     def tokens(self) -> int:
@@ -345,9 +391,16 @@ class UsageTap(Recorder):
         price = channel.prices.get(self.logical_model) if usage is not None and channel is not None else None
         if price is None:
             return 0
-        return cost_nano(Tokens(input=usage.input_tokens or 0, output=usage.output_tokens or 0,
-                                cache_read=usage.cache_read_tokens or 0, cache_write=usage.cache_creation_tokens or 0,
-                                reasoning=usage.reasoning_tokens or 0), price)
+        return cost_nano(
+            Tokens(
+                input=usage.input_tokens or 0,
+                output=usage.output_tokens or 0,
+                cache_read=usage.cache_read_tokens or 0,
+                cache_write=usage.cache_creation_tokens or 0,
+                reasoning=usage.reasoning_tokens or 0,
+            ),
+            price,
+        )
 
 
 def _count(usage: dict[str, Any], *names: str) -> int:

@@ -23,9 +23,18 @@ def outgoing_hop(incoming: str | None, instance_id: str) -> str:
         return instance_id
     hops = [h.strip() for h in incoming[:MAX_HEADER].split(",") if h.strip()]
     if instance_id in hops:
-        raise ClientError(508, "loop_detected", "request loop detected: this request already passed through "
-                          "this gateway (a channel points back at it)", error_type="invalid_request_error")
+        raise ClientError(
+            508,
+            "loop_detected",
+            "request loop detected: this request already passed through "
+            "this gateway (a channel points back at it)",
+            error_type="invalid_request_error",
+        )
     if len(hops) >= MAX_HOPS:
-        raise ClientError(508, "loop_detected", f"request passed through more than {MAX_HOPS} gateways",
-                          error_type="invalid_request_error")
+        raise ClientError(
+            508,
+            "loop_detected",
+            f"request passed through more than {MAX_HOPS} gateways",
+            error_type="invalid_request_error",
+        )
     return ",".join([*hops, instance_id])

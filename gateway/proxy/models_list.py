@@ -25,8 +25,11 @@ def models_answer(snapshot: Snapshot, key: KeySnap, model_id: str | None) -> dic
     """The list (``model_id`` None) or one model; an unknown or forbidden id is a 404."""
     if model_id is None:
         names = [n for n in snapshot.model_names if model_allowed(key, n)]
-        return {"object": "list", "data": [model_object(n) for n in names],
-                "models": codex_descriptors(snapshot.settings.codex_model_ids, names)}
+        return {
+            "object": "list",
+            "data": [model_object(n) for n in names],
+            "models": codex_descriptors(snapshot.settings.codex_model_ids, names),
+        }
     name = unquote(model_id)
     if name not in snapshot.routes or not model_allowed(key, name):
         raise ClientError(404, "model_not_found", f"Model not found: {name}", error_type="not_found_error")

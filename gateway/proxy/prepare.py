@@ -28,34 +28,117 @@ from gateway.urp.conversation import remove_orphan_tool_exchanges
 # Top-level passthrough keys each upstream protocol accepts by default (reference §2.7, XF6a).
 # Chat ``models`` and Messages ``fallbacks`` are deliberately absent.
 DEFAULT_EXTRA_WHITELIST: dict[str, frozenset[str]] = {
-    "chat_completion": frozenset({
-        "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs", "top_logprobs",
-        "max_completion_tokens", "max_tokens", "metadata", "moderation", "n", "presence_penalty",
-        "prompt_cache_options", "safety_identifier", "seed", "service_tier", "stop", "stream_options", "store",
-        "web_search_options", "parallel_tool_calls", "debug", "image_config", "modalities", "cache_control",
-        "top_k", "top_a", "min_p", "repetition_penalty", "prediction", "prompt_cache_key",
-        "prompt_cache_retention", "route", "structured_outputs", "verbosity", "provider", "plugins",
-        "session_id", "stop_server_tools_when", "trace", "thinking", "include_reasoning", "user_id",
-    }),
-    "responses": frozenset({
-        "background", "context_management", "conversation", "include", "instructions", "metadata",
-        "max_tool_calls", "moderation", "parallel_tool_calls", "previous_response_id", "prompt",
-        "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "safety_identifier",
-        "service_tier", "store", "stream_options", "text", "top_logprobs", "truncation",
-    }),
-    "messages": frozenset({
-        "cache_control", "container", "max_tokens", "metadata", "output_config", "service_tier",
-        "stop_sequences", "top_k", "inference_geo", "context_management", "mcp_servers",
-    }),
+    "chat_completion": frozenset(
+        {
+            "audio",
+            "frequency_penalty",
+            "function_call",
+            "functions",
+            "logit_bias",
+            "logprobs",
+            "top_logprobs",
+            "max_completion_tokens",
+            "max_tokens",
+            "metadata",
+            "moderation",
+            "n",
+            "presence_penalty",
+            "prompt_cache_options",
+            "safety_identifier",
+            "seed",
+            "service_tier",
+            "stop",
+            "stream_options",
+            "store",
+            "web_search_options",
+            "parallel_tool_calls",
+            "debug",
+            "image_config",
+            "modalities",
+            "cache_control",
+            "top_k",
+            "top_a",
+            "min_p",
+            "repetition_penalty",
+            "prediction",
+            "prompt_cache_key",
+            "prompt_cache_retention",
+            "route",
+            "structured_outputs",
+            "verbosity",
+            "provider",
+            "plugins",
+            "session_id",
+            "stop_server_tools_when",
+            "trace",
+            "thinking",
+            "include_reasoning",
+            "user_id",
+        }
+    ),
+    "responses": frozenset(
+        {
+            "background",
+            "context_management",
+            "conversation",
+            "include",
+            "instructions",
+            "metadata",
+            "max_tool_calls",
+            "moderation",
+            "parallel_tool_calls",
+            "previous_response_id",
+            "prompt",
+            "prompt_cache_key",
+            "prompt_cache_options",
+            "prompt_cache_retention",
+            "safety_identifier",
+            "service_tier",
+            "store",
+            "stream_options",
+            "text",
+            "top_logprobs",
+            "truncation",
+        }
+    ),
+    "messages": frozenset(
+        {
+            "cache_control",
+            "container",
+            "max_tokens",
+            "metadata",
+            "output_config",
+            "service_tier",
+            "stop_sequences",
+            "top_k",
+            "inference_geo",
+            "context_management",
+            "mcp_servers",
+        }
+    ),
     "gemini": frozenset({"generationConfig", "safetySettings", "cachedContent", "labels"}),
-    "openai_image": frozenset({
-        "n", "size", "quality", "background", "output_format", "output_compression", "moderation", "style",
-        "response_format", "user", "input_fidelity", "partial_images",
-    }),
+    "openai_image": frozenset(
+        {
+            "n",
+            "size",
+            "quality",
+            "background",
+            "output_format",
+            "output_compression",
+            "moderation",
+            "style",
+            "response_format",
+            "user",
+            "input_fidelity",
+            "partial_images",
+        }
+    ),
 }
 
 RESPONSES_STATE_KEYS = ("store", "conversation", "previous_response_id")
-RULE_ADDED_TOOL = "_gw_rule_added"  # ToolDef.extra marker: a native tool a transform added for its origin_protocol
+RULE_ADDED_TOOL = (
+    "_gw_rule_added"  # ToolDef.extra marker: a native tool a transform added for its origin_protocol
+)
 
 
 def _internal_only(extra: dict[str, Any]) -> dict[str, Any]:
@@ -66,11 +149,13 @@ def _internal_only(extra: dict[str, Any]) -> dict[str, Any]:
 
 def is_stateful_responses(req: Request, upstream_protocol: str, source_protocol: str) -> bool:
     """A same-Responses request continuing server-side state: its tool history lives upstream."""
-    return (upstream_protocol == source_protocol == "responses"
-            and bool(req.extra.get("previous_response_id") or req.extra.get("conversation")))
+    return upstream_protocol == source_protocol == "responses" and bool(
+        req.extra.get("previous_response_id") or req.extra.get("conversation")
+    )
 
 
 # -- nodes --------------------------------------------------------------------------------
+
 
 def _filter_nodes(nodes: list[Node], upstream_protocol: str, strip: bool) -> list[Node]:
     """Drop other protocols' provider items (also inside tool results); when ``strip``, keep only
@@ -82,8 +167,11 @@ def _filter_nodes(nodes: list[Node], upstream_protocol: str, strip: bool) -> lis
         if strip and isinstance(node, EnvelopeExtraNode):
             continue
         if isinstance(node, ToolResultNode):
-            node.content = [c for c in node.content
-                            if not (isinstance(c, ProviderItemNode) and c.origin_protocol != upstream_protocol)]
+            node.content = [
+                c
+                for c in node.content
+                if not (isinstance(c, ProviderItemNode) and c.origin_protocol != upstream_protocol)
+            ]
             if strip:
                 for c in node.content:
                     c.extra = _internal_only(c.extra)
@@ -94,6 +182,7 @@ def _filter_nodes(nodes: list[Node], upstream_protocol: str, strip: bool) -> lis
 
 
 # -- tools --------------------------------------------------------------------------------
+
 
 def _tool_passes(tool: ToolDef, upstream_protocol: str, same_family: bool) -> bool:
     """Reference §2.4 / T1g: functions always; custom to Chat and Responses; namespaces and
@@ -106,7 +195,10 @@ def _tool_passes(tool: ToolDef, upstream_protocol: str, same_family: bool) -> bo
         return same_family and upstream_protocol == "responses"
     # A native tool a rule added on purpose (image_enable_openai_generation_tool) names its
     # protocol and goes there whatever the client spoke.
-    return (same_family or bool(tool.extra.get(RULE_ADDED_TOOL))) and tool.origin_protocol in (None, upstream_protocol)
+    return (same_family or bool(tool.extra.get(RULE_ADDED_TOOL))) and tool.origin_protocol in (
+        None,
+        upstream_protocol,
+    )
 
 
 def refuse_unconverted_custom_tools(tools: list[ToolDef], upstream_protocol: str) -> None:
@@ -121,7 +213,9 @@ def refuse_unconverted_custom_tools(tools: list[ToolDef], upstream_protocol: str
         raise ProtocolError(
             f"custom tools ({', '.join(sorted(names)[:5])}) cannot be sent to a {upstream_protocol} upstream, "
             "which has no custom tools; add the transform field_custom_tools_to_function to this model's "
-            "provider or API key to convert them to function tools", param="tools")
+            "provider or API key to convert them to function tools",
+            param="tools",
+        )
 
 
 def _names(tools: Iterable[ToolDef]) -> tuple[set[str], set[str], set[str]]:
@@ -215,6 +309,7 @@ def _strip_tool_extras(tools: list[ToolDef]) -> None:
 
 # -- entry point --------------------------------------------------------------------------
 
+
 def filter_extra(req: Request, upstream_protocol: str, extra_whitelist: list[str] | None) -> None:
     """Top-level passthrough whitelist: built-in list for the protocol plus the provider's own
     names; ``["*"]`` disables filtering; ``_gw_`` keys always survive."""
@@ -230,8 +325,14 @@ def filter_extra(req: Request, upstream_protocol: str, extra_whitelist: list[str
     req.extra = {k: v for k, v in req.extra.items() if k in allowed or k.startswith(INTERNAL_PREFIX)}
 
 
-def prepare_before_chains(req: Request, *, upstream_protocol: str, source_protocol: str, strip_nested: bool,
-                          extra_whitelist: list[str] | None) -> None:
+def prepare_before_chains(
+    req: Request,
+    *,
+    upstream_protocol: str,
+    source_protocol: str,
+    strip_nested: bool,
+    extra_whitelist: list[str] | None,
+) -> None:
     """The clean-up of what the client sent, before the request chains run (steps 1, 2, 4, 5
     of ``prepare_for_upstream``). Filtering the client's top-level fields here, not after the
     chains, means a raw field an operator's rule sets reaches the upstream even
@@ -257,8 +358,14 @@ def prepare_after_chains(req: Request, *, upstream_protocol: str, source_protoco
         req.input = remove_orphan_tool_exchanges(req.input)
 
 
-def prepare_for_upstream(req: Request, *, upstream_protocol: str, source_protocol: str, strip_nested: bool,
-                         extra_whitelist: list[str] | None) -> None:
+def prepare_for_upstream(
+    req: Request,
+    *,
+    upstream_protocol: str,
+    source_protocol: str,
+    strip_nested: bool,
+    extra_whitelist: list[str] | None,
+) -> None:
     """Make ``req`` (this attempt's own copy) fit for ``upstream_protocol``, in place, when no
     chain runs in between (the proxy calls the two halves around the request chains).
 
@@ -274,6 +381,11 @@ def prepare_for_upstream(req: Request, *, upstream_protocol: str, source_protoco
        ``previous_response_id``).
     6. Remove orphan tool calls/results unless this is a stateful same-Responses request.
     """
-    prepare_before_chains(req, upstream_protocol=upstream_protocol, source_protocol=source_protocol,
-                          strip_nested=strip_nested, extra_whitelist=extra_whitelist)
+    prepare_before_chains(
+        req,
+        upstream_protocol=upstream_protocol,
+        source_protocol=source_protocol,
+        strip_nested=strip_nested,
+        extra_whitelist=extra_whitelist,
+    )
     prepare_after_chains(req, upstream_protocol=upstream_protocol, source_protocol=source_protocol)

@@ -17,7 +17,7 @@ import orjson
 from gateway.errors import AttemptFailed, ProtocolError, UpstreamProtocolError
 from gateway.protocols import codec
 
-from .attempt import build_attempt
+from .attempt import Attempt, build_attempt
 from .diagnose import describe_exception, describe_failure, target
 from .dryrun import NO_KEY
 from .errors import status_failure
@@ -29,22 +29,69 @@ PROMPT = "Reply with the single word: pong"
 MAX_BODY = 1024 * 1024
 
 
-async def check_channel(provider: ProviderSnap, channel: ChannelSnap, model: str, settings: SettingsSnap,
-                        client: UpstreamClient | None = None, timeout: float | None = 30.0) -> dict[str, Any]:
+def _blank_result(
+    provider: ProviderSnap, channel: ChannelSnap, model: str, upstream_model: str
+) -> dict[str, Any]:
+    """The check's answer before anything is known: every key present, ``ok`` False."""
+    return {
+        "channel": channel.name,
+        "channel_id": channel.id,
+        "provider": provider.name,
+        "model": model,
+        "upstream_model": upstream_model,
+        "target": target(channel.base_url),
+        "ok": False,
+        "status": None,
+        "latency_ms": None,
+        "error": None,
+        "reply": None,
+    }
+
+
+def _probe_attempt(
+    provider: ProviderSnap, channel: ChannelSnap, model: str, upstream_model: str, settings: SettingsSnap
+) -> Attempt:
+    """The one-line chat turn, encoded for the channel by ``build_attempt`` with an empty snapshot
+    and no transform chain; raises ``ProtocolError`` when the protocol cannot express it."""
+    req = codec("chat_completion").decode_request(
+        {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 16}
+    )
+    snap = Snapshot(
+        version=0,
+        redis_version=0,
+        built_at=0.0,
+        keys_by_hash={},
+        providers=(),
+        global_chain=(),
+        settings=settings,
+    )
+    return build_attempt(
+        req,
+        snapshot=snap,
+        key=NO_KEY,
+        provider=replace(provider, chain=()),
+        channel=channel,
+        upstream_model=upstream_model,
+        logical_model=model,
+        client_protocol="chat_completion",
+        client_stream=False,
+    )
+
+
+async def check_channel(
+    provider: ProviderSnap,
+    channel: ChannelSnap,
+    model: str,
+    settings: SettingsSnap,
+    client: UpstreamClient | None = None,
+    timeout: float | None = 30.0,
+) -> dict[str, Any]:
     """``model`` is a logical model the channel serves (its upstream name is used) or any
     upstream name. Never raises; ``ok`` says whether the channel answered a valid response."""
     upstream_model = channel.models.get(model, model)
-    out: dict[str, Any] = {"channel": channel.name, "channel_id": channel.id, "provider": provider.name,
-                           "model": model, "upstream_model": upstream_model, "target": target(channel.base_url),
-                           "ok": False, "status": None, "latency_ms": None, "error": None, "reply": None}
-    req = codec("chat_completion").decode_request(
-        {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 16})
-    snap = Snapshot(version=0, redis_version=0, built_at=0.0, keys_by_hash={}, providers=(), global_chain=(),
-                    settings=settings)
+    out = _blank_result(provider, channel, model, upstream_model)
     try:
-        att = build_attempt(req, snapshot=snap, key=NO_KEY, provider=replace(provider, chain=()), channel=channel,
-                            upstream_model=upstream_model, logical_model=model, client_protocol="chat_completion",
-                            client_stream=False)
+        att = _probe_attempt(provider, channel, model, upstream_model, settings)
     except ProtocolError as exc:
         out["error"] = f"cannot encode a request for {channel.protocol}: {exc.message}"
         return out
@@ -53,8 +100,9 @@ async def check_channel(provider: ProviderSnap, channel: ChannelSnap, model: str
     client = client or UpstreamClient()
     t = time.perf_counter()
     try:
-        async with client.post(att.url, att.raw, att.headers, total=total, connect=att.connect_timeout,
-                               sock_read=None) as resp:
+        async with client.post(
+            att.url, att.raw, att.headers, total=total, connect=att.connect_timeout, sock_read=None
+        ) as resp:
             out["status"] = resp.status
             data = await resp.content.read(MAX_BODY)
         out["latency_ms"] = round((time.perf_counter() - t) * 1000.0, 1)
@@ -68,7 +116,9 @@ async def check_channel(provider: ProviderSnap, channel: ChannelSnap, model: str
         try:
             response = att.codec.decode_response(orjson.loads(data))
         except (orjson.JSONDecodeError, UpstreamProtocolError, AttemptFailed, ProtocolError) as exc:
-            out["error"] = f"the answer could not be read as a {channel.protocol} response ({type(exc).__name__})"
+            out["error"] = (
+                f"the answer could not be read as a {channel.protocol} response ({type(exc).__name__})"
+            )
             return out
         texts = [getattr(node, "content", "") for node in response.output]
         out["reply"] = " ".join(t.strip() for t in texts if isinstance(t, str))[:200]

@@ -56,9 +56,23 @@ if TYPE_CHECKING:
     from .exchange import Exchange
     from .snapshot import KeySnap, Snapshot
 
-HOOKS = ("on_request_body", "on_request_decoded", "on_attempt_start", "on_upstream_response", "on_upstream_body",
-         "on_upstream_frame", "on_usage", "on_response", "on_response_events", "on_stream_end", "on_attempt_done",
-         "on_attempt_failed", "on_client_response", "on_client_frame", "on_finish")
+HOOKS = (
+    "on_request_body",
+    "on_request_decoded",
+    "on_attempt_start",
+    "on_upstream_response",
+    "on_upstream_body",
+    "on_upstream_frame",
+    "on_usage",
+    "on_response",
+    "on_response_events",
+    "on_stream_end",
+    "on_attempt_done",
+    "on_attempt_failed",
+    "on_client_response",
+    "on_client_frame",
+    "on_finish",
+)
 
 
 class Recorder:
@@ -142,14 +156,18 @@ class RecorderSet:
 
     __slots__ = ("factories", "unrecorded")
 
-    def __init__(self, factories: Iterable[RecorderFactory] = (), unrecorded: UnrecordedFactory | None = None) -> None:
+    def __init__(
+        self, factories: Iterable[RecorderFactory] = (), unrecorded: UnrecordedFactory | None = None
+    ) -> None:
         self.factories = tuple(factories)
         self.unrecorded = unrecorded
 
     def start(self, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> Recorder:
         if ex is not None:  # (tests ask for a key's recorders without an exchange)
             ex.recorded = True  # followed by the pipeline's recorders: no finish_unrecorded
-        found = [rec for factory in self.factories if (rec := factory(ex, snapshot, key, raw_body)) is not None]
+        found = [
+            rec for factory in self.factories if (rec := factory(ex, snapshot, key, raw_body)) is not None
+        ]
         if not found:
             return NULL_RECORDER
         return found[0] if len(found) == 1 else FanOutRecorder(found)

@@ -65,16 +65,35 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
     key = app.authenticate(headers, snapshot.keys_by_hash, time.time()) if snapshot is not None else None
     if key is None:
         await send({"type": "websocket.close", "code": 1008, "reason": "invalid or missing API key"})
-        _refused(app, scope, headers, t0, None, ClientError(401, "unauthorized", "invalid or missing API key"))
+        _refused(
+            app, scope, headers, t0, None, ClientError(401, "unauthorized", "invalid or missing API key")
+        )
         return
-    if key.limits is not None and key.limits.ip_allow and not ip_allowed(
-            key.limits, client_ip(scope, headers, app.config.trusted_proxies)):
-        await send({"type": "websocket.close", "code": 1008, "reason": "this API key may not be used from this address"})
-        _refused(app, scope, headers, t0, key, ClientError(
-            403, "ip_not_allowed", "this API key may not be used from this address"))
+    if (
+        key.limits is not None
+        and key.limits.ip_allow
+        and not ip_allowed(key.limits, client_ip(scope, headers, app.config.trusted_proxies))
+    ):
+        await send(
+            {
+                "type": "websocket.close",
+                "code": 1008,
+                "reason": "this API key may not be used from this address",
+            }
+        )
+        _refused(
+            app,
+            scope,
+            headers,
+            t0,
+            key,
+            ClientError(403, "ip_not_allowed", "this API key may not be used from this address"),
+        )
         return
     try:  # a handshake that already went through this gateway is a loop: refuse it like HTTP's 508
-        hop = outgoing_hop(headers.get(HOP_HEADER), app.config.instance_id) if app.config.instance_id else None
+        hop = (
+            outgoing_hop(headers.get(HOP_HEADER), app.config.instance_id) if app.config.instance_id else None
+        )
     except ClientError as err:
         await send({"type": "websocket.close", "code": 1008, "reason": err.message[:120]})
         _refused(app, scope, headers, t0, key, err)
@@ -106,9 +125,18 @@ def _refused(app: Any, scope: dict, headers: dict[str, str], t0: float, key: Any
 
 
 async def _error(send: Any, code: str, message: str, status: int = 400) -> None:
-    await send({"type": "websocket.send", "text": orjson.dumps(
-        {"type": "error", "status": status, "error": {"type": "invalid_request_error", "code": code,
-                                                      "message": message}}).decode()})
+    await send(
+        {
+            "type": "websocket.send",
+            "text": orjson.dumps(
+                {
+                    "type": "error",
+                    "status": status,
+                    "error": {"type": "invalid_request_error", "code": code, "message": message},
+                }
+            ).decode(),
+        }
+    )
 
 
 async def _create_event(text: str, send: Any) -> dict[str, Any] | None:
@@ -132,12 +160,25 @@ async def _warm_up(conn: _Connection, body: dict[str, Any], send: Any) -> None:
     and nothing goes upstream; the answer is an empty completed response the next turn may
     continue from by its id (the conversation so far is the warm-up's input)."""
     response_id = f"resp_{uuid.uuid4().hex}"
-    response: dict[str, Any] = {"id": response_id, "object": "response", "created_at": int(time.time()),
-                                "status": "completed", "model": body.get("model"), "output": [], "usage": None}
+    response: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": body.get("model"),
+        "output": [],
+        "usage": None,
+    }
     for seq, kind in enumerate(("response.created", "response.completed")):
         status = "in_progress" if kind == "response.created" else "completed"
-        await send({"type": "websocket.send", "text": orjson.dumps(
-            {"type": kind, "sequence_number": seq, "response": {**response, "status": status}}).decode()})
+        await send(
+            {
+                "type": "websocket.send",
+                "text": orjson.dumps(
+                    {"type": kind, "sequence_number": seq, "response": {**response, "status": status}}
+                ).decode(),
+            }
+        )
     conn.last_id = response_id
     conn.history = body["input"]
 
@@ -156,6 +197,20 @@ def _turn_body(conn: _Connection, event: dict[str, Any]) -> dict[str, Any]:
         input_items = conn.history + input_items
     body["input"] = input_items
     return body
+
+
+async def _send_http_error(send: Any, status: int, error_body: bytes) -> None:
+    """A turn the HTTP path refused: one ``error`` event with its status and error object."""
+    try:
+        err = orjson.loads(error_body).get("error", {})
+    except (orjson.JSONDecodeError, AttributeError):
+        err = {}
+    await send(
+        {
+            "type": "websocket.send",
+            "text": orjson.dumps({"type": "error", "status": status, "error": err}).decode(),
+        }
+    )
 
 
 async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], text: str, send: Any) -> None:
@@ -202,14 +257,11 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
     for _name, data in parser.close():
         await _forward(data)
     if state["status"] != 200:
-        try:
-            err = orjson.loads(state["error_body"]).get("error", {})
-        except (orjson.JSONDecodeError, AttributeError):
-            err = {}
-        await send({"type": "websocket.send", "text": orjson.dumps(
-            {"type": "error", "status": state["status"], "error": err}).decode()})
+        await _send_http_error(send, state["status"], state["error_body"])
         return
     completed = state["completed"]
     if isinstance(completed, dict) and isinstance(completed.get("id"), str):
         conn.last_id = completed["id"]
-        conn.history = input_items + [item for item in completed.get("output") or [] if isinstance(item, dict)]
+        conn.history = input_items + [
+            item for item in completed.get("output") or [] if isinstance(item, dict)
+        ]

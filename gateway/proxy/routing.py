@@ -27,8 +27,9 @@ def model_allowed(key: KeySnap, logical_model: str) -> bool:
     return key.allowed_models is None or any_glob(key.allowed_models, logical_model)
 
 
-def weighted_order(pairs: tuple[tuple[ChannelSnap, str], ...], rng: random.Random | None = None
-                   ) -> list[tuple[ChannelSnap, str]]:
+def weighted_order(
+    pairs: tuple[tuple[ChannelSnap, str], ...], rng: random.Random | None = None
+) -> list[tuple[ChannelSnap, str]]:
     """Weighted random order without replacement (Efraimidis–Spirakis: sort by u^(1/w))."""
     if len(pairs) <= 1:
         return list(pairs)
@@ -38,8 +39,9 @@ def weighted_order(pairs: tuple[tuple[ChannelSnap, str], ...], rng: random.Rando
     return [pairs[i] for _, i in keyed]
 
 
-def candidates(snapshot: Snapshot, logical_model: str, breaker: BreakerBoard,
-               rng: random.Random | None = None) -> list[tuple[Route, list[tuple[ChannelSnap, str]]]] | None:
+def candidates(
+    snapshot: Snapshot, logical_model: str, breaker: BreakerBoard, rng: random.Random | None = None
+) -> list[tuple[Route, list[tuple[ChannelSnap, str]]]] | None:
     """Providers by priority, each with its channels in weighted random order, open circuits
     skipped (for providers with the breaker on). If that leaves nothing, every channel is tried
     anyway rather than failing closed. None when no provider serves the model."""
@@ -59,4 +61,3 @@ def candidates(snapshot: Snapshot, logical_model: str, breaker: BreakerBoard,
     if total == 0:
         return [(route, ordered) for route, ordered, _ in plan]
     return [(route, healthy) for route, _, healthy in plan if healthy]
-

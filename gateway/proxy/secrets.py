@@ -51,7 +51,9 @@ def channel_secrets(api_key: str, base_url: str, header_values: tuple[str, ...] 
 def secrets_of(channel: object) -> tuple[str, ...]:
     """``channel_secrets`` for a ``ChannelSnap`` (header values count: they often carry tokens)."""
     headers = tuple(v for _n, v in getattr(channel, "extra_headers", ()))
-    return channel_secrets(getattr(channel, "api_key", "") or "", getattr(channel, "base_url", "") or "", headers)
+    return channel_secrets(
+        getattr(channel, "api_key", "") or "", getattr(channel, "base_url", "") or "", headers
+    )
 
 
 def remove(text: str, secrets: tuple[str, ...]) -> str:

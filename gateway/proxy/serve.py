@@ -44,7 +44,9 @@ async def serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
     await _serve(rt, ex, snapshot, key, raw_body, rec)
 
 
-async def _serve_limited(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes) -> None:
+async def _serve_limited(
+    rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes
+) -> None:
     """A key with counted limits: admitted (or refused with 429) before anything is decoded or
     sent upstream; its concurrency slot freed and its tokens settled when the answer is over."""
     limits = key.limits
@@ -57,14 +59,22 @@ async def _serve_limited(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: Key
         return
     tap = UsageTap()
     try:
-        await _serve(rt, ex, snapshot, key, raw_body,
-                     FanOutRecorder((rt.recorders.start(ex, snapshot, key, raw_body), tap)))
+        await _serve(
+            rt,
+            ex,
+            snapshot,
+            key,
+            raw_body,
+            FanOutRecorder((rt.recorders.start(ex, snapshot, key, raw_body), tap)),
+        )
     finally:
         await rt.limiter.release(key.id, limits)
         await rt.limiter.settle(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)
 
 
-async def _serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, rec: Recorder) -> None:
+async def _serve(
+    rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, rec: Recorder
+) -> None:
     ex.recorder = rec
     error_text = None
     try:
@@ -94,8 +104,14 @@ async def _serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, ra
         ex.recorder = NULL_RECORDER
 
 
-def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes,
-                rec: Recorder = NULL_RECORDER) -> Call:
+def decode_call(
+    rt: Runtime,
+    ex: Exchange,
+    snapshot: Snapshot,
+    key: KeySnap,
+    raw_body: bytes,
+    rec: Recorder = NULL_RECORDER,
+) -> Call:
     """The client's body decoded and checked against the key's policy; ClientError otherwise."""
     try:
         body = orjson.loads(raw_body)
@@ -115,14 +131,28 @@ def decode_call(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
     logical = resolve_logical_model(key, req.model, snapshot.settings.redirects)
     logical = effort_suffix.apply(req, logical, snapshot.routes, snapshot.settings.effort_suffixes)
     if not model_allowed(key, logical):
-        raise ClientError(403, "model_not_allowed", f"model {logical!r} is not allowed for this API key",
-                          error_type="permission_error")
+        raise ClientError(
+            403,
+            "model_not_allowed",
+            f"model {logical!r} is not allowed for this API key",
+            error_type="permission_error",
+        )
     include_usage = True
     if ex.protocol in ("chat_completion", "completions"):
         so = body.get("stream_options")
         include_usage = isinstance(so, dict) and bool(so.get("include_usage"))
-    call = Call(rt=rt, ex=ex, snapshot=snapshot, key=key, req=req, logical_model=logical,
-                client_stream=bool(req.stream), include_usage=include_usage, raw_body=raw_body, rec=rec)
+    call = Call(
+        rt=rt,
+        ex=ex,
+        snapshot=snapshot,
+        key=key,
+        req=req,
+        logical_model=logical,
+        client_stream=bool(req.stream),
+        include_usage=include_usage,
+        raw_body=raw_body,
+        rec=rec,
+    )
     rec.on_request_decoded(call)
     return call
 

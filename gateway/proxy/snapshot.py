@@ -144,11 +144,23 @@ def changed_channels(old: Snapshot | None, new: Snapshot) -> set[int]:
     def fingerprints(snap: Snapshot) -> dict[int, tuple]:
         out = {}
         for p in snap.providers:
-            provider_part = (p.id, p.request_timeout, p.circuit_breaker_enabled, p.breaker_failures,
-                             p.breaker_window, p.breaker_cooldown)
+            provider_part = (
+                p.id,
+                p.request_timeout,
+                p.circuit_breaker_enabled,
+                p.breaker_failures,
+                p.breaker_window,
+                p.breaker_cooldown,
+            )
             for ch in p.channels:
-                out[ch.id] = (provider_part, ch.protocol, ch.base_url, ch.api_key, ch.extra_headers,
-                              tuple(sorted(ch.models.items())))
+                out[ch.id] = (
+                    provider_part,
+                    ch.protocol,
+                    ch.base_url,
+                    ch.api_key,
+                    ch.extra_headers,
+                    tuple(sorted(ch.models.items())),
+                )
         return out
 
     before, after = fingerprints(old), fingerprints(new)
@@ -192,6 +204,7 @@ class ConfigSource(Protocol):
 
 
 # -- holding and reloading ------------------------------------------------------------------------
+
 
 class SnapshotHolder:
     """Owns the current snapshot and the poller thread. ``current`` is read without a lock: the
@@ -297,8 +310,10 @@ class SnapshotHolder:
                 self._release()
             else:
                 if self._failing_since is not None:
-                    log.warning("configuration source reachable again after %.1f s",
-                                time.monotonic() - self._failing_since)
+                    log.warning(
+                        "configuration source reachable again after %.1f s",
+                        time.monotonic() - self._failing_since,
+                    )
                     self._failing_since = None
             self._stop.wait(poll)
         self._release()
@@ -312,8 +327,12 @@ class SnapshotHolder:
             log.exception("configuration reload failed; keeping the previous snapshot")
         elif now - self._failure_logged >= FAILURE_LOG_SECONDS:
             self._failure_logged = now
-            log.warning("configuration reload still failing after %.0f s (%s: %s); keeping the previous snapshot",
-                        now - self._failing_since, type(exc).__name__, str(exc).strip()[:200])
+            log.warning(
+                "configuration reload still failing after %.0f s (%s: %s); keeping the previous snapshot",
+                now - self._failing_since,
+                type(exc).__name__,
+                str(exc).strip()[:200],
+            )
 
     def _release(self) -> None:
         try:

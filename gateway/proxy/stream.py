@@ -50,8 +50,14 @@ async def stream_one(call: Call, att: Attempt) -> None:
     limits = StreamLimits(call, att)
     try:
         async with asyncio.timeout_at(limits.before_content()):  # the first byte is due in time too
-            resp = await call.rt.client.post(att.url, att.raw, att.headers, total=None,
-                                             connect=att.connect_timeout, sock_read=att.idle_timeout)
+            resp = await call.rt.client.post(
+                att.url,
+                att.raw,
+                att.headers,
+                total=None,
+                connect=att.connect_timeout,
+                sock_read=att.idle_timeout,
+            )
     except TRANSPORT_ERRORS as exc:
         raise transport_failure(exc, att.secrets) from None
     finally:
@@ -115,15 +121,25 @@ class StreamLimits:
         """The error for a read that timed out: which limit ran out."""
         now = self.loop.time()
         if now >= self.total_deadline:
-            return ev.StreamError(message=f"upstream stream exceeded {self.total:g} s", code="upstream_stream_timeout",
-                                  status=504)
+            return ev.StreamError(
+                message=f"upstream stream exceeded {self.total:g} s",
+                code="upstream_stream_timeout",
+                status=504,
+            )
         if not committed and now >= self.first_deadline:
-            return ev.StreamError(message=f"upstream sent no content within {self.first:g} s",
-                                  code="upstream_first_byte_timeout", status=504)
-        return ev.StreamError(message="upstream stream idle timeout", code="upstream_idle_timeout", status=504)
+            return ev.StreamError(
+                message=f"upstream sent no content within {self.first:g} s",
+                code="upstream_first_byte_timeout",
+                status=504,
+            )
+        return ev.StreamError(
+            message="upstream stream idle timeout", code="upstream_idle_timeout", status=504
+        )
 
 
-async def _read_timed(ex: Any, resp: Any, limit: int, *, swallow: bool, secrets: tuple[str, ...] = ()) -> bytes:
+async def _read_timed(
+    ex: Any, resp: Any, limit: int, *, swallow: bool, secrets: tuple[str, ...] = ()
+) -> bytes:
     """A whole upstream body, counted as upstream wait. ``swallow``: a transport error gives an
     empty body (an error answer is being read anyway) instead of a failed attempt."""
     t = time.perf_counter()
@@ -144,8 +160,23 @@ class StreamPump:
     Events before the first content event (``ResponseStart``, provider control) are held back
     until content arrives, so a failure before then can still fail over."""
 
-    __slots__ = ("call", "ex", "att", "rec", "breaker", "decoder", "parser", "chain", "enc", "held", "committed",
-                 "chunks", "eof", "failed", "limits")
+    __slots__ = (
+        "call",
+        "ex",
+        "att",
+        "rec",
+        "breaker",
+        "decoder",
+        "parser",
+        "chain",
+        "enc",
+        "held",
+        "committed",
+        "chunks",
+        "eof",
+        "failed",
+        "limits",
+    )
 
     def __init__(self, call: Call, att: Attempt, resp: Any, limits: StreamLimits | None = None) -> None:
         self.call = call
@@ -213,9 +244,16 @@ class StreamPump:
         except TimeoutError:
             return None, self.limits.expired(self.committed)
         except TRANSPORT_ERRORS as exc:
-            log.info("upstream stream broke: channel=%s %s", self.att.channel.name, mask(repr(exc), self.att.secrets))
-            return None, ev.StreamError(message="upstream connection failed during the stream",
-                                        code="upstream_stream_error", status=502)
+            log.info(
+                "upstream stream broke: channel=%s %s",
+                self.att.channel.name,
+                mask(repr(exc), self.att.secrets),
+            )
+            return None, ev.StreamError(
+                message="upstream connection failed during the stream",
+                code="upstream_stream_error",
+                status=502,
+            )
         finally:
             if not self.committed:
                 self.ex.upstream_wait += time.perf_counter() - t
@@ -226,9 +264,12 @@ class StreamPump:
         if not self.committed:
             raise from_stream_error(error_event, self.att.secrets)
         if self.breaker is not None:
-            self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
-                                           window=self.att.provider.breaker_window,
-                                           cooldown=self.att.provider.breaker_cooldown)
+            self.breaker.record_failure(
+                self.att.channel.id,
+                threshold=self.att.provider.breaker_failures,
+                window=self.att.provider.breaker_window,
+                cooldown=self.att.provider.breaker_cooldown,
+            )
         await self.ex.write(self.enc.encode(error_event) + self.enc.close())
         await self.ex.end_stream()
 
@@ -245,8 +286,11 @@ class StreamPump:
                     break
         except SSELineTooLong as exc:
             self.eof = False  # the rest of the body is not read: drop the connection
-            events.append(ev.StreamError(message=f"upstream stream rejected: {exc}", code="upstream_stream_error",
-                                         status=502))
+            events.append(
+                ev.StreamError(
+                    message=f"upstream stream rejected: {exc}", code="upstream_stream_error", status=502
+                )
+            )
             self.failed = True
             return events
         if chunk is None and not decoder.finished:
@@ -304,9 +348,12 @@ class StreamPump:
         elif isinstance(event, ev.StreamError):
             self.att.completed = False
             if self.breaker is not None and (event.code or "").startswith("upstream_"):
-                self.breaker.record_failure(self.att.channel.id, threshold=self.att.provider.breaker_failures,
-                                            window=self.att.provider.breaker_window,
-                                            cooldown=self.att.provider.breaker_cooldown)
+                self.breaker.record_failure(
+                    self.att.channel.id,
+                    threshold=self.att.provider.breaker_failures,
+                    window=self.att.provider.breaker_window,
+                    cooldown=self.att.provider.breaker_cooldown,
+                )
 
     async def _finish(self) -> None:
         ex = self.ex

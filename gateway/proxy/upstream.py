@@ -25,7 +25,7 @@ def join_url(base_url: str, path: str) -> str:
     if path.startswith("/"):
         first = path[1:].split("/", 1)[0]
         if first and base.endswith("/" + first):
-            path = path[len(first) + 1:]
+            path = path[len(first) + 1 :]
     return base + path
 
 
@@ -47,12 +47,20 @@ class UpstreamClient:
         session = self._session
         if session is None or session.closed:
             # The guarded resolver only refuses when the operator turned guard_channel_urls on.
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60,
-                                             ttl_dns_cache=300, enable_cleanup_closed=False,
-                                             resolver=GuardedResolver(allow=self._unguarded))
+            connector = aiohttp.TCPConnector(
+                limit=0,
+                limit_per_host=0,
+                keepalive_timeout=60,
+                ttl_dns_cache=300,
+                enable_cleanup_closed=False,
+                resolver=GuardedResolver(allow=self._unguarded),
+            )
             session = self._session = aiohttp.ClientSession(
-                connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",),
-                timeout=aiohttp.ClientTimeout(total=None))
+                connector=connector,
+                auto_decompress=True,
+                skip_auto_headers=("User-Agent",),
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
         return session
 
     async def start(self) -> None:
@@ -63,14 +71,23 @@ class UpstreamClient:
             await self._session.close()
         self._session = None
 
-    def post(self, url: str, body: bytes, headers: dict[str, str], *, total: float | None,
-             connect: float | None, sock_read: float | None) -> _ResendOnce:
+    def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        *,
+        total: float | None,
+        connect: float | None,
+        sock_read: float | None,
+    ) -> _ResendOnce:
         """The aiohttp response, awaited or as an ``async with`` context manager (``_ResendOnce``)."""
         # raises AddressRefused (an OSError) when a guard refuses an IP literal host
         check_channel_url(url, force=self.ssrf_guard)
         timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
-        return _ResendOnce(lambda: self.session.post(url, data=body, headers=headers, allow_redirects=False,
-                                                     timeout=timeout))
+        return _ResendOnce(
+            lambda: self.session.post(url, data=body, headers=headers, allow_redirects=False, timeout=timeout)
+        )
 
 
 def _unsent(exc: BaseException) -> bool:

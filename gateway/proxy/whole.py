@@ -64,8 +64,9 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
     try:
         frames = list(parser.feed(data)) + list(parser.close())
     except SSELineTooLong as exc:
-        raise AttemptFailed(f"upstream stream rejected: {exc}", code="upstream_stream_error", status=502,
-                            retryable=True) from None
+        raise AttemptFailed(
+            f"upstream stream rejected: {exc}", code="upstream_stream_error", status=502, retryable=True
+        ) from None
     for name, payload in frames:
         rec.on_upstream_frame(name, payload)
         events.extend(decoder.feed(name, payload))
@@ -80,11 +81,18 @@ def collect_sse(att: Attempt, data: bytes, rec: Recorder) -> Response:
         elif isinstance(event, ev.StreamError):
             raise from_stream_error(event, att.secrets)
         elif isinstance(event, ev.ResponseDone):
-            return Response(id=start.id if start else "", model=start.model if start else att.upstream_model,
-                            output=list(event.output), finish_reason=event.finish_reason, usage=event.usage,
-                            created=start.created if start else None, extra=dict(event.extra))
-    raise AttemptFailed("upstream stream ended without a response", code="upstream_stream_incomplete",
-                        retryable=True)
+            return Response(
+                id=start.id if start else "",
+                model=start.model if start else att.upstream_model,
+                output=list(event.output),
+                finish_reason=event.finish_reason,
+                usage=event.usage,
+                created=start.created if start else None,
+                extra=dict(event.extra),
+            )
+    raise AttemptFailed(
+        "upstream stream ended without a response", code="upstream_stream_incomplete", retryable=True
+    )
 
 
 def decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Response:
@@ -101,18 +109,26 @@ def _decode_whole(att: Attempt, data: bytes, ctype: str, rec: Recorder) -> Respo
         body = orjson.loads(data)
     except orjson.JSONDecodeError:
         rec.on_upstream_body(data)
-        raise AttemptFailed("upstream returned a body that is not JSON", code="invalid_upstream_response") from None
+        raise AttemptFailed(
+            "upstream returned a body that is not JSON", code="invalid_upstream_response"
+        ) from None
     if too_deep(body, data):
-        raise AttemptFailed(f"upstream response is nested more than {MAX_DEPTH} levels deep",
-                            code="invalid_upstream_response")
+        raise AttemptFailed(
+            f"upstream response is nested more than {MAX_DEPTH} levels deep", code="invalid_upstream_response"
+        )
     rec.on_upstream_body(body)
     try:
         return att.codec.decode_response(body)
     except UpstreamProtocolError as exc:
         retryable = exc.status is not None and is_retryable_status(exc.status)
-        raise AttemptFailed(f"upstream error: {mask(exc.message, att.secrets)}", status=exc.status,
-                            code=exc.code, error_type=exc.error_type, retryable=retryable,
-                            rate_limited=exc.status == 429) from None
+        raise AttemptFailed(
+            f"upstream error: {mask(exc.message, att.secrets)}",
+            status=exc.status,
+            code=exc.code,
+            error_type=exc.error_type,
+            retryable=retryable,
+            rate_limited=exc.status == 429,
+        ) from None
 
 
 async def fetch_whole(call: Call, att: Attempt) -> Response:
@@ -120,8 +136,14 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
     ex = call.ex
     t = time.perf_counter()
     try:
-        async with call.rt.client.post(att.url, att.raw, att.headers, total=att.total_timeout,
-                                       connect=att.connect_timeout, sock_read=None) as resp:
+        async with call.rt.client.post(
+            att.url,
+            att.raw,
+            att.headers,
+            total=att.total_timeout,
+            connect=att.connect_timeout,
+            sock_read=None,
+        ) as resp:
             status = resp.status
             ctype = resp.content_type
             retry_after = resp.headers.get("retry-after") if status == 429 else None
@@ -147,7 +169,9 @@ async def whole_one(call: Call, att: Attempt) -> None:
     resp = await fetch_whole(call, att)
     executed = await run_response_async(att.response_rules, resp, att.tctx, call.rec.rule_trace())
     ccodec = codec(call.ex.protocol)
-    out = ccodec.encode_response(resp, EncodeContext(model=call.logical_model, source_protocol=att.channel.protocol))
+    out = ccodec.encode_response(
+        resp, EncodeContext(model=call.logical_model, source_protocol=att.channel.protocol)
+    )
     raw = orjson.dumps(out)
     call.rec.on_response(resp, executed)
     await call.ex.send_bytes(200, raw)

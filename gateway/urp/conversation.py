@@ -28,8 +28,9 @@ def _turn_break(node: Node) -> bool:
     return getattr(node, "role", "user") != "assistant"
 
 
-def remove_orphan_tool_exchanges(nodes: list[Node], *, calls: bool = True, results: bool = True,
-                                 keep_pending_calls: bool = True) -> list[Node]:
+def remove_orphan_tool_exchanges(
+    nodes: list[Node], *, calls: bool = True, results: bool = True, keep_pending_calls: bool = True
+) -> list[Node]:
     """A new node list without incomplete tool exchanges.
 
     ``calls``: remove tool calls that no tool result answers. With ``keep_pending_calls`` a call

@@ -26,7 +26,9 @@ def _header_and_deltas(index: int, node: Node) -> tuple[Node, list[ev.NodeDelta]
         deltas = [ev.NodeDelta(index=index, kind=ev.REFUSAL, delta=node.content)] if node.content else []
         return replace(node, content=""), deltas
     if isinstance(node, ToolCallNode):
-        deltas = [ev.NodeDelta(index=index, kind=ev.ARGUMENTS, delta=node.arguments)] if node.arguments else []
+        deltas = (
+            [ev.NodeDelta(index=index, kind=ev.ARGUMENTS, delta=node.arguments)] if node.arguments else []
+        )
         return replace(node, arguments=""), deltas
     if isinstance(node, ReasoningNode):
         deltas = []
@@ -52,6 +54,12 @@ def response_to_events(resp: Response) -> list[ev.Event]:
         out.append(ev.NodeStart(index=index, node=header))
         out.extend(deltas)
         out.append(ev.NodeDone(index=index, node=node))
-    out.append(ev.ResponseDone(output=list(resp.output), finish_reason=resp.finish_reason, usage=resp.usage,
-                               extra=dict(resp.extra)))
+    out.append(
+        ev.ResponseDone(
+            output=list(resp.output),
+            finish_reason=resp.finish_reason,
+            usage=resp.usage,
+            extra=dict(resp.extra),
+        )
+    )
     return out

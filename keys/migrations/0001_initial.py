@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,24 +15,65 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='ApiKey',
+            name="ApiKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(db_index=True, editable=False, max_length=12)),
-                ('key_hash', models.CharField(editable=False, max_length=64, unique=True)),
-                ('enabled', models.BooleanField(default=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('allowed_models', models.JSONField(blank=True, help_text='Globs of logical models this key may use (* any run, ? one character); empty allows all.', null=True, validators=[keys.models.validate_globs])),
-                ('model_redirects', models.JSONField(blank=True, help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.', null=True, validators=[keys.models.validate_redirects])),
-                ('capture_mode', models.CharField(choices=[('off', 'Off'), ('all', 'All requests'), ('abnormal', 'Only abnormal requests')], default='off', max_length=10)),
-                ('last_used_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='api_keys', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("prefix", models.CharField(db_index=True, editable=False, max_length=12)),
+                ("key_hash", models.CharField(editable=False, max_length=64, unique=True)),
+                ("enabled", models.BooleanField(default=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "allowed_models",
+                    models.JSONField(
+                        blank=True,
+                        help_text="Globs of logical models this key may use (* any run, ? one character); empty allows all.",
+                        null=True,
+                        validators=[keys.models.validate_globs],
+                    ),
+                ),
+                (
+                    "model_redirects",
+                    models.JSONField(
+                        blank=True,
+                        help_text='Ordered [{"pattern": regex, "replace": model}]; the first full match rewrites the model.',
+                        null=True,
+                        validators=[keys.models.validate_redirects],
+                    ),
+                ),
+                (
+                    "capture_mode",
+                    models.CharField(
+                        choices=[
+                            ("off", "Off"),
+                            ("all", "All requests"),
+                            ("abnormal", "Only abnormal requests"),
+                        ],
+                        default="off",
+                        max_length=10,
+                    ),
+                ),
+                ("last_used_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_keys",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'API key',
-                'ordering': ['name'],
+                "verbose_name": "API key",
+                "ordering": ["name"],
             },
         ),
     ]

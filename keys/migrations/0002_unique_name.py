@@ -19,16 +19,17 @@ def rename_duplicates(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('keys', '0001_initial'),
+        ("keys", "0001_initial"),
     ]
 
     operations = [
         migrations.RunPython(rename_duplicates, migrations.RunPython.noop),
         migrations.AlterField(
-            model_name='apikey',
-            name='name',
-            field=models.CharField(help_text='Unique: the config file and dumps match keys by name.', max_length=100, unique=True),
+            model_name="apikey",
+            name="name",
+            field=models.CharField(
+                help_text="Unique: the config file and dumps match keys by name.", max_length=100, unique=True
+            ),
         ),
     ]

@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('keys', '0002_unique_name'),
+        ("keys", "0002_unique_name"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='apikey',
-            name='reasoning_envelopes',
-            field=models.BooleanField(default=False, help_text="Wrap encrypted reasoning sent to this key's clients with the provider and model it came from (mz2. envelopes), so a conversation that switches providers never sends one provider's ciphertext to another."),
+            model_name="apikey",
+            name="reasoning_envelopes",
+            field=models.BooleanField(
+                default=False,
+                help_text="Wrap encrypted reasoning sent to this key's clients with the provider and model it came from (mz2. envelopes), so a conversation that switches providers never sends one provider's ciphertext to another.",
+            ),
         ),
     ]

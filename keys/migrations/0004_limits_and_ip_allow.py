@@ -5,20 +5,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('keys', '0003_api_key_reasoning_envelopes'),
+        ("keys", "0003_api_key_reasoning_envelopes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='apikey',
-            name='ip_allow',
-            field=models.JSONField(blank=True, help_text='IP addresses or CIDR blocks this key may be used from; empty allows every address.', null=True, validators=[keys.models.validate_ip_allow]),
+            model_name="apikey",
+            name="ip_allow",
+            field=models.JSONField(
+                blank=True,
+                help_text="IP addresses or CIDR blocks this key may be used from; empty allows every address.",
+                null=True,
+                validators=[keys.models.validate_ip_allow],
+            ),
         ),
         migrations.AddField(
-            model_name='apikey',
-            name='limits',
-            field=models.JSONField(blank=True, help_text='Requests per minute, tokens per minute and concurrent requests: {"rpm": 60, "tpm": 100000, "concurrency": 8}; each optional. Answered with 429 and Retry-After.', null=True, validators=[keys.models.validate_limits]),
+            model_name="apikey",
+            name="limits",
+            field=models.JSONField(
+                blank=True,
+                help_text='Requests per minute, tokens per minute and concurrent requests: {"rpm": 60, "tpm": 100000, "concurrency": 8}; each optional. Answered with 429 and Retry-After.',
+                null=True,
+                validators=[keys.models.validate_limits],
+            ),
         ),
     ]

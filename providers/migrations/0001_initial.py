@@ -8,69 +8,188 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Provider',
+            name="Provider",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('enabled', models.BooleanField(default=True)),
-                ('priority', models.IntegerField(default=0, help_text='Lower is tried first.')),
-                ('max_retries', models.IntegerField(default=-1, help_text="Attempts across all of this provider's channels are max_retries + 1; -1 means unlimited.", validators=[django.core.validators.MinValueValidator(-1)])),
-                ('channel_max_retries', models.PositiveIntegerField(default=0, help_text='Retries on the same channel for retryable errors (connect, timeout, 408, 429, 5xx).')),
-                ('channel_retry_interval_ms', models.PositiveIntegerField(default=0)),
-                ('request_timeout_seconds', models.FloatField(blank=True, help_text='Overrides the global request timeout when set.', null=True, validators=[django.core.validators.MinValueValidator(0.1)])),
-                ('circuit_breaker_enabled', models.BooleanField(default=True)),
-                ('strip_cross_protocol_nested', models.CharField(choices=[('inherit', 'Inherit global setting'), ('true', 'Always'), ('false', 'Never')], default='inherit', help_text='Drop nested unknown fields on cross-protocol hops.', max_length=8)),
-                ('extra_fields_whitelist', models.JSONField(blank=True, help_text='Top-level unknown fields let through in addition to the built-in list; ["*"] lets all through.', null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("enabled", models.BooleanField(default=True)),
+                ("priority", models.IntegerField(default=0, help_text="Lower is tried first.")),
+                (
+                    "max_retries",
+                    models.IntegerField(
+                        default=-1,
+                        help_text="Attempts across all of this provider's channels are max_retries + 1; -1 means unlimited.",
+                        validators=[django.core.validators.MinValueValidator(-1)],
+                    ),
+                ),
+                (
+                    "channel_max_retries",
+                    models.PositiveIntegerField(
+                        default=0,
+                        help_text="Retries on the same channel for retryable errors (connect, timeout, 408, 429, 5xx).",
+                    ),
+                ),
+                ("channel_retry_interval_ms", models.PositiveIntegerField(default=0)),
+                (
+                    "request_timeout_seconds",
+                    models.FloatField(
+                        blank=True,
+                        help_text="Overrides the global request timeout when set.",
+                        null=True,
+                        validators=[django.core.validators.MinValueValidator(0.1)],
+                    ),
+                ),
+                ("circuit_breaker_enabled", models.BooleanField(default=True)),
+                (
+                    "strip_cross_protocol_nested",
+                    models.CharField(
+                        choices=[
+                            ("inherit", "Inherit global setting"),
+                            ("true", "Always"),
+                            ("false", "Never"),
+                        ],
+                        default="inherit",
+                        help_text="Drop nested unknown fields on cross-protocol hops.",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "extra_fields_whitelist",
+                    models.JSONField(
+                        blank=True,
+                        help_text='Top-level unknown fields let through in addition to the built-in list; ["*"] lets all through.',
+                        null=True,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['priority', 'name'],
+                "ordering": ["priority", "name"],
             },
         ),
         migrations.CreateModel(
-            name='Channel',
+            name="Channel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('protocol', models.CharField(choices=[('chat_completion', 'OpenAI Chat Completions'), ('responses', 'OpenAI Responses'), ('messages', 'Anthropic Messages'), ('gemini', 'Google Gemini')], max_length=20)),
-                ('base_url', models.CharField(max_length=500, validators=[providers.models.validate_base_url])),
-                ('api_key_encrypted', models.TextField(blank=True, default='', editable=False)),
-                ('weight', models.PositiveIntegerField(default=1, help_text='0 excludes the channel from routing.')),
-                ('enabled', models.BooleanField(default=True)),
-                ('extra_headers', models.JSONField(blank=True, null=True, validators=[providers.models.validate_extra_headers])),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('provider', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='channels', to='providers.provider')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "protocol",
+                    models.CharField(
+                        choices=[
+                            ("chat_completion", "OpenAI Chat Completions"),
+                            ("responses", "OpenAI Responses"),
+                            ("messages", "Anthropic Messages"),
+                            ("gemini", "Google Gemini"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "base_url",
+                    models.CharField(max_length=500, validators=[providers.models.validate_base_url]),
+                ),
+                ("api_key_encrypted", models.TextField(blank=True, default="", editable=False)),
+                (
+                    "weight",
+                    models.PositiveIntegerField(default=1, help_text="0 excludes the channel from routing."),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                (
+                    "extra_headers",
+                    models.JSONField(
+                        blank=True, null=True, validators=[providers.models.validate_extra_headers]
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "provider",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="channels",
+                        to="providers.provider",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['provider', 'name'],
+                "ordering": ["provider", "name"],
             },
         ),
         migrations.CreateModel(
-            name='ChannelModel',
+            name="ChannelModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model', models.CharField(db_index=True, help_text='The logical model clients ask for.', max_length=200)),
-                ('upstream_model', models.CharField(blank=True, default='', help_text='The model name sent upstream; empty sends the logical name.', max_length=200)),
-                ('multiplier', models.DecimalField(decimal_places=9, default=Decimal('1'), max_digits=18, validators=[django.core.validators.MinValueValidator(Decimal('1E-9'))])),
-                ('channel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='models', to='providers.channel')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "model",
+                    models.CharField(
+                        db_index=True, help_text="The logical model clients ask for.", max_length=200
+                    ),
+                ),
+                (
+                    "upstream_model",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="The model name sent upstream; empty sends the logical name.",
+                        max_length=200,
+                    ),
+                ),
+                (
+                    "multiplier",
+                    models.DecimalField(
+                        decimal_places=9,
+                        default=Decimal("1"),
+                        max_digits=18,
+                        validators=[django.core.validators.MinValueValidator(Decimal("1E-9"))],
+                    ),
+                ),
+                (
+                    "channel",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="models",
+                        to="providers.channel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['model'],
-                'constraints': [models.UniqueConstraint(fields=('channel', 'model'), name='channelmodel_unique_per_channel'), models.CheckConstraint(condition=models.Q(('multiplier__gt', 0)), name='channelmodel_multiplier_positive')],
+                "ordering": ["model"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("channel", "model"), name="channelmodel_unique_per_channel"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("multiplier__gt", 0)), name="channelmodel_multiplier_positive"
+                    ),
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='channel',
-            constraint=models.UniqueConstraint(fields=('provider', 'name'), name='channel_unique_name_per_provider'),
+            model_name="channel",
+            constraint=models.UniqueConstraint(
+                fields=("provider", "name"), name="channel_unique_name_per_provider"
+            ),
         ),
     ]

@@ -7,25 +7,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('providers', '0001_initial'),
+        ("providers", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='channelmodel',
-            name='price',
-            field=models.JSONField(blank=True, help_text='USD per million tokens, as decimal strings: {"input": "3.00", "output": "15.00", "cache_read": "0.30", "cache_write": "3.75", "reasoning": "15.00"}; a missing cache or reasoning price falls back to input or output. Empty: requests are not priced.', null=True, validators=[providers.models.validate_price]),
+            model_name="channelmodel",
+            name="price",
+            field=models.JSONField(
+                blank=True,
+                help_text='USD per million tokens, as decimal strings: {"input": "3.00", "output": "15.00", "cache_read": "0.30", "cache_write": "3.75", "reasoning": "15.00"}; a missing cache or reasoning price falls back to input or output. Empty: requests are not priced.',
+                null=True,
+                validators=[providers.models.validate_price],
+            ),
         ),
         migrations.AddField(
-            model_name='provider',
-            name='multiplier',
-            field=models.DecimalField(decimal_places=9, default=Decimal('1'), help_text="Scales the cost of every request this provider serves (with the channel model's multiplier).", max_digits=18, validators=[django.core.validators.MinValueValidator(Decimal('1E-9'))]),
+            model_name="provider",
+            name="multiplier",
+            field=models.DecimalField(
+                decimal_places=9,
+                default=Decimal("1"),
+                help_text="Scales the cost of every request this provider serves (with the channel model's multiplier).",
+                max_digits=18,
+                validators=[django.core.validators.MinValueValidator(Decimal("1E-9"))],
+            ),
         ),
         migrations.AlterField(
-            model_name='channelmodel',
-            name='multiplier',
-            field=models.DecimalField(decimal_places=9, default=Decimal('1'), help_text="Scales this model's cost (with the provider's multiplier).", max_digits=18, validators=[django.core.validators.MinValueValidator(Decimal('1E-9'))]),
+            model_name="channelmodel",
+            name="multiplier",
+            field=models.DecimalField(
+                decimal_places=9,
+                default=Decimal("1"),
+                help_text="Scales this model's cost (with the provider's multiplier).",
+                max_digits=18,
+                validators=[django.core.validators.MinValueValidator(Decimal("1E-9"))],
+            ),
         ),
     ]

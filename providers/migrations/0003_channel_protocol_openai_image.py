@@ -4,15 +4,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('providers', '0002_prices_and_provider_multiplier'),
+        ("providers", "0002_prices_and_provider_multiplier"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='channel',
-            name='protocol',
-            field=models.CharField(choices=[('chat_completion', 'OpenAI Chat Completions'), ('responses', 'OpenAI Responses'), ('messages', 'Anthropic Messages'), ('gemini', 'Google Gemini'), ('openai_image', 'OpenAI Images API')], max_length=20),
+            model_name="channel",
+            name="protocol",
+            field=models.CharField(
+                choices=[
+                    ("chat_completion", "OpenAI Chat Completions"),
+                    ("responses", "OpenAI Responses"),
+                    ("messages", "Anthropic Messages"),
+                    ("gemini", "Google Gemini"),
+                    ("openai_image", "OpenAI Images API"),
+                ],
+                max_length=20,
+            ),
         ),
     ]

@@ -4,20 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('providers', '0003_channel_protocol_openai_image'),
+        ("providers", "0003_channel_protocol_openai_image"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='provider',
-            name='affinity_failback_seconds',
-            field=models.PositiveIntegerField(default=300, help_text='prefer_higher_priority: seconds after binding before normal priority order wins again.'),
+            model_name="provider",
+            name="affinity_failback_seconds",
+            field=models.PositiveIntegerField(
+                default=300,
+                help_text="prefer_higher_priority: seconds after binding before normal priority order wins again.",
+            ),
         ),
         migrations.AddField(
-            model_name='provider',
-            name='affinity_mode',
-            field=models.CharField(choices=[('off', 'Off'), ('sticky', 'Sticky'), ('prefer_higher_priority', 'Prefer higher priority')], default='off', help_text="Sticky routing: send a conversation back to the channel that served it so the upstream's prompt cache hits. sticky keeps it there; prefer_higher_priority returns to a recovered higher-priority provider after the fail-back delay.", max_length=24),
+            model_name="provider",
+            name="affinity_mode",
+            field=models.CharField(
+                choices=[
+                    ("off", "Off"),
+                    ("sticky", "Sticky"),
+                    ("prefer_higher_priority", "Prefer higher priority"),
+                ],
+                default="off",
+                help_text="Sticky routing: send a conversation back to the channel that served it so the upstream's prompt cache hits. sticky keeps it there; prefer_higher_priority returns to a recovered higher-priority provider after the fail-back delay.",
+                max_length=24,
+            ),
         ),
     ]

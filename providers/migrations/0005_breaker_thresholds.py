@@ -5,25 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('providers', '0004_provider_affinity'),
+        ("providers", "0004_provider_affinity"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='provider',
-            name='breaker_cooldown_seconds',
-            field=models.FloatField(blank=True, help_text='How long an opened breaker keeps a channel out; empty: the global default.', null=True, validators=[django.core.validators.MinValueValidator(0.1)]),
+            model_name="provider",
+            name="breaker_cooldown_seconds",
+            field=models.FloatField(
+                blank=True,
+                help_text="How long an opened breaker keeps a channel out; empty: the global default.",
+                null=True,
+                validators=[django.core.validators.MinValueValidator(0.1)],
+            ),
         ),
         migrations.AddField(
-            model_name='provider',
-            name='breaker_failure_threshold',
-            field=models.PositiveIntegerField(blank=True, help_text="Failures within the window that open a channel's breaker; empty: the global default.", null=True, validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="provider",
+            name="breaker_failure_threshold",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="Failures within the window that open a channel's breaker; empty: the global default.",
+                null=True,
+                validators=[django.core.validators.MinValueValidator(1)],
+            ),
         ),
         migrations.AddField(
-            model_name='provider',
-            name='breaker_window_seconds',
-            field=models.FloatField(blank=True, help_text="The breaker's failure-counting window; empty: the global default.", null=True, validators=[django.core.validators.MinValueValidator(0.1)]),
+            model_name="provider",
+            name="breaker_window_seconds",
+            field=models.FloatField(
+                blank=True,
+                help_text="The breaker's failure-counting window; empty: the global default.",
+                null=True,
+                validators=[django.core.validators.MinValueValidator(0.1)],
+            ),
         ),
     ]

@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('requestlogs', '0001_initial'),
+        ("requestlogs", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='requestlog',
-            name='endpoint',
-            field=models.CharField(blank=True, default='', help_text="The endpoint answered (/v1/chat/completions, /v1/models/{id}, 'other' for an unknown path).", max_length=64),
+            model_name="requestlog",
+            name="endpoint",
+            field=models.CharField(
+                blank=True,
+                default="",
+                help_text="The endpoint answered (/v1/chat/completions, /v1/models/{id}, 'other' for an unknown path).",
+                max_length=64,
+            ),
         ),
     ]

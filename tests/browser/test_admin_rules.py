@@ -34,18 +34,32 @@ def test_provider_chain_editor(page, live_server, admin_user):
     from transforms.models import TransformRule
 
     provider = Provider.objects.create(name="acme")
-    first = TransformRule.objects.create(scope="provider", provider=provider, position=0,
-                                         transform="role_merge_consecutive", phase="request", config={})
-    second = TransformRule.objects.create(scope="provider", provider=provider, position=1,
-                                          transform="role_developer_to_system", phase="request", config={},
-                                          models=["o*"])
+    first = TransformRule.objects.create(
+        scope="provider",
+        provider=provider,
+        position=0,
+        transform="role_merge_consecutive",
+        phase="request",
+        config={},
+    )
+    second = TransformRule.objects.create(
+        scope="provider",
+        provider=provider,
+        position=1,
+        transform="role_developer_to_system",
+        phase="request",
+        config={},
+        models=["o*"],
+    )
     base = live_server.url
     login(page, base)
     page.goto(f"{base}/admin/providers/provider/{provider.pk}/change/")
     assert rule_rows(page).count() == 2
 
     # The picker lists only transforms allowed for providers, grouped by category.
-    picker_groups = page.locator("#transform_rules-group .inline-related:not(.empty-form) select.transform-picker").first
+    picker_groups = page.locator(
+        "#transform_rules-group .inline-related:not(.empty-form) select.transform-picker"
+    ).first
     labels = picker_groups.locator("optgroup").evaluate_all("els => els.map(e => e.label)")
     assert "Prompt (message list)" in labels and "Role" in labels and "Stream" in labels
     assert picker_groups.locator("option[value=stream_force]").count() == 1
@@ -76,7 +90,9 @@ def test_provider_chain_editor(page, live_server, admin_user):
     rule_rows(page).nth(0).locator("button.rule-down").click()
     page.click("input[name=_continue]")
     page.wait_for_selector(".messagelist .success")
-    order = list(TransformRule.objects.filter(provider=provider).order_by("position").values_list("pk", flat=True))
+    order = list(
+        TransformRule.objects.filter(provider=provider).order_by("position").values_list("pk", flat=True)
+    )
     assert order == [second.pk, first.pk, injected.pk]
     second.refresh_from_db()
     assert second.models == ["o*"]  # untouched fields survive the round trip
@@ -104,7 +120,9 @@ def test_provider_chain_editor(page, live_server, admin_user):
     row.locator(".sc-field[data-path=content] textarea").fill("Réponds en français.")
     page.click("input[name=_continue]")
     page.wait_for_selector(".messagelist .success")
-    order = list(TransformRule.objects.filter(provider=provider).order_by("position").values_list("pk", flat=True))
+    order = list(
+        TransformRule.objects.filter(provider=provider).order_by("position").values_list("pk", flat=True)
+    )
     assert order == [second.pk, injected.pk, first.pk]
     injected.refresh_from_db()
     assert injected.config == {"content": "Réponds en français.", "position": "prepend"}
@@ -116,12 +134,19 @@ def test_api_key_picker_hides_transforms_not_for_keys(page, live_server, admin_u
     login(page, base)
     page.goto(f"{base}/admin/keys/apikey/add/")
     page.click("#transform_rules-group .add-row a")
-    picker = page.locator("#transform_rules-group .inline-related:not(.empty-form) select.transform-picker").first
+    picker = page.locator(
+        "#transform_rules-group .inline-related:not(.empty-form) select.transform-picker"
+    ).first
     values = picker.locator("option").evaluate_all("els => els.map(e => e.value)")
     assert "stream_force" not in values
     assert "prompt_inject_system" in values
     picker.select_option("role_developer_to_system")
-    assert "no options" in page.locator("#transform_rules-group .inline-related:not(.empty-form) .schema-config-form").first.inner_text()
+    assert (
+        "no options"
+        in page.locator(
+            "#transform_rules-group .inline-related:not(.empty-form) .schema-config-form"
+        ).first.inner_text()
+    )
     assert page.js_errors == []
 
 
@@ -158,7 +183,9 @@ def test_global_chain_generated_forms_and_move_buttons(page, live_server, admin_
     page.locator(".sc-field[data-path=aliases] button.sc-set").click()
     page.locator(".sc-field[data-path=aliases] button.sc-add").click()
     page.locator(".sc-field[data-path=aliases] .sc-key").nth(1).fill("web_search")
-    page.locator(".sc-field[data-path=aliases] .sc-row").nth(1).locator("input.sc-input").fill("client_web_search")
+    page.locator(".sc-field[data-path=aliases] .sc-row").nth(1).locator("input.sc-input").fill(
+        "client_web_search"
+    )
     page.click("input[name=_save]")
     page.wait_for_selector(".messagelist .success")
     rule = TransformRule.objects.get(transform="field_alias_reserved_tool_names")
@@ -166,13 +193,16 @@ def test_global_chain_generated_forms_and_move_buttons(page, live_server, admin_
     assert rule.config == {"aliases": {"view_image": "client_view_image", "web_search": "client_web_search"}}
 
     # Two more rules, then reorder from the list with the up/down buttons.
-    other = TransformRule.objects.create(scope="global", position=5, transform="role_merge_consecutive",
-                                         phase="request", config={})
+    other = TransformRule.objects.create(
+        scope="global", position=5, transform="role_merge_consecutive", phase="request", config={}
+    )
     page.goto(f"{base}/admin/transforms/globaltransformrule/")
     page.locator(f"button.rule-up[formaction$='/{other.pk}/move/up/']").click()
     page.wait_for_selector(".messagelist .success")
     page.screenshot(path=str(ARTIFACTS / "admin-global-chain.png"), full_page=True)
-    order = list(TransformRule.objects.filter(scope="global").order_by("position").values_list("pk", flat=True))
+    order = list(
+        TransformRule.objects.filter(scope="global").order_by("position").values_list("pk", flat=True)
+    )
     assert order == [other.pk, rule.pk]
     assert page.js_errors == []
 
@@ -195,18 +225,25 @@ def test_generated_forms_round_trip_stored_configs(page, live_server, admin_user
         ("field_alias_reserved_tool_names", {"aliases": {}}),
     ]
     for i, (type_id, config) in enumerate(stored):
-        TransformRule.objects.create(scope="provider", provider=provider, position=i, transform=type_id,
-                                     phase="request", config=config)
+        TransformRule.objects.create(
+            scope="provider", provider=provider, position=i, transform=type_id, phase="request", config=config
+        )
     base = live_server.url
     login(page, base)
     page.goto(f"{base}/admin/providers/provider/{provider.pk}/change/")
-    hidden = page.locator("#transform_rules-group .inline-related:not(.empty-form) .schema-config input[type=hidden]")
-    assert [json.loads(v) for v in hidden.evaluate_all("els => els.map(e => e.value)")] == [c for _, c in stored]
+    hidden = page.locator(
+        "#transform_rules-group .inline-related:not(.empty-form) .schema-config input[type=hidden]"
+    )
+    assert [json.loads(v) for v in hidden.evaluate_all("els => els.map(e => e.value)")] == [
+        c for _, c in stored
+    ]
 
     # Editing one field changes only that key; clearing an optional field omits it.
     row = rule_rows(page).nth(1)
     row.locator(".sc-field[data-path=content] textarea").fill("continue")
-    assert json.loads(row.locator(".schema-config input[type=hidden]").input_value()) == {"content": "continue"}
+    assert json.loads(row.locator(".schema-config input[type=hidden]").input_value()) == {
+        "content": "continue"
+    }
     row.locator(".sc-field[data-path=content] textarea").fill("")
     assert json.loads(row.locator(".schema-config input[type=hidden]").input_value()) == {}
     row = rule_rows(page).nth(4)
@@ -216,26 +253,44 @@ def test_generated_forms_round_trip_stored_configs(page, live_server, admin_user
 
 
 SYNTHETIC_REGISTRY = {
-    "t": {"name": {"en": "T", "zh": "T"}, "description": {"en": "Test transform.", "zh": "测试。"},
-          "category": "field", "phases": ["request", "response"],
-          "schema": {
-              "type": "object",
-              "properties": {
-                  "rules": {"type": "array", "items": {
-                      "type": "object", "required": ["pattern"],
-                      "properties": {"pattern": {"type": "string", "minLength": 1},
-                                     "effort": {"enum": ["low", "high"]}}}},
-                  "limit": {"type": "integer", "minimum": 1, "maximum": 10},
-                  "flag": {"type": "boolean", "default": True},
-                  "nested": {"type": "object", "properties": {"a": {"type": "string"}}},
-                  "anything": {"title": "Anything"},
-              },
-              "required": ["rules"],
-          }},
-    "u": {"name": {"en": "U", "zh": "U"}, "description": {"en": "Response only.", "zh": "仅响应。"},
-          "category": "stream", "phases": ["response"],
-          "schema": {"type": "object", "properties": {"mode": {"enum": ["a", "b"], "default": "b"}},
-                     "required": ["mode"]}},
+    "t": {
+        "name": {"en": "T", "zh": "T"},
+        "description": {"en": "Test transform.", "zh": "测试。"},
+        "category": "field",
+        "phases": ["request", "response"],
+        "schema": {
+            "type": "object",
+            "properties": {
+                "rules": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["pattern"],
+                        "properties": {
+                            "pattern": {"type": "string", "minLength": 1},
+                            "effort": {"enum": ["low", "high"]},
+                        },
+                    },
+                },
+                "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+                "flag": {"type": "boolean", "default": True},
+                "nested": {"type": "object", "properties": {"a": {"type": "string"}}},
+                "anything": {"title": "Anything"},
+            },
+            "required": ["rules"],
+        },
+    },
+    "u": {
+        "name": {"en": "U", "zh": "U"},
+        "description": {"en": "Response only.", "zh": "仅响应。"},
+        "category": "stream",
+        "phases": ["response"],
+        "schema": {
+            "type": "object",
+            "properties": {"mode": {"enum": ["a", "b"], "default": "b"}},
+            "required": ["mode"],
+        },
+    },
 }
 
 

@@ -32,19 +32,31 @@ def captured_request(gateway, mock_upstream):
     from tests.servers import make_key, make_route
     from transforms.models import TransformRule
 
-    route = make_route("chat_completion", "gpt-4o-audit", mock_upstream.base_url("chat_completion"),
-                       upstream_model="gpt-4o-2024-08-06")
-    TransformRule.objects.create(scope="provider", provider=route.provider, position=0,
-                                 transform="prompt_inject_system", phase="request", models=["gpt-4*"],
-                                 config={"content": "Answer in French.", "position": "prepend"})
-    TransformRule.objects.create(scope="global", position=0, transform="role_merge_consecutive",
-                                 phase="request", config={})
+    route = make_route(
+        "chat_completion",
+        "gpt-4o-audit",
+        mock_upstream.base_url("chat_completion"),
+        upstream_model="gpt-4o-2024-08-06",
+    )
+    TransformRule.objects.create(
+        scope="provider",
+        provider=route.provider,
+        position=0,
+        transform="prompt_inject_system",
+        phase="request",
+        models=["gpt-4*"],
+        config={"content": "Answer in French.", "position": "prepend"},
+    )
+    TransformRule.objects.create(
+        scope="global", position=0, transform="role_merge_consecutive", phase="request", config={}
+    )
     config_version.bump()
     _, secret = make_key("audited", capture_mode="all")
     gateway.wait_config()
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0)
     client.chat.completions.with_raw_response.create(
-        model="gpt-4o-audit", messages=[{"role": "user", "content": "What is the capital of France?"}])
+        model="gpt-4o-audit", messages=[{"role": "user", "content": "What is the capital of France?"}]
+    )
     deadline = time.monotonic() + 30
     while not Capture.objects.exists():
         assert time.monotonic() < deadline, "the gateway did not store the capture"

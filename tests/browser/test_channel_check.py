@@ -14,7 +14,9 @@ pytestmark = [needs_chromium, pytest.mark.timeout(180)]
 def test_channel_check_action(page, live_server, admin_user, mock_upstream):
     from tests.servers import make_route
 
-    ok = make_route("chat_completion", "gpt-ok", mock_upstream.base_url("chat_completion"), provider_name="acme")
+    ok = make_route(
+        "chat_completion", "gpt-ok", mock_upstream.base_url("chat_completion"), provider_name="acme"
+    )
     down = make_route("chat_completion", "gpt-down", "http://127.0.0.1:1/v1", provider_name="gone")
     base = live_server.url
     login(page, base)

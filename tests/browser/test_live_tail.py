@@ -31,7 +31,9 @@ def test_rows_appear_pending_and_turn_final(page, gateway, mock_upstream):
     from django.contrib.auth import get_user_model
 
     get_user_model().objects.create_user("tail-staff", password="pw-live-tail-1", is_staff=True)
-    make_route("chat_completion", "tail-slow", mock_upstream.base_url("chat_completion", "delay-first-byte=2"))
+    make_route(
+        "chat_completion", "tail-slow", mock_upstream.base_url("chat_completion", "delay-first-byte=2")
+    )
     make_route("chat_completion", "tail-bad", mock_upstream.base_url("chat_completion", "status=400"))
     _, secret = make_key("tail")
     gateway.wait_config()
@@ -42,9 +44,14 @@ def test_rows_appear_pending_and_turn_final(page, gateway, mock_upstream):
     replies: list[httpx.Response] = []
 
     def post(model: str) -> None:
-        replies.append(httpx.post(f"{gateway.url}/v1/chat/completions", timeout=30,
-                                  headers={"authorization": f"Bearer {secret}"},
-                                  json={"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+        replies.append(
+            httpx.post(
+                f"{gateway.url}/v1/chat/completions",
+                timeout=30,
+                headers={"authorization": f"Bearer {secret}"},
+                json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
+            )
+        )
 
     worker = threading.Thread(target=post, args=("tail-slow",))
     worker.start()
@@ -88,7 +95,9 @@ def test_non_staff_cannot_open_the_socket(page, gateway):
     assert state.startswith("closed")
 
 
-def test_a_viewer_on_one_process_sees_requests_served_by_another_through_redis(page, gateway_factory, mock_upstream):
+def test_a_viewer_on_one_process_sees_requests_served_by_another_through_redis(
+    page, gateway_factory, mock_upstream
+):
     """Two gateway processes sharing Redis (the Redis channel layer): the page's socket is on the
     first, the request goes to the second, which learns of the viewer from the group in Redis."""
     from django.contrib.auth import get_user_model
@@ -99,7 +108,10 @@ def test_a_viewer_on_one_process_sees_requests_served_by_another_through_redis(p
     get_user_model().objects.create_user("tail-redis", password="pw-live-tail-1", is_staff=True)
     make_route("chat_completion", "tail-redis", mock_upstream.base_url("chat_completion"))
     _, secret = make_key("tail-redis")
-    viewer_side, serving_side = gateway_factory({"REDIS_URL": redis_url}), gateway_factory({"REDIS_URL": redis_url})
+    viewer_side, serving_side = (
+        gateway_factory({"REDIS_URL": redis_url}),
+        gateway_factory({"REDIS_URL": redis_url}),
+    )
     for server in (viewer_side, serving_side):
         server.wait_config()
     _login(page, viewer_side.url, "tail-redis")

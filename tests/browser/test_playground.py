@@ -15,19 +15,27 @@ def test_playground_dry_run_and_live_rule_edit(page, live_server, admin_user):
     from tests.servers import make_route
     from transforms.models import TransformRule
 
-    route = make_route("chat_completion", "gpt-play", "http://127.0.0.1:9/v1", upstream_model="gpt-up",
-                       provider_name="acme")
-    inject = TransformRule.objects.create(scope="provider", provider=route.provider, position=0,
-                                          transform="prompt_inject_system", phase="request",
-                                          config={"content": "Be brief.", "position": "prepend"})
-    TransformRule.objects.create(scope="global", position=1, transform="role_merge_consecutive", phase="request",
-                                 enabled=False)
+    route = make_route(
+        "chat_completion", "gpt-play", "http://127.0.0.1:9/v1", upstream_model="gpt-up", provider_name="acme"
+    )
+    inject = TransformRule.objects.create(
+        scope="provider",
+        provider=route.provider,
+        position=0,
+        transform="prompt_inject_system",
+        phase="request",
+        config={"content": "Be brief.", "position": "prepend"},
+    )
+    TransformRule.objects.create(
+        scope="global", position=1, transform="role_merge_consecutive", phase="request", enabled=False
+    )
     base = live_server.url
     login(page, base)
     page.click("#playground-link")
     page.wait_for_selector("#pg-body")
-    body = ('{"model": "gpt-play", "messages": [{"role": "user", "content": "What is 2+2?"}], '
-            '"temperature": 0.5}')
+    body = (
+        '{"model": "gpt-play", "messages": [{"role": "user", "content": "What is 2+2?"}], "temperature": 0.5}'
+    )
     page.fill("#pg-body", body)
     page.click("#pg-run")
     step = page.locator("#pg-chain .step[data-transform=prompt_inject_system]")
@@ -44,7 +52,9 @@ def test_playground_dry_run_and_live_rule_edit(page, live_server, admin_user):
 
     # Editing the rule's config in its schema form re-runs by itself.
     page.fill(f"#pg-form-{inject.pk} .sc-field[data-path=content] textarea", "Answer in French.")
-    page.wait_for_function("document.getElementById('pg-upstream-body').textContent.includes('Answer in French.')")
+    page.wait_for_function(
+        "document.getElementById('pg-upstream-body').textContent.includes('Answer in French.')"
+    )
     assert "Be brief." not in page.locator("#pg-upstream-body").inner_text()
     assert "(edited)" in page.locator(f"#pg-match tbody tr[data-rule='{inject.pk}']").inner_text()
     assert '"Answer in French."' in page.locator(f"#pg-cfg-{inject.pk}").input_value()

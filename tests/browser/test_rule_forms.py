@@ -30,14 +30,17 @@ def test_picker_renders_optgroups_with_descriptions():
     assert 'value="stream_force"' not in html
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ("gpt-4*, claude-*", ["gpt-4*", "claude-*"]),
-    ("gpt-4*\n claude-?\n\n", ["gpt-4*", "claude-?"]),
-    ("", None),
-    ("  ,  ", None),
-    ('["o*", "gpt-5"]', ["o*", "gpt-5"]),
-    ("null", None),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("gpt-4*, claude-*", ["gpt-4*", "claude-*"]),
+        ("gpt-4*\n claude-?\n\n", ["gpt-4*", "claude-?"]),
+        ("", None),
+        ("  ,  ", None),
+        ('["o*", "gpt-5"]', ["o*", "gpt-5"]),
+        ("null", None),
+    ],
+)
 def test_model_globs_input(raw, expected):
     assert ModelGlobsField().clean(raw) == expected
 
@@ -49,16 +52,33 @@ def test_model_globs_shown_comma_separated():
 
 @pytest.mark.django_db
 def test_global_form_validates_in_global_scope_and_normalises_config():
-    form = rule_form_for("global")(data={"transform": "stream_force", "phase": "request", "enabled": "on",
-                                         "models": "", "config": '{"enabled": true}', "position": "0"})
+    form = rule_form_for("global")(
+        data={
+            "transform": "stream_force",
+            "phase": "request",
+            "enabled": "on",
+            "models": "",
+            "config": '{"enabled": true}',
+            "position": "0",
+        }
+    )
     assert form.is_valid(), form.errors
     assert form.instance.scope == "global"
-    form = rule_form_for("api_key")(data={"transform": "stream_force", "phase": "request", "enabled": "on",
-                                          "models": "", "config": '{"enabled": true}', "position": "0"})
+    form = rule_form_for("api_key")(
+        data={
+            "transform": "stream_force",
+            "phase": "request",
+            "enabled": "on",
+            "models": "",
+            "config": '{"enabled": true}',
+            "position": "0",
+        }
+    )
     assert not form.is_valid()
     assert "not allowed in the api_key scope" in form.errors["transform"][0]
-    form = rule_form_for("global")(data={"transform": "force_stream", "phase": "request", "models": "",
-                                         "config": "", "position": "0"})
+    form = rule_form_for("global")(
+        data={"transform": "force_stream", "phase": "request", "models": "", "config": "", "position": "0"}
+    )
     assert not form.is_valid()  # historical id accepted, canonicalised; missing config -> {}
     assert form.cleaned_data["transform"] == "stream_force" and form.instance.config == {}
     assert any("enabled" in m for m in form.errors["config"])
@@ -66,8 +86,14 @@ def test_global_form_validates_in_global_scope_and_normalises_config():
 
 @pytest.mark.django_db
 def test_config_errors_reach_the_widget_with_their_paths(admin_client):
-    data = {"position": "0", "transform": "prompt_inject_system", "enabled": "on", "phase": "request",
-            "models": "", "config": json.dumps({"content": "", "position": "middle", "extra": 1})}
+    data = {
+        "position": "0",
+        "transform": "prompt_inject_system",
+        "enabled": "on",
+        "phase": "request",
+        "models": "",
+        "config": json.dumps({"content": "", "position": "middle", "extra": 1}),
+    }
     response = admin_client.post(reverse("admin:transforms_globaltransformrule_add"), data)
     assert response.status_code == 200
     html = response.content.decode()
@@ -80,8 +106,14 @@ def test_config_errors_reach_the_widget_with_their_paths(admin_client):
 
 @pytest.mark.django_db
 def test_global_add_saves_global_rule_and_keeps_unknown_keys(admin_client):
-    data = {"position": "3", "transform": "prompt_inject_system", "enabled": "on", "phase": "request",
-            "models": "gpt-4*", "config": json.dumps({"content": "Hi", "position": "append", "note": "x"})}
+    data = {
+        "position": "3",
+        "transform": "prompt_inject_system",
+        "enabled": "on",
+        "phase": "request",
+        "models": "gpt-4*",
+        "config": json.dumps({"content": "Hi", "position": "append", "note": "x"}),
+    }
     response = admin_client.post(reverse("admin:transforms_globaltransformrule_add"), data)
     assert response.status_code == 302
     rule = TransformRule.objects.get()
@@ -90,16 +122,27 @@ def test_global_add_saves_global_rule_and_keeps_unknown_keys(admin_client):
 
 @pytest.mark.django_db
 def test_global_move_swaps_neighbours_and_needs_post(admin_client):
-    a = TransformRule.objects.create(scope="global", position=0, transform="role_merge_consecutive", config={})
-    b = TransformRule.objects.create(scope="global", position=0, transform="role_system_to_developer", config={})
-    c = TransformRule.objects.create(scope="global", position=7, transform="role_developer_to_system", config={})
+    a = TransformRule.objects.create(
+        scope="global", position=0, transform="role_merge_consecutive", config={}
+    )
+    b = TransformRule.objects.create(
+        scope="global", position=0, transform="role_system_to_developer", config={}
+    )
+    c = TransformRule.objects.create(
+        scope="global", position=7, transform="role_developer_to_system", config={}
+    )
     url = reverse("admin:transforms_globaltransformrule_move", args=[c.pk, "up"])
     assert admin_client.get(url).status_code == 405
     assert admin_client.post(url).status_code == 302
     assert list(TransformRule.objects.order_by("position").values_list("pk", flat=True)) == [a.pk, c.pk, b.pk]
-    admin_client.post(reverse("admin:transforms_globaltransformrule_move", args=[a.pk, "up"]))  # already first
+    admin_client.post(
+        reverse("admin:transforms_globaltransformrule_move", args=[a.pk, "up"])
+    )  # already first
     assert list(TransformRule.objects.order_by("position").values_list("pk", "position")) == [
-        (a.pk, 0), (c.pk, 1), (b.pk, 2)]
+        (a.pk, 0),
+        (c.pk, 1),
+        (b.pk, 2),
+    ]
 
 
 @pytest.mark.django_db
@@ -108,13 +151,17 @@ def test_provider_page_embeds_scope_schemas_once_and_renders_unknown_ids(admin_c
 
     provider = Provider.objects.create(name="p")
     TransformRule.objects.create(scope="provider", provider=provider, transform="js:custom", config={"a": 1})
-    TransformRule.objects.create(scope="provider", provider=provider, position=1, transform="stream_force",
-                                 config={"enabled": True})
+    TransformRule.objects.create(
+        scope="provider", provider=provider, position=1, transform="stream_force", config={"enabled": True}
+    )
     html = admin_client.get(reverse("admin:providers_provider_change", args=[provider.pk])).content.decode()
     assert html.count('<script id="transform-registry-provider"') == 1
-    assert "js:custom (not installed: requests that reach this rule fail with 500 transform_init_failed)" in html
-    TransformRule.objects.create(scope="provider", provider=provider, position=2, transform="role_merge_consecutive",
-                                 config={})
+    assert (
+        "js:custom (not installed: requests that reach this rule fail with 500 transform_init_failed)" in html
+    )
+    TransformRule.objects.create(
+        scope="provider", provider=provider, position=2, transform="role_merge_consecutive", config={}
+    )
     html = admin_client.get(reverse("admin:providers_provider_change", args=[provider.pk])).content.decode()
     assert "js:custom (not installed" in html  # an installed id is never labelled broken
     assert "role_merge_consecutive (not" not in html
@@ -123,9 +170,17 @@ def test_provider_page_embeds_scope_schemas_once_and_renders_unknown_ids(admin_c
 
 @pytest.mark.django_db
 def test_global_list_toggles_enabled(admin_client):
-    rule = TransformRule.objects.create(scope="global", position=0, transform="stream_force", config={"enabled": True})
-    data = {"form-TOTAL_FORMS": "1", "form-INITIAL_FORMS": "1", "form-MIN_NUM_FORMS": "0",
-            "form-MAX_NUM_FORMS": "1000", "form-0-id": str(rule.pk), "_save": "Save"}
+    rule = TransformRule.objects.create(
+        scope="global", position=0, transform="stream_force", config={"enabled": True}
+    )
+    data = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-MIN_NUM_FORMS": "0",
+        "form-MAX_NUM_FORMS": "1000",
+        "form-0-id": str(rule.pk),
+        "_save": "Save",
+    }
     response = admin_client.post(reverse("admin:transforms_globaltransformrule_changelist"), data)
     assert response.status_code == 302
     rule.refresh_from_db()

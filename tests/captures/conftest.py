@@ -39,19 +39,44 @@ class CeleryWorker:
         self.redis_url = redis_url
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"celery-{os.getpid()}-{free_port()}.log"
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB")}
-        env.update({"DJANGO_SETTINGS_MODULE": "gateway.settings", "DATABASE_URL": database_url(),
-                    "SECRET_KEY": settings.SECRET_KEY, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"})
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "GATEWAY_TEST_DB")
+        }
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "gateway.settings",
+                "DATABASE_URL": database_url(),
+                "SECRET_KEY": settings.SECRET_KEY,
+                "REDIS_URL": redis_url,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         self.env = env
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> CeleryWorker:
         celery = str(Path(sys.executable).with_name("celery"))
-        cmd = [celery, "-A", "gateway", "worker", "--pool", "solo", "-Q", "captures,celery", "-l", "INFO",
-               "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", f"capture-test-{os.getpid()}@%h"]
+        cmd = [
+            celery,
+            "-A",
+            "gateway",
+            "worker",
+            "--pool",
+            "solo",
+            "-Q",
+            "captures,celery",
+            "-l",
+            "INFO",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"capture-test-{os.getpid()}@%h",
+        ]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while "ready." not in self.log():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -88,9 +113,12 @@ class PrivateRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed")
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -12,7 +12,12 @@ from tests.captures.helpers import attempt, record
 
 
 def small(**kw) -> Limits:
-    base = {"max_attempts": 16, "max_frames": 4096, "max_frame_bytes": 256 * 1024, "max_bytes": 16 * 1024 * 1024}
+    base = {
+        "max_attempts": 16,
+        "max_frames": 4096,
+        "max_frame_bytes": 256 * 1024,
+        "max_bytes": 16 * 1024 * 1024,
+    }
     base.update(kw)
     return Limits(**base)
 
@@ -47,8 +52,16 @@ def test_frame_bytes_share_the_capture_budget():
 
 
 def test_record_lists_are_bounded_without_changes_to_the_proxy():
-    rec = CaptureRecord(request_id="r", created_at=0.0, api_key_id=None, api_key_name="k", client_protocol="messages",
-                        stream=True, logical_model="m", budget=Budget(small(max_attempts=2, max_frames=2)))
+    rec = CaptureRecord(
+        request_id="r",
+        created_at=0.0,
+        api_key_id=None,
+        api_key_name="k",
+        client_protocol="messages",
+        stream=True,
+        logical_model="m",
+        budget=Budget(small(max_attempts=2, max_frames=2)),
+    )
     for _ in range(4):
         att = attempt()
         rec.attempts.append(att)  # the proxy appends, then writes frames into the attempt
@@ -71,12 +84,18 @@ def test_untruncated_dump_has_zero_counters_and_exact_size():
     rec = record()
     data, meta = build(rec)
     doc = orjson.loads(data)
-    assert doc["capture_truncation"] == {"truncated": False, "omitted_attempts": 0, "omitted_frames": 0,
-                                         "omitted_bytes": 0, "cut_frames": 0,
-                                         "retained_bytes": doc["capture_truncation"]["retained_bytes"]}
+    assert doc["capture_truncation"] == {
+        "truncated": False,
+        "omitted_attempts": 0,
+        "omitted_frames": 0,
+        "omitted_bytes": 0,
+        "cut_frames": 0,
+        "retained_bytes": doc["capture_truncation"]["retained_bytes"],
+    }
     assert meta.raw_bytes == len(data) and not meta.truncated
     assert doc["attempts"][0]["executed_chain"] == [
-        {"scope": "provider", "transform": "prompt_inject_system", "phase": "request", "rule_id": 7}]
+        {"scope": "provider", "transform": "prompt_inject_system", "phase": "request", "rule_id": 7}
+    ]
     assert b"secret judge key" not in data  # a rule's config is never recorded
 
 
@@ -102,8 +121,11 @@ def test_huge_client_request_is_replaced_by_a_marker():
     data, _ = build(rec)
     doc = orjson.loads(data)
     assert len(data) <= limit
-    assert doc["client_request"] == {"truncated": True, "reason": "capture_bytes",
-                                     "original_bytes": doc["client_request"]["original_bytes"]}
+    assert doc["client_request"] == {
+        "truncated": True,
+        "reason": "capture_bytes",
+        "original_bytes": doc["client_request"]["original_bytes"],
+    }
     assert doc["client_request"]["original_bytes"] > 50000
     assert doc["attempts"][0]["upstream_request"]["model"] == "up-4o"
 
@@ -115,9 +137,16 @@ def test_long_identifiers_are_bounded():
 
 
 def test_client_write_chunks_are_recorded_one_event_per_frame():
-    rec = CaptureRecord(request_id="r", created_at=0.0, api_key_id=None, api_key_name="k",
-                        client_protocol="chat_completion", stream=True, logical_model="m",
-                        budget=Budget(small(max_frames=3)))
+    rec = CaptureRecord(
+        request_id="r",
+        created_at=0.0,
+        api_key_id=None,
+        api_key_name="k",
+        client_protocol="chat_completion",
+        stream=True,
+        logical_model="m",
+        budget=Budget(small(max_frames=3)),
+    )
     rec.client_frames.append('data: {"a":1}\n\ndata: {"b":2}\n\n')
     rec.client_frames.append("data: [DONE]\n\n")
     rec.client_frames.append('data: {"late":1}\n\n')

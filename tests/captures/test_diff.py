@@ -12,8 +12,11 @@ def ops(changes):
 def test_object_keys_added_removed_changed():
     left = {"model": "a", "temperature": 1, "keep": {"x": 1}}
     right = {"model": "b", "keep": {"x": 1}, "max_tokens": 5}
-    assert ops(diff(left, right)) == [("changed", "$.model"), ("removed", "$.temperature"),
-                                      ("added", "$.max_tokens")]
+    assert ops(diff(left, right)) == [
+        ("changed", "$.model"),
+        ("removed", "$.temperature"),
+        ("added", "$.max_tokens"),
+    ]
 
 
 def test_inserted_array_element_is_one_addition():
@@ -37,8 +40,13 @@ def test_removed_array_tail():
 
 
 def test_rendered_lines_are_marked_by_path():
-    view = side_by_side("t", "L", {"messages": [{"role": "user"}], "x": 1},
-                        "R", {"messages": [{"role": "system"}, {"role": "user"}], "x": 2})
+    view = side_by_side(
+        "t",
+        "L",
+        {"messages": [{"role": "user"}], "x": 1},
+        "R",
+        {"messages": [{"role": "system"}, {"role": "user"}], "x": 2},
+    )
     right = {line.text.strip(): line.cls for line in view.right}
     assert right['"role": "system"'] == "add" and right['"role": "user"'] == ""
     assert right['"x": 2'] == "chg"
@@ -48,10 +56,13 @@ def test_rendered_lines_are_marked_by_path():
 
 
 def test_sse_frames_parse_from_both_recorders():
-    upstream = ['{"a":1}', "event: message_stop\ndata: {\"type\":\"message_stop\"}", "[DONE]"]
+    upstream = ['{"a":1}', 'event: message_stop\ndata: {"type":"message_stop"}', "[DONE]"]
     client = ['data: {"a":1}\n\ndata: {"b":2}\n\n', ": keep-alive\n\n", "data: [DONE]\n\n"]
-    assert parse_sse_frames(upstream) == [{"a": 1}, {"event": "message_stop", "data": {"type": "message_stop"}},
-                                          "[DONE]"]
+    assert parse_sse_frames(upstream) == [
+        {"a": 1},
+        {"event": "message_stop", "data": {"type": "message_stop"}},
+        "[DONE]",
+    ]
     assert parse_sse_frames(client) == [{"a": 1}, {"b": 2}, "[DONE]"]
 
 

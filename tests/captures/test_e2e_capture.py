@@ -34,8 +34,10 @@ def dump(cap) -> dict[str, Any]:
 
 def start_gateway(tmp_path_factory, env: dict[str, str]) -> GatewayServer:
     data_dir = tmp_path_factory.mktemp("gateway-data")
-    return GatewayServer({"GATEWAY_DATA_DIR": str(data_dir), "GATEWAY_CAPTURE_RETRY_SECONDS": "0.5", **env},
-                         name="gateway-captures").start()
+    return GatewayServer(
+        {"GATEWAY_DATA_DIR": str(data_dir), "GATEWAY_CAPTURE_RETRY_SECONDS": "0.5", **env},
+        name="gateway-captures",
+    ).start()
 
 
 @pytest.fixture(scope="module")
@@ -65,18 +67,30 @@ def inject_rule(provider, globs: list[str]):
     from gateway import config_version
     from transforms.models import TransformRule
 
-    rule = TransformRule.objects.create(scope="provider", provider=provider, position=0,
-                                        transform="prompt_inject_system", phase="request", models=globs,
-                                        config={"content": "Answer in French.", "position": "prepend"})
+    rule = TransformRule.objects.create(
+        scope="provider",
+        provider=provider,
+        position=0,
+        transform="prompt_inject_system",
+        phase="request",
+        models=globs,
+        config={"content": "Answer in French.", "position": "prepend"},
+    )
     config_version.bump()
     return rule
 
 
 def test_matching_rule_is_captured_with_its_chain_and_effect(gw, mock_upstream):
-    route = make_route("chat_completion", "capgpt-4o", mock_upstream.base_url("chat_completion"),
-                       upstream_model="up-4o")
-    make_route("chat_completion", "plain-model", mock_upstream.base_url("chat_completion"),
-               provider=route.provider, upstream_model="up-plain")
+    route = make_route(
+        "chat_completion", "capgpt-4o", mock_upstream.base_url("chat_completion"), upstream_model="up-4o"
+    )
+    make_route(
+        "chat_completion",
+        "plain-model",
+        mock_upstream.base_url("chat_completion"),
+        provider=route.provider,
+        upstream_model="up-plain",
+    )
     rule = inject_rule(route.provider, ["capgpt-*"])
     key, secret = make_key("cap-all", capture_mode="all")
     gw.wait_config()
@@ -93,8 +107,12 @@ def test_matching_rule_is_captured_with_its_chain_and_effect(gw, mock_upstream):
     assert d["client_request"]["messages"] == [{"role": "user", "content": "hi"}]
     assert att["upstream_request"]["model"] == "up-4o"
     assert att["upstream_request"]["messages"][0] == {"role": "system", "content": "Answer in French."}
-    assert {"scope": "provider", "transform": "prompt_inject_system", "phase": "request",
-            "rule_id": rule.pk} in att["executed_chain"]
+    assert {
+        "scope": "provider",
+        "transform": "prompt_inject_system",
+        "phase": "request",
+        "rule_id": rule.pk,
+    } in att["executed_chain"]
     assert att["upstream_response"]["choices"] and d["client_response"]["choices"]
     assert att["started_at"] and att["ttfb_ms"] is not None and d["duration_ms"] > 0
     assert "Answer in French." not in orjson.dumps(att["executed_chain"]).decode()
@@ -106,10 +124,20 @@ def test_matching_rule_is_captured_with_its_chain_and_effect(gw, mock_upstream):
 
 def test_abnormal_mode_keeps_only_failing_or_retried_requests(gw, mock_upstream):
     make_route("chat_completion", "abn-ok", mock_upstream.base_url("chat_completion"))
-    make_route("chat_completion", "abn-retry", mock_upstream.base_url("chat_completion", "status=500"), priority=0,
-               provider_name="abn-broken")
-    make_route("chat_completion", "abn-retry", mock_upstream.base_url("chat_completion"), priority=1,
-               provider_name="abn-good")
+    make_route(
+        "chat_completion",
+        "abn-retry",
+        mock_upstream.base_url("chat_completion", "status=500"),
+        priority=0,
+        provider_name="abn-broken",
+    )
+    make_route(
+        "chat_completion",
+        "abn-retry",
+        mock_upstream.base_url("chat_completion"),
+        priority=1,
+        provider_name="abn-good",
+    )
     make_route("chat_completion", "abn-fail", mock_upstream.base_url("chat_completion", "status=400"))
     key, secret = make_key("cap-abnormal", capture_mode="abnormal")
     gw.wait_config()
@@ -135,7 +163,8 @@ def test_stream_capture_holds_the_frames(gw, mock_upstream):
     key, secret = make_key("cap-stream", capture_mode="all")
     gw.wait_config()
     stream = client_for(gw, secret).chat.completions.create(
-        model="cap-stream", messages=[{"role": "user", "content": "stream me"}], stream=True)
+        model="cap-stream", messages=[{"role": "user", "content": "stream me"}], stream=True
+    )
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert text
     (cap,) = wait_captures(1, api_key=key)
@@ -148,11 +177,14 @@ def test_stream_capture_holds_the_frames(gw, mock_upstream):
 
 
 def test_stream_that_fails_after_its_first_bytes_is_captured_as_an_error(gw, mock_upstream):
-    make_route("chat_completion", "cap-broken", mock_upstream.base_url("chat_completion", "disconnect-after=3"))
+    make_route(
+        "chat_completion", "cap-broken", mock_upstream.base_url("chat_completion", "disconnect-after=3")
+    )
     key, secret = make_key("cap-broken", capture_mode="abnormal")
     gw.wait_config()
     stream = client_for(gw, secret).chat.completions.create(
-        model="cap-broken", messages=[{"role": "user", "content": "a long answer please"}], stream=True)
+        model="cap-broken", messages=[{"role": "user", "content": "a long answer please"}], stream=True
+    )
     with pytest.raises(openai.APIError):
         for _ in stream:
             pass
@@ -168,7 +200,10 @@ def test_truncation_counters(gw, mock_upstream, tmp_path_factory, capture_redis)
     try:
         small.wait_config()
         stream = client_for(small, secret).chat.completions.create(
-            model="cap-trunc", messages=[{"role": "user", "content": "a fairly long answer please"}], stream=True)
+            model="cap-trunc",
+            messages=[{"role": "user", "content": "a fairly long answer please"}],
+            stream=True,
+        )
         assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     finally:
         small.stop()
@@ -180,7 +215,8 @@ def test_truncation_counters(gw, mock_upstream, tmp_path_factory, capture_redis)
 
 
 def test_redis_outage_never_touches_the_client_and_the_capture_arrives_later(
-        mock_upstream, transactional_db, private_redis, tmp_path_factory, django_db_blocker):
+    mock_upstream, transactional_db, private_redis, tmp_path_factory, django_db_blocker
+):
     from tests.captures.conftest import CeleryWorker
 
     mock_upstream.reset()
@@ -196,7 +232,9 @@ def test_redis_outage_never_touches_the_client_and_the_capture_arrives_later(
         assert len(wait_captures(1, api_key=key)) == 1
 
         private_redis.stop()
-        reply = client.chat.completions.create(model="cap-outage", messages=[{"role": "user", "content": "during"}])
+        reply = client.chat.completions.create(
+            model="cap-outage", messages=[{"role": "user", "content": "during"}]
+        )
         assert reply.choices[0].message.content  # the client got its answer
         deadline = time.monotonic() + 30
         from pathlib import Path

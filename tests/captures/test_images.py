@@ -27,8 +27,15 @@ def big_png(size=(200, 100)) -> str:
 def test_placeholders_in_values_and_frames_with_one_thumbnail_per_image():
     data = big_png()
     b = ImageBounder()
-    value = b.bound({"messages": [{"content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]}],
-                     "b64_json": data, "small": f"data:image/png;base64,{PNG_RGB_8}"})
+    value = b.bound(
+        {
+            "messages": [
+                {"content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]}
+            ],
+            "b64_json": data,
+            "small": f"data:image/png;base64,{PNG_RGB_8}",
+        }
+    )
     url = value["messages"][0]["content"][0]["image_url"]["url"]
     assert url.startswith("data:image/png;base64,<image image/png, ") and "sha256:" in url
     assert value["b64_json"].startswith("<image image/png, ") and len(value["b64_json"]) < 100
@@ -38,7 +45,9 @@ def test_placeholders_in_values_and_frames_with_one_thumbnail_per_image():
     thumbs = b.thumbnails()
     assert len(thumbs) == 2  # the big image once, the small one once
     big = next(t for t in thumbs if t["base64_chars"] == len(data))
-    assert (big["width"], big["height"]) == (200, 100) and big["thumbnail"].startswith("data:image/webp;base64,")
+    assert (big["width"], big["height"]) == (200, 100) and big["thumbnail"].startswith(
+        "data:image/webp;base64,"
+    )
     assert big["sha256"] in value["b64_json"]
 
 
@@ -56,10 +65,24 @@ def test_other_base64_and_corrupt_images():
 def test_dump_and_viewer_show_thumbnails_and_notes(client):
     data = big_png()
     rec = record("img-1")
-    rec.client_request = {"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]}]}
-    rec.attempts[0].upstream_request = {"messages": [{"content": [{"type": "image", "source": {
-        "type": "base64", "media_type": "image/png", "data": data}}]}]}
+    rec.client_request = {
+        "model": "m",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}],
+            }
+        ],
+    }
+    rec.attempts[0].upstream_request = {
+        "messages": [
+            {
+                "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+                ]
+            }
+        ]
+    }
     rec.attempts[0].notes = ["image_compress_input: left: re-encoded image was not smaller"]
     raw, _ = dump.build(rec)
     assert data.encode() not in raw

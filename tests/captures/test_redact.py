@@ -10,8 +10,14 @@ from tests.captures.helpers import record
 
 
 def test_secret_keys_are_masked_at_any_depth():
-    body = {"api_key": "sk-live", "Authorization": "Bearer x", "nested": [{"password": "p", "x-api-key": "k"}],
-            "metadata": {"client_secret": "s", "access_token": "t", "note": "keep"}, "token": "tok", "secret": ""}
+    body = {
+        "api_key": "sk-live",
+        "Authorization": "Bearer x",
+        "nested": [{"password": "p", "x-api-key": "k"}],
+        "metadata": {"client_secret": "s", "access_token": "t", "note": "keep"},
+        "token": "tok",
+        "secret": "",
+    }
     out = mask_secrets(body)
     assert out["api_key"] == MASK and out["Authorization"] == MASK and out["token"] == MASK
     assert out["nested"][0] == {"password": MASK, "x-api-key": MASK}
@@ -20,8 +26,11 @@ def test_secret_keys_are_masked_at_any_depth():
 
 
 def test_ordinary_fields_that_mention_tokens_are_kept():
-    body = {"max_tokens": 100, "usage": {"input_tokens": 3, "output_tokens": 4},
-            "logprobs": {"content": [{"token": "Hello", "logprob": -0.1, "bytes": [72]}]}}
+    body = {
+        "max_tokens": 100,
+        "usage": {"input_tokens": 3, "output_tokens": 4},
+        "logprobs": {"content": [{"token": "Hello", "logprob": -0.1, "bytes": [72]}]},
+    }
     assert mask_secrets(orjson.loads(orjson.dumps(body))) == body
 
 

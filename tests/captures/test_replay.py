@@ -23,8 +23,13 @@ def test_replay_dry_run_shows_the_upstream_request_diff(client):
     from transforms.models import TransformRule
 
     route = make_route("chat_completion", "gpt-4o", "http://127.0.0.1:9/v1", upstream_model="up-4o")
-    rule = TransformRule.objects.create(scope="global", position=0, transform="prompt_inject_system",
-                                        phase="request", config={"content": "Answer in German."})
+    rule = TransformRule.objects.create(
+        scope="global",
+        position=0,
+        transform="prompt_inject_system",
+        phase="request",
+        config={"content": "Answer in German."},
+    )
     stored(record("r1"))  # captured when the system prompt said French
     client.force_login(viewer("staff", staff=True))
     detail = client.get("/captures/r1/").content.decode()
@@ -66,19 +71,38 @@ def test_replay_sent_for_real(client, mock_upstream):
 def test_chips_link_rules_and_open_their_diff(client):
     from transforms.models import TransformRule
 
-    rule = TransformRule.objects.create(scope="global", position=0, transform="prompt_inject_system",
-                                        phase="request", config={"content": "x"})
+    rule = TransformRule.objects.create(
+        scope="global", position=0, transform="prompt_inject_system", phase="request", config={"content": "x"}
+    )
     rec = record("r4")
     att = rec.attempts[0]
-    att.executed_chain = [{"scope": "global", "transform": "prompt_inject_system", "phase": "request",
-                           "rule_id": rule.pk},
-                          {"scope": "global", "transform": "role_merge_consecutive", "phase": "request",
-                           "rule_id": None}]
-    att.rule_steps = {"request": {"before": {"input": [{"role": "user"}]}, "steps": [
-        {"rule_id": rule.pk, "scope": "global", "transform": "prompt_inject_system", "phase": "request",
-         "changed": True, "after": {"input": [{"role": "system"}, {"role": "user"}]}},
-        {"rule_id": None, "scope": "global", "transform": "role_merge_consecutive", "phase": "request",
-         "changed": False, "after": None}]}}
+    att.executed_chain = [
+        {"scope": "global", "transform": "prompt_inject_system", "phase": "request", "rule_id": rule.pk},
+        {"scope": "global", "transform": "role_merge_consecutive", "phase": "request", "rule_id": None},
+    ]
+    att.rule_steps = {
+        "request": {
+            "before": {"input": [{"role": "user"}]},
+            "steps": [
+                {
+                    "rule_id": rule.pk,
+                    "scope": "global",
+                    "transform": "prompt_inject_system",
+                    "phase": "request",
+                    "changed": True,
+                    "after": {"input": [{"role": "system"}, {"role": "user"}]},
+                },
+                {
+                    "rule_id": None,
+                    "scope": "global",
+                    "transform": "role_merge_consecutive",
+                    "phase": "request",
+                    "changed": False,
+                    "after": None,
+                },
+            ],
+        }
+    }
     stored(rec)
     client.force_login(viewer("staff3", staff=True))
     html = client.get("/captures/r4/").content.decode()
@@ -91,23 +115,28 @@ def test_stream_capture_diffs_the_assembled_answers(client):
     rec = record("r5", stream=True)
     att: AttemptRecord = rec.attempts[0]
     att.upstream_response = None
-    for frame in ('{"id":"c1","object":"chat.completion.chunk","model":"up-4o","choices":[{"index":0,'
-                  '"delta":{"role":"assistant","content":"Bon"}}]}',
-                  '{"id":"c1","object":"chat.completion.chunk","model":"up-4o","choices":[{"index":0,'
-                  '"delta":{"content":"jour"},"finish_reason":"stop"}]}', "[DONE]"):
+    for frame in (
+        '{"id":"c1","object":"chat.completion.chunk","model":"up-4o","choices":[{"index":0,'
+        '"delta":{"role":"assistant","content":"Bon"}}]}',
+        '{"id":"c1","object":"chat.completion.chunk","model":"up-4o","choices":[{"index":0,'
+        '"delta":{"content":"jour"},"finish_reason":"stop"}]}',
+        "[DONE]",
+    ):
         att.upstream_frames.append(frame)
     rec.client_response = None
     rec.client_protocol = "messages"
-    for chunk in ('event: message_start\ndata: {"type":"message_start","message":{"id":"m1","type":"message",'
-                  '"role":"assistant","model":"gpt-4o","content":[],"usage":{"input_tokens":1,"output_tokens":0}}}\n\n',
-                  'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
-                  '"content_block":{"type":"text","text":""}}\n\n',
-                  'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
-                  '"delta":{"type":"text_delta","text":"Bonjour"}}\n\n',
-                  'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
-                  'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
-                  '"usage":{"output_tokens":2}}\n\n',
-                  'event: message_stop\ndata: {"type":"message_stop"}\n\n'):
+    for chunk in (
+        'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","type":"message",'
+        '"role":"assistant","model":"gpt-4o","content":[],"usage":{"input_tokens":1,"output_tokens":0}}}\n\n',
+        'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        '"content_block":{"type":"text","text":""}}\n\n',
+        'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        '"delta":{"type":"text_delta","text":"Bonjour"}}\n\n',
+        'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+        'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+        '"usage":{"output_tokens":2}}\n\n',
+        'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+    ):
         rec.client_frames.append(chunk)
     stored(rec)
     client.force_login(viewer("staff4", staff=True))
@@ -117,4 +146,4 @@ def test_stream_capture_diffs_the_assembled_answers(client):
     paths = {c.path for c in diff.changes}
     assert "$.model" in paths  # up-4o upstream, the logical model for the client
     assert not any("content" in p or "text" in p for p in paths)  # same text, assembled across protocols
-    assert "Upstream stream" in tabs  and tabs["Upstream stream"]["kind"] == "frames"
+    assert "Upstream stream" in tabs and tabs["Upstream stream"]["kind"] == "frames"

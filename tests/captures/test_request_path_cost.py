@@ -64,15 +64,23 @@ def test_a_full_writer_sheds_before_recording_and_counts_it(monkeypatch):
 def test_a_rule_that_only_reorders_keys_did_not_change_the_state():
     rec = record("steps")
     before = b'{"a":1,"b":2}'
-    rec.attempts[0].rule_steps = {"request": (before, [
-        (1, "global", "reorder", "request", b'{"b":2,"a":1}'),
-        (2, "global", "edit", "request", b'{"b":3,"a":1}'),
-        (3, "global", "noop", "request", b'{"b":3,"a":1}'),
-    ])}
+    rec.attempts[0].rule_steps = {
+        "request": (
+            before,
+            [
+                (1, "global", "reorder", "request", b'{"b":2,"a":1}'),
+                (2, "global", "edit", "request", b'{"b":3,"a":1}'),
+                (3, "global", "noop", "request", b'{"b":3,"a":1}'),
+            ],
+        )
+    }
     steps = materialize(rec).attempts[0].rule_steps["request"]
     assert steps["before"] == {"a": 1, "b": 2}
     assert [(s["transform"], s["changed"], s["after"]) for s in steps["steps"]] == [
-        ("reorder", False, None), ("edit", True, {"b": 3, "a": 1}), ("noop", False, None)]
+        ("reorder", False, None),
+        ("edit", True, {"b": 3, "a": 1}),
+        ("noop", False, None),
+    ]
 
 
 def test_an_unencodable_state_drops_the_capture_on_the_writer_not_the_request():
@@ -96,11 +104,16 @@ def _mangle(parts: tuple[str, list[str]]) -> str:
 
 _key = st.one_of(
     st.text(alphabet="aApPiIkKeEyYtToOnN_-sSwWrRdDcC\u212a", min_size=1, max_size=14),
-    st.tuples(st.sampled_from(sorted(SECRET_KEYS)), st.lists(st.sampled_from(["", "_", "-", "U"]), min_size=30,
-                                                               max_size=30)).map(_mangle))
-_json = st.recursive(st.none() | st.integers(-5, 5) | st.text(max_size=8),
-                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_key, inner, max_size=4),
-                     max_leaves=20)
+    st.tuples(
+        st.sampled_from(sorted(SECRET_KEYS)),
+        st.lists(st.sampled_from(["", "_", "-", "U"]), min_size=30, max_size=30),
+    ).map(_mangle),
+)
+_json = st.recursive(
+    st.none() | st.integers(-5, 5) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_key, inner, max_size=4),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -42,13 +42,19 @@ def submitted(monkeypatch):
 
 
 def make_app(upstream, *, base=None, allowed=None, capture=True):
-    rules = (CompiledRule(11, "global", "request", None, PromptInjectSystem({"content": "Be brief."})),
-             CompiledRule(12, "global", "request", None, RoleMergeConsecutive({})))
+    rules = (
+        CompiledRule(11, "global", "request", None, PromptInjectSystem({"content": "Be brief."})),
+        CompiledRule(12, "global", "request", None, RoleMergeConsecutive({})),
+    )
     app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet([capture_recorder]))
-    app.holder.set(snapshot(
-        [provider(1, [channel(1, base_url=base or f"{upstream.base}/ok", models={"m": "m"})])],
-        keys={hash_api_key(SECRET): key(capture_mode="all", allowed=allowed)}, global_chain=rules,
-        settings=SettingsSnap(capture_enabled=capture, request_timeout=10.0)))
+    app.holder.set(
+        snapshot(
+            [provider(1, [channel(1, base_url=base or f"{upstream.base}/ok", models={"m": "m"})])],
+            keys={hash_api_key(SECRET): key(capture_mode="all", allowed=allowed)},
+            global_chain=rules,
+            settings=SettingsSnap(capture_enabled=capture, request_timeout=10.0),
+        )
+    )
     return app
 
 
@@ -82,7 +88,9 @@ async def test_request_rules_leave_one_state_per_changing_rule(upstream, submitt
 async def test_nothing_is_traced_when_capture_is_off(upstream, submitted):
     app = make_app(upstream, capture=False)
     snap = app.holder.current
-    assert app.runtime.recorders.start(None, snap, next(iter(snap.keys_by_hash.values())), b"") is NULL_RECORDER
+    assert (
+        app.runtime.recorders.start(None, snap, next(iter(snap.keys_by_hash.values())), b"") is NULL_RECORDER
+    )
     assert NULL_RECORDER.rule_trace() is None
 
 

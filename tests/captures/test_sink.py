@@ -87,9 +87,20 @@ def test_a_dead_process_claim_is_taken_back(spool):
 
     spool.mkdir(parents=True)
     orphan = spool / "00000000000000000001-999999-orphan.claim999999"
-    meta = {"request_id": "orphan", "created_at": time.time(), "api_key_id": None, "api_key_name": "",
-            "client_protocol": "chat_completion", "stream": False, "logical_model": "m", "status": 200,
-            "is_error": False, "attempt_count": 1, "raw_bytes": 2, "truncated": False}
+    meta = {
+        "request_id": "orphan",
+        "created_at": time.time(),
+        "api_key_id": None,
+        "api_key_name": "",
+        "client_protocol": "chat_completion",
+        "stream": False,
+        "logical_model": "m",
+        "status": 200,
+        "is_error": False,
+        "attempt_count": 1,
+        "raw_bytes": 2,
+        "truncated": False,
+    }
     from captures.dump import compress
 
     orphan.write_bytes(__import__("orjson").dumps(meta) + b"\n" + compress(b"{}"))
@@ -129,7 +140,12 @@ def test_waiting_captures_are_written_together_and_one_bad_row_costs_only_itself
     writer._handle([record("batch-3"), record("batch-bad"), record("batch-4")])
     # the batch failed as a whole (nothing half-written), then each row went alone
     assert transactions == [["batch-3", "batch-bad", "batch-4"], ["batch-3"], ["batch-bad"], ["batch-4"]]
-    assert sorted(Capture.objects.values_list("request_id", flat=True)) == ["batch-1", "batch-2", "batch-3", "batch-4"]
+    assert sorted(Capture.objects.values_list("request_id", flat=True)) == [
+        "batch-1",
+        "batch-2",
+        "batch-3",
+        "batch-4",
+    ]
     assert [p.suffix for p in spool.iterdir()] == [".cap"]  # the bad one waits in the spool, not lost
 
 

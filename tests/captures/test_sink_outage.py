@@ -121,9 +121,21 @@ def test_shutdown_drains_the_queue_to_the_spool(spool, settings, black_hole):
 
 
 def _spool_entry(request_id: str, **meta_over) -> bytes:
-    meta = {"request_id": request_id, "created_at": time.time(), "api_key_id": None, "api_key_name": "",
-            "client_protocol": "chat_completion", "stream": False, "logical_model": "m", "status": 200,
-            "is_error": False, "attempt_count": 1, "raw_bytes": 2, "truncated": False, **meta_over}
+    meta = {
+        "request_id": request_id,
+        "created_at": time.time(),
+        "api_key_id": None,
+        "api_key_name": "",
+        "client_protocol": "chat_completion",
+        "stream": False,
+        "logical_model": "m",
+        "status": 200,
+        "is_error": False,
+        "attempt_count": 1,
+        "raw_bytes": 2,
+        "truncated": False,
+        **meta_over,
+    }
     return orjson.dumps(meta) + b"\n" + compress(b"{}")
 
 

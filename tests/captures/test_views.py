@@ -85,7 +85,10 @@ def test_list_filters(client, people):
     alice, bob, staff, akey, bkey = people
     now = time.time()
     stored(record("r1", key=akey, logical_model="gpt-4o"), created_at=now - 3600)
-    stored(record("r2", key=bkey, logical_model="claude-3", client_protocol="messages", stream=True), created_at=now)
+    stored(
+        record("r2", key=bkey, logical_model="claude-3", client_protocol="messages", stream=True),
+        created_at=now,
+    )
     stored(record("r3", key=akey, logical_model="gpt-4o-mini", status=502), created_at=now - 10)
     client.force_login(staff)
 
@@ -98,6 +101,7 @@ def test_list_filters(client, people):
     assert ids("status=5xx") == ["r3"] and ids("status=200") == ["r2", "r1"]
     assert ids("errors=1") == ["r3"]
     from datetime import UTC, datetime
+
     since = datetime.fromtimestamp(now - 60, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     assert ids(f"since={since}") == ["r2", "r3"]
     assert ids(f"until={since}") == ["r1"]
@@ -127,8 +131,13 @@ def test_detail_shows_chain_tabs_and_diff(client, people):
     client.force_login(alice)
     r = client.get("/captures/d1/")
     html = r.content.decode()
-    for title in ("Client request", "Upstream request", "Upstream response", "Client response",
-                  "Client request → upstream request"):
+    for title in (
+        "Client request",
+        "Upstream request",
+        "Upstream response",
+        "Client response",
+        "Client request → upstream request",
+    ):
         assert title in html
     assert 'class="ln add"' in html and "Answer in French." in html
     assert "secret judge key" not in html
@@ -138,7 +147,7 @@ def test_detail_shows_chain_tabs_and_diff(client, people):
 
 
 def test_raw_download_is_the_dump(client, people):
-    alice, *_ , akey, _ = people
+    alice, *_, akey, _ = people
     stored(record("raw-1", key=akey))
     client.force_login(alice)
     r = client.get("/captures/raw/raw-1")
@@ -210,7 +219,8 @@ def test_key_owner_sees_own_key_rules_and_a_hidden_count(client, people):
     rec.attempts[0].executed_chain = [
         {"scope": "provider", "transform": "prompt_inject_system", "phase": "request", "rule_id": 1},
         {"scope": "global", "transform": "role_merge_consecutive", "phase": "request", "rule_id": 2},
-        {"scope": "api_key", "transform": "field_strip_sampling", "phase": "request", "rule_id": 3}]
+        {"scope": "api_key", "transform": "field_strip_sampling", "phase": "request", "rule_id": 3},
+    ]
     stored(rec)
     client.force_login(alice)
     r = client.get("/captures/own/")

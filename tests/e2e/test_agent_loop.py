@@ -23,7 +23,9 @@ def test_scripted_agent_loop(gateway, mock_upstream, client, stream):
     _, secret = make_key()
     gateway.wait_config()
     mock_upstream.script(SCRIPT)
-    agent = CONVERSATIONS[client](gateway.url, secret, "e2e-agent", stream=stream, tools=("get_weather", "get_time"))
+    agent = CONVERSATIONS[client](
+        gateway.url, secret, "e2e-agent", stream=stream, tools=("get_weather", "get_time")
+    )
 
     step = agent.ask("plan my afternoon")
     assert [(c.name, c.arguments) for c in step.tool_calls] == [("get_weather", {"city": "Paris"})]

@@ -52,7 +52,9 @@ def code_of(protocol: str, error: dict) -> str:
 @pytest.fixture
 def routed(gateway, mock_upstream):
     """A served model and a key allowed only ``e2e-*``; returns (server, secret)."""
-    make_route("chat_completion", MODEL, mock_upstream.base_url("chat_completion"), upstream_model="up-errors")
+    make_route(
+        "chat_completion", MODEL, mock_upstream.base_url("chat_completion"), upstream_model="up-errors"
+    )
     make_route("chat_completion", "other-model", mock_upstream.base_url("chat_completion"))
     _, secret = make_key(allowed_models=["e2e-*"])
     gateway.wait_config()
@@ -75,8 +77,11 @@ def assert_nothing_forwarded(mock_upstream) -> None:
 @pytest.mark.parametrize("header", ["authorization", "x-api-key", "none"])
 @pytest.mark.parametrize("protocol", list(PATHS))
 def test_bad_or_missing_key_is_401(http, mock_upstream, protocol, header, stream):
-    headers = {"authorization": "Bearer sk-gw-not-a-real-key-000000"} if header == "authorization" else (
-        {"x-api-key": "sk-gw-not-a-real-key-000000"} if header == "x-api-key" else {})
+    headers = (
+        {"authorization": "Bearer sk-gw-not-a-real-key-000000"}
+        if header == "authorization"
+        else ({"x-api-key": "sk-gw-not-a-real-key-000000"} if header == "x-api-key" else {})
+    )
     response = http.post(PATHS[protocol], json=body_for(protocol, stream=stream), headers=headers)
     assert response.status_code == 401
     error = error_of(protocol, response)
@@ -98,8 +103,11 @@ def test_good_key_works_with_both_auth_headers(http, routed, protocol):
 @pytest.mark.parametrize("protocol", list(PATHS))
 def test_model_not_allowed_is_403(http, routed, mock_upstream, protocol, stream):
     _, secret = routed
-    response = http.post(PATHS[protocol], json=body_for(protocol, "other-model", stream=stream),
-                         headers={"authorization": f"Bearer {secret}"})
+    response = http.post(
+        PATHS[protocol],
+        json=body_for(protocol, "other-model", stream=stream),
+        headers={"authorization": f"Bearer {secret}"},
+    )
     assert response.status_code == 403
     error = error_of(protocol, response)
     if protocol == "messages":
@@ -111,8 +119,11 @@ def test_model_not_allowed_is_403(http, routed, mock_upstream, protocol, stream)
 @pytest.mark.parametrize("protocol", list(PATHS))
 def test_unknown_model_is_404_model_not_found(http, routed, mock_upstream, protocol):
     _, secret = routed
-    response = http.post(PATHS[protocol], json=body_for(protocol, "e2e-no-such-model"),
-                         headers={"authorization": f"Bearer {secret}"})
+    response = http.post(
+        PATHS[protocol],
+        json=body_for(protocol, "e2e-no-such-model"),
+        headers={"authorization": f"Bearer {secret}"},
+    )
     assert response.status_code == 404
     error = error_of(protocol, response)
     if protocol == "messages":
@@ -124,17 +135,26 @@ def test_unknown_model_is_404_model_not_found(http, routed, mock_upstream, proto
 
 MALFORMED = {
     # protocol: [(description, raw body or dict, the field the error must name)]
-    "chat_completion": [("missing model", {"messages": [{"role": "user", "content": "hi"}]}, "model"),
-                        ("messages not a list", {"model": MODEL, "messages": "hi"}, "messages")],
-    "responses": [("missing model", {"input": "hi"}, "model"),
-                  ("input wrong type", {"model": MODEL, "input": 42}, "input")],
-    "messages": [("missing model", {"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}, "model"),
-                 ("messages not a list", {"model": MODEL, "max_tokens": 5, "messages": {"x": 1}}, "messages")],
+    "chat_completion": [
+        ("missing model", {"messages": [{"role": "user", "content": "hi"}]}, "model"),
+        ("messages not a list", {"model": MODEL, "messages": "hi"}, "messages"),
+    ],
+    "responses": [
+        ("missing model", {"input": "hi"}, "model"),
+        ("input wrong type", {"model": MODEL, "input": 42}, "input"),
+    ],
+    "messages": [
+        ("missing model", {"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}, "model"),
+        ("messages not a list", {"model": MODEL, "max_tokens": 5, "messages": {"x": 1}}, "messages"),
+    ],
 }
 
 
-@pytest.mark.parametrize("protocol, case", [(p, i) for p, cases in MALFORMED.items() for i in range(len(cases))],
-                         ids=[f"{p}-{c[0].replace(' ', '_')}" for p, cases in MALFORMED.items() for c in cases])
+@pytest.mark.parametrize(
+    "protocol, case",
+    [(p, i) for p, cases in MALFORMED.items() for i in range(len(cases))],
+    ids=[f"{p}-{c[0].replace(' ', '_')}" for p, cases in MALFORMED.items() for c in cases],
+)
 def test_malformed_body_is_400_naming_the_field(http, routed, mock_upstream, protocol, case):
     _, secret = routed
     _, body, field = MALFORMED[protocol][case]
@@ -148,8 +168,11 @@ def test_malformed_body_is_400_naming_the_field(http, routed, mock_upstream, pro
 @pytest.mark.parametrize("protocol", list(PATHS))
 def test_invalid_json_is_400(http, routed, mock_upstream, protocol):
     _, secret = routed
-    response = http.post(PATHS[protocol], content=b'{"model": "e2e-errors", "messages": [',
-                         headers={"authorization": f"Bearer {secret}", "content-type": "application/json"})
+    response = http.post(
+        PATHS[protocol],
+        content=b'{"model": "e2e-errors", "messages": [',
+        headers={"authorization": f"Bearer {secret}", "content-type": "application/json"},
+    )
     assert response.status_code == 400
     error_of(protocol, response)
     assert_nothing_forwarded(mock_upstream)
@@ -190,8 +213,12 @@ def test_sdks_raise_their_typed_errors(routed):
         bad_claude.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     good_claude = anthropic.Anthropic(base_url=server.url, api_key=secret, max_retries=0)
     with pytest.raises(anthropic.NotFoundError):
-        good_claude.messages.create(model="e2e-missing", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        good_claude.messages.create(
+            model="e2e-missing", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        )
     with pytest.raises(anthropic.PermissionDeniedError):
-        good_claude.messages.create(model="other-model", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        good_claude.messages.create(
+            model="other-model", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        )
     with pytest.raises(anthropic.BadRequestError):
         good_claude.messages.create(model=MODEL, max_tokens=5, messages="not a list")  # type: ignore[arg-type]

@@ -38,7 +38,8 @@ def test_messages_upstream_answers_the_count(gateway, mock_upstream):
     mock_upstream.clear()
     client = _client(gateway, secret)
     raw = client.beta.messages.with_raw_response.count_tokens(
-        model="ct-model", messages=HELLO, system="Be brief.", betas=["context-management-2025-06-27"])
+        model="ct-model", messages=HELLO, system="Be brief.", betas=["context-management-2025-06-27"]
+    )
     assert raw.headers["x-gateway-token-count"] == "upstream"
     [seen] = mock_upstream.requests()
     assert seen["route"] == "/v1/messages/count_tokens"
@@ -111,8 +112,12 @@ def test_model_outside_the_allow_list_is_403(gateway, mock_upstream):
 @pytest.mark.parametrize("upstream", ["messages", "chat_completion"])
 def test_injected_system_prompt_raises_the_count(gateway, mock_upstream, upstream):
     plain = setup(mock_upstream, upstream, f"ct-plain-{upstream}")
-    ruled = setup(mock_upstream, upstream, f"ct-ruled-{upstream}",
-                  [RuleSpec("prompt_inject_system", config={"content": OPERATOR, "position": "append"})])
+    ruled = setup(
+        mock_upstream,
+        upstream,
+        f"ct-ruled-{upstream}",
+        [RuleSpec("prompt_inject_system", config={"content": OPERATOR, "position": "append"})],
+    )
     gateway.wait_config()
     mock_upstream.clear()
     without, source = _count(_client(gateway, plain.secret), plain.model, messages=HELLO)

@@ -17,24 +17,42 @@ from tests.servers import make_key, make_route
 
 PATCH = '*** Begin Patch ***\n*** Add File: "café".txt\nsay "hi"\n\tdone\n*** End of File\n*** End Patch ***'
 NORMALISED = '*** Begin Patch\n*** Add File: "café".txt\n+say "hi"\n+\tdone\n*** End Patch\n'
-CUSTOM_TOOL = {"type": "custom", "name": "apply_patch", "description": "Edit files",
-               "format": {"type": "grammar", "syntax": "lark", "definition": "start: /(.|\\n)+/"}}
+CUSTOM_TOOL = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Edit files",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /(.|\\n)+/"},
+}
 
 
 def _setup(mock_upstream, model: str, *, split: int | None = None) -> str:
     from transforms.models import TransformRule
 
-    route = make_route("chat_completion", model, mock_upstream.base_url("chat_completion"), upstream_model="up-chat")
+    route = make_route(
+        "chat_completion", model, mock_upstream.base_url("chat_completion"), upstream_model="up-chat"
+    )
     position = 0
     for phase in ("request", "response"):
-        TransformRule.objects.create(scope="provider", provider=route.provider, position=position,
-                                     transform="field_custom_tools_to_function", phase=phase,
-                                     models=[model], config={"names": ["apply_patch"]})
+        TransformRule.objects.create(
+            scope="provider",
+            provider=route.provider,
+            position=position,
+            transform="field_custom_tools_to_function",
+            phase=phase,
+            models=[model],
+            config={"names": ["apply_patch"]},
+        )
         position += 1
     if split is not None:
-        TransformRule.objects.create(scope="provider", provider=route.provider, position=position,
-                                     transform="stream_split_sse_frames", phase="response", models=None,
-                                     config={"max_frame_length": split})
+        TransformRule.objects.create(
+            scope="provider",
+            provider=route.provider,
+            position=position,
+            transform="stream_split_sse_frames",
+            phase="response",
+            models=None,
+            config={"max_frame_length": split},
+        )
     from gateway import config_version
 
     config_version.bump()
@@ -43,8 +61,20 @@ def _setup(mock_upstream, model: str, *, split: int | None = None) -> str:
 
 
 def _script_call(mock_upstream) -> None:
-    mock_upstream.script([{"text": "", "tool_calls": [
-        {"name": "apply_patch", "arguments": orjson.dumps({"input": PATCH}).decode(), "id": "call_patch_1"}]}])
+    mock_upstream.script(
+        [
+            {
+                "text": "",
+                "tool_calls": [
+                    {
+                        "name": "apply_patch",
+                        "arguments": orjson.dumps({"input": PATCH}).decode(),
+                        "id": "call_patch_1",
+                    }
+                ],
+            }
+        ]
+    )
 
 
 def _check_upstream(mock_upstream) -> None:
@@ -64,7 +94,9 @@ def test_non_stream_custom_call_is_restored(gateway, mock_upstream):
     secret = _setup(mock_upstream, "ctf-nonstream")
     gateway.wait_config()
     _script_call(mock_upstream)
-    resp = _client(gateway, secret).responses.create(model="ctf-nonstream", input="patch it", tools=[CUSTOM_TOOL])
+    resp = _client(gateway, secret).responses.create(
+        model="ctf-nonstream", input="patch it", tools=[CUSTOM_TOOL]
+    )
     calls = [item for item in resp.output if item.type == "custom_tool_call"]
     assert len(calls) == 1, resp.output
     assert calls[0].name == "apply_patch" and calls[0].call_id == "call_patch_1"
@@ -81,8 +113,9 @@ def test_stream_custom_call_is_restored_without_leaks(gateway, mock_upstream, sp
     _script_call(mock_upstream)
     deltas: list[str] = []
     final = None
-    with _client(gateway, secret).responses.create(model=model, input="patch it", tools=[CUSTOM_TOOL],
-                                                    stream=True) as stream:
+    with _client(gateway, secret).responses.create(
+        model=model, input="patch it", tools=[CUSTOM_TOOL], stream=True
+    ) as stream:
         for event in stream:
             if event.type == "response.custom_tool_call_input.delta":
                 deltas.append(event.delta)

@@ -29,11 +29,14 @@ def wait_capture(timeout: float = 30):
 
 
 def test_suffix_routes_to_base_model_with_effort(gateway, mock_upstream):
-    make_route("chat_completion", "sfx-base", mock_upstream.base_url("chat_completion"), upstream_model="up-sfx")
+    make_route(
+        "chat_completion", "sfx-base", mock_upstream.base_url("chat_completion"), upstream_model="up-sfx"
+    )
     _, secret = make_key("suffix", allowed_models=["sfx-base"], capture_mode="all")
     gateway.wait_config()
     reply = openai_client(gateway, secret).chat.completions.create(
-        model="sfx-base-high", messages=[{"role": "user", "content": "hi"}])
+        model="sfx-base-high", messages=[{"role": "user", "content": "hi"}]
+    )
     assert reply.choices[0].message.content == "Echo: hi"
     body = last_upstream_body(mock_upstream)
     assert body["model"] == "up-sfx" and body["reasoning_effort"] == "high"
@@ -48,17 +51,23 @@ def test_configured_suffix_from_global_settings(gateway, mock_upstream):
     from gateway.models import GlobalSettings
     from gateway.services import write_settings
 
-    assert not write_settings(GlobalSettings.load(), {"reasoning_effort_suffixes": {"-thinking": "high",
-                                                                                    "-nothinking": "none"}})
+    assert not write_settings(
+        GlobalSettings.load(), {"reasoning_effort_suffixes": {"-thinking": "high", "-nothinking": "none"}}
+    )
     config_version.bump()
-    make_route("messages", "sfx-claude", mock_upstream.base_url("messages"), upstream_model="up-claude-3-7-sonnet")
+    make_route(
+        "messages", "sfx-claude", mock_upstream.base_url("messages"), upstream_model="up-claude-3-7-sonnet"
+    )
     _, secret = make_key("suffix2")
     gateway.wait_config()
     client = openai_client(gateway, secret)
-    client.chat.completions.create(model="sfx-claude-thinking", max_completion_tokens=20000,
-                                   messages=[{"role": "user", "content": "hi"}])
+    client.chat.completions.create(
+        model="sfx-claude-thinking", max_completion_tokens=20000, messages=[{"role": "user", "content": "hi"}]
+    )
     assert last_upstream_body(mock_upstream)["thinking"]["type"] == "enabled"
-    client.chat.completions.create(model="sfx-claude-nothinking", messages=[{"role": "user", "content": "hi"}])
+    client.chat.completions.create(
+        model="sfx-claude-nothinking", messages=[{"role": "user", "content": "hi"}]
+    )
     assert "thinking" not in last_upstream_body(mock_upstream)
     with pytest.raises(openai.NotFoundError):  # an unknown base model is still unknown
         client.chat.completions.create(model="sfx-other-high", messages=[{"role": "user", "content": "hi"}])

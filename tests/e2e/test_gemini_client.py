@@ -17,9 +17,17 @@ from tests.servers import make_key, make_route
 
 UPSTREAMS = ("chat_completion", "responses", "messages", "gemini")
 WEATHER = types.FunctionDeclaration(
-    name="get_weather", description="Weather for a city",
-    parameters_json_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
-PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+    name="get_weather",
+    description="Weather for a city",
+    parameters_json_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 
 
 def _client(gateway, secret: str) -> genai.Client:
@@ -46,8 +54,10 @@ def test_generate_content_whole_and_streamed(routed, mock_upstream):
     assert answer.usage_metadata.total_token_count > 0
     sent = mock_upstream.requests()[-1]
     assert ("up-gem-" + upstream) in (sent["route"] + str((sent["body"] or {}).get("model")))
-    pieces = [chunk.text or "" for chunk in client.models.generate_content_stream(model="e2e-gem",
-                                                                                  contents="stream me")]
+    pieces = [
+        chunk.text or ""
+        for chunk in client.models.generate_content_stream(model="e2e-gem", contents="stream me")
+    ]
     assert "".join(pieces) == "Echo: stream me" and len(pieces) > 1
 
 
@@ -56,18 +66,32 @@ def test_generate_content_whole_and_streamed(routed, mock_upstream):
 def test_tool_round_trip(routed, mock_upstream, stream):
     gateway, secret, upstream = routed
     client = _client(gateway, secret)
-    config = types.GenerateContentConfig(tools=[types.Tool(function_declarations=[WEATHER])],
-                                         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=[WEATHER])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
     history = [types.Content(role="user", parts=[types.Part(text="call get_weather please")])]
     if stream:
         chunks = list(client.models.generate_content_stream(model="e2e-gem", contents=history, config=config))
         calls = [fc for c in chunks for fc in (c.function_calls or [])]
     else:
-        calls = client.models.generate_content(model="e2e-gem", contents=history, config=config).function_calls
+        calls = client.models.generate_content(
+            model="e2e-gem", contents=history, config=config
+        ).function_calls
     assert len(calls) == 1 and calls[0].name == "get_weather"
     history.append(types.Content(role="model", parts=[types.Part(function_call=calls[0])]))
-    history.append(types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
-        id=calls[0].id, name="get_weather", response={"result": "sunny"}))]))
+    history.append(
+        types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id=calls[0].id, name="get_weather", response={"result": "sunny"}
+                    )
+                )
+            ],
+        )
+    )
     final = client.models.generate_content(model="e2e-gem", contents=history, config=config)
     assert final.text.startswith("Tool said:") and "sunny" in final.text
 
@@ -77,9 +101,12 @@ def test_thinking_and_images(routed, mock_upstream):
     gateway, secret, upstream = routed
     client = _client(gateway, secret)
     answer = client.models.generate_content(
-        model="e2e-gem", contents=[types.Part.from_bytes(data=PIXEL, mime_type="image/png"), "think about it"],
-        config=types.GenerateContentConfig(thinking_config=types.ThinkingConfig(include_thoughts=True,
-                                                                                thinking_budget=2048)))
+        model="e2e-gem",
+        contents=[types.Part.from_bytes(data=PIXEL, mime_type="image/png"), "think about it"],
+        config=types.GenerateContentConfig(
+            thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=2048)
+        ),
+    )
     thoughts = [p.text for p in answer.candidates[0].content.parts if p.thought]
     assert thoughts == ["Thinking about: think about it"]
     assert answer.text == "Echo: think about it"
@@ -102,7 +129,10 @@ def test_key_by_query_parameter_and_errors(routed, mock_upstream):
     url = f"{gateway.url}/v1beta/models/e2e-gem:generateContent"
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     response = httpx.post(url, params={"key": secret}, json=body)
-    assert response.status_code == 200 and response.json()["candidates"][0]["content"]["parts"][0]["text"] == "Echo: hi"
+    assert (
+        response.status_code == 200
+        and response.json()["candidates"][0]["content"]["parts"][0]["text"] == "Echo: hi"
+    )
     response = httpx.post(url, params={"key": "sk-gw-wrong-000000000000"}, json=body)
     assert response.status_code == 401 and response.json()["error"]["status"] == "UNAUTHENTICATED"
     bad, good = _client(gateway, "sk-gw-wrong-000000000000"), _client(gateway, secret)

@@ -35,6 +35,8 @@ def test_extra_server_with_redis_serves_the_same_config(gateway, gateway_factory
     gateway.wait_config()
     for server in (gateway, extra):
         client = openai.OpenAI(base_url=server.url + "/v1", api_key=secret, max_retries=0)
-        reply = client.chat.completions.create(model="e2e-harness", messages=[{"role": "user", "content": "hi"}])
+        reply = client.chat.completions.create(
+            model="e2e-harness", messages=[{"role": "user", "content": "hi"}]
+        )
         assert reply.choices[0].message.content == "Echo: hi"
     assert [r["body"]["model"] for r in mock_upstream.requests()] == ["up-harness", "up-harness"]

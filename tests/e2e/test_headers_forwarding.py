@@ -17,14 +17,22 @@ def test_anthropic_beta_reaches_messages_upstreams_only(gateway, mock_upstream, 
     mock_upstream.clear()
     client = anthropic.Anthropic(api_key=secret, base_url=gateway.url)
     message = client.messages.create(
-        model="beta-model", max_tokens=64, messages=[{"role": "user", "content": "hello"}],
-        extra_headers={"anthropic-beta": "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14",
-                       "x-custom-client-header": "nope"})
+        model="beta-model",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "hello"}],
+        extra_headers={
+            "anthropic-beta": "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14",
+            "x-custom-client-header": "nope",
+        },
+    )
     assert message.content[0].text == "Echo: hello"
     [seen] = mock_upstream.requests()
     headers = {k.lower(): v for k, v in seen["headers"].items()}
     if forwarded:
-        assert headers["anthropic-beta"] == "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14"
+        assert (
+            headers["anthropic-beta"]
+            == "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14"
+        )
     else:
         assert "anthropic-beta" not in headers
     assert "x-custom-client-header" not in headers

@@ -19,8 +19,12 @@ CHAT = "/v1/chat/completions"
 
 
 def _post(server, secret: str, model: str):
-    return server.client.post(CHAT, headers={"authorization": f"Bearer {secret}"},
-                              json={"model": model, "messages": [{"role": "user", "content": "hi"}]}, timeout=20)
+    return server.client.post(
+        CHAT,
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
+        timeout=20,
+    )
 
 
 def _wait_for_fresh_minute(margin: float = 15.0) -> None:
@@ -72,9 +76,11 @@ def test_ip_allow_list(gateway, mock_upstream):
     assert _post(gateway, inside, "lim-ip").status_code == 200
     # behind a trusted proxy (loopback by default) the client is the address X-Forwarded-For names;
     # from an untrusted peer the header is ignored (tests/proxy/test_limits.py)
-    proxied = gateway.client.post(CHAT, headers={"authorization": f"Bearer {outside}",
-                                                 "x-forwarded-for": "10.1.2.3"},
-                                  json={"model": "lim-ip", "messages": [{"role": "user", "content": "hi"}]})
+    proxied = gateway.client.post(
+        CHAT,
+        headers={"authorization": f"Bearer {outside}", "x-forwarded-for": "10.1.2.3"},
+        json={"model": "lim-ip", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert proxied.status_code == 200
     assert sum(1 for r in mock_upstream.requests() if r["body"].get("model") == "lim-ip") == 2
 
@@ -109,11 +115,21 @@ def test_daily_spend_cap_refuses_with_402_once_the_priced_usage_reaches_it(gatew
 
 _EXTRA = {  # endpoint -> (upstream protocol, path, body); model "lim-x"
     "embeddings": ("chat_completion", "/v1/embeddings", {"model": "lim-x", "input": "hi"}),
-    "compact": ("responses", "/v1/responses/compact", {"model": "lim-x", "input": [{"role": "user", "content": "hi"}]}),
-    "count_tokens": ("messages", "/v1/messages/count_tokens",
-                     {"model": "lim-x", "messages": [{"role": "user", "content": "hi"}]}),
-    "gemini_count": ("chat_completion", "/v1beta/models/lim-x:countTokens",
-                     {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}),
+    "compact": (
+        "responses",
+        "/v1/responses/compact",
+        {"model": "lim-x", "input": [{"role": "user", "content": "hi"}]},
+    ),
+    "count_tokens": (
+        "messages",
+        "/v1/messages/count_tokens",
+        {"model": "lim-x", "messages": [{"role": "user", "content": "hi"}]},
+    ),
+    "gemini_count": (
+        "chat_completion",
+        "/v1beta/models/lim-x:countTokens",
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+    ),
 }
 
 
@@ -146,8 +162,9 @@ def test_non_generation_endpoints_count_against_rpm_and_the_ip_allow_list(gatewa
 
 
 def test_embeddings_hold_a_concurrency_slot(gateway, mock_upstream):
-    make_route("chat_completion", "lim-x", mock_upstream.base_url("chat_completion",
-                                                                    fault="delay-first-byte=1.5"))
+    make_route(
+        "chat_completion", "lim-x", mock_upstream.base_url("chat_completion", fault="delay-first-byte=1.5")
+    )
     _, secret = make_key("x-conc", limits={"concurrency": 1})
     gateway.wait_config()
     with ThreadPoolExecutor(2) as pool:
@@ -178,5 +195,6 @@ def test_embeddings_and_compaction_settle_their_usage_and_cost(gateway, mock_ups
     assert refused.status_code == 402 and refused.json()["error"]["code"] == "api_key_spend_limit_reached"
     with pytest.raises(openai.APIStatusError) as exc:  # and the SDK sees it as such
         openai.OpenAI(base_url=gateway.url + "/v1", api_key=spend, max_retries=0).embeddings.create(
-            model="lim-x", input="again")
+            model="lim-x", input="again"
+        )
     assert exc.value.status_code == 402

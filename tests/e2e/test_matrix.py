@@ -17,10 +17,16 @@ from tests.servers import make_key, make_route
 
 CLIENTS = ("chat_completion", "responses", "messages", "gemini")
 UPSTREAMS = ("chat_completion", "responses", "messages", "gemini")
-UPSTREAM_PATHS = {"chat_completion": "/v1/chat/completions", "responses": "/v1/responses",
-                  "messages": "/v1/messages"}
-PARSERS = {"chat_completion": inbound.from_chat, "responses": inbound.from_responses,
-           "messages": inbound.from_messages}
+UPSTREAM_PATHS = {
+    "chat_completion": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "messages": "/v1/messages",
+}
+PARSERS = {
+    "chat_completion": inbound.from_chat,
+    "responses": inbound.from_responses,
+    "messages": inbound.from_messages,
+}
 
 
 def _auth_value(protocol: str, headers: dict[str, str]) -> str:
@@ -39,8 +45,15 @@ def _upstream_summary(protocol: str, record: dict) -> inbound.Inbound:
     return PARSERS[protocol](record["body"])
 
 
-def check_upstream_requests(records: list[dict], *, upstream: str, upstream_model: str, upstream_key: str,
-                            client_secret: str, stream: bool) -> list[inbound.Inbound]:
+def check_upstream_requests(
+    records: list[dict],
+    *,
+    upstream: str,
+    upstream_model: str,
+    upstream_key: str,
+    client_secret: str,
+    stream: bool,
+) -> list[inbound.Inbound]:
     """Assert every recorded upstream request is a clean native request of ``upstream``."""
     summaries = []
     for record in records:
@@ -94,11 +107,19 @@ def test_cell(gateway, mock_upstream, client, upstream, stream):
     # 3. what the upstream saw
     records = mock_upstream.requests()
     assert len(records) == 3
-    summaries = check_upstream_requests(records, upstream=upstream, upstream_model=upstream_model,
-                                        upstream_key=route.upstream_key, client_secret=secret, stream=stream)
+    summaries = check_upstream_requests(
+        records,
+        upstream=upstream,
+        upstream_model=upstream_model,
+        upstream_key=route.upstream_key,
+        client_secret=secret,
+        stream=stream,
+    )
     assert summaries[0].last_user_text == f"hello from {client} to {upstream}"
     assert [t.name for t in summaries[1].tools] == ["get_weather"]
-    assert summaries[2].tool_results == ["sunny and 21C"], "the tool result must reach the upstream as a tool result"
+    assert summaries[2].tool_results == ["sunny and 21C"], (
+        "the tool result must reach the upstream as a tool result"
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
@@ -111,10 +132,14 @@ def test_parallel_tool_calls(gateway, mock_upstream, client, upstream, stream):
     make_route(upstream, model, mock_upstream.base_url(upstream), upstream_model=f"up-par-{upstream}")
     _, secret = make_key()
     gateway.wait_config()
-    agent = CONVERSATIONS[client](gateway.url, secret, model, stream=stream, tools=("get_weather", "get_time"))
+    agent = CONVERSATIONS[client](
+        gateway.url, secret, model, stream=stream, tools=("get_weather", "get_time")
+    )
     turn = agent.ask("call two tools at once")
-    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("get_weather", WEATHER_ARGS),
-                                                                 ("get_time", TIME_ARGS)]
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [
+        ("get_weather", WEATHER_ARGS),
+        ("get_time", TIME_ARGS),
+    ]
     assert len({c.call_id for c in turn.tool_calls}) == 2
     final = agent.answer_tools({turn.tool_calls[0].call_id: "rain", turn.tool_calls[1].call_id: "noon"})
     assert final.text == "Tool said: rain | noon"

@@ -36,8 +36,13 @@ def _metrics(server) -> str:
 def test_requests_latency_tokens_and_attempts_are_counted(gateway, mock_upstream):
     from gateway import config_version
 
-    route = make_route("chat_completion", "obs-ok", mock_upstream.base_url("chat_completion"),
-                       provider_name="obs-prov", channel_name="obs-chan")
+    route = make_route(
+        "chat_completion",
+        "obs-ok",
+        mock_upstream.base_url("chat_completion"),
+        provider_name="obs-prov",
+        channel_name="obs-chan",
+    )
     route.channel_model.price = {"input": "1000000", "output": "2000000"}  # 1 and 2 USD per token
     route.channel_model.save()
     config_version.bump()
@@ -47,42 +52,83 @@ def test_requests_latency_tokens_and_attempts_are_counted(gateway, mock_upstream
     oa = openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0)
     for _ in range(3):
         oa.chat.completions.create(model="obs-ok", messages=[{"role": "user", "content": "hi"}])
-    stream = oa.chat.completions.create(model="obs-ok", messages=[{"role": "user", "content": "hi"}], stream=True,
-                                        stream_options={"include_usage": True})
+    stream = oa.chat.completions.create(
+        model="obs-ok",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     assert list(stream)
     after = _metrics(gateway)
-    labels = {"protocol": "chat_completion", "model": "obs-ok", "provider": "obs-prov", "channel": "obs-chan",
-              "status": "200"}
-    assert _sample(after, "gateway_requests_total", **labels) - _sample(before, "gateway_requests_total", **labels) == 4
+    labels = {
+        "protocol": "chat_completion",
+        "model": "obs-ok",
+        "provider": "obs-prov",
+        "channel": "obs-chan",
+        "status": "200",
+    }
+    assert (
+        _sample(after, "gateway_requests_total", **labels)
+        - _sample(before, "gateway_requests_total", **labels)
+        == 4
+    )
     for name in ("gateway_request_duration_seconds_count", "gateway_time_to_first_byte_seconds_count"):
-        moved = _sample(after, name, protocol="chat_completion") - _sample(before, name, protocol="chat_completion")
+        moved = _sample(after, name, protocol="chat_completion") - _sample(
+            before, name, protocol="chat_completion"
+        )
         assert moved >= 4, name
-    assert (_sample(after, "gateway_time_to_first_byte_seconds_count", protocol="chat_completion", stream="true")
-            - _sample(before, "gateway_time_to_first_byte_seconds_count", protocol="chat_completion", stream="true")) == 1
+    assert (
+        _sample(after, "gateway_time_to_first_byte_seconds_count", protocol="chat_completion", stream="true")
+        - _sample(
+            before, "gateway_time_to_first_byte_seconds_count", protocol="chat_completion", stream="true"
+        )
+    ) == 1
     ok = {"provider": "obs-prov", "channel": "obs-chan", "outcome": "ok"}
-    assert _sample(after, "gateway_upstream_attempts_total", **ok) - _sample(before, "gateway_upstream_attempts_total", **ok) == 4
+    assert (
+        _sample(after, "gateway_upstream_attempts_total", **ok)
+        - _sample(before, "gateway_upstream_attempts_total", **ok)
+        == 4
+    )
     moved_tokens = {}
     for kind in ("input", "output"):
         moved_tokens[kind] = _sample(after, "gateway_tokens_total", model="obs-ok", kind=kind) - _sample(
-            before, "gateway_tokens_total", model="obs-ok", kind=kind)
+            before, "gateway_tokens_total", model="obs-ok", kind=kind
+        )
         assert moved_tokens[kind] > 0
-    cost = _sample(after, "gateway_cost_usd_total", model="obs-ok") - _sample(before, "gateway_cost_usd_total",
-                                                                             model="obs-ok")
+    cost = _sample(after, "gateway_cost_usd_total", model="obs-ok") - _sample(
+        before, "gateway_cost_usd_total", model="obs-ok"
+    )
     assert cost == moved_tokens["input"] * 1 + moved_tokens["output"] * 2
     assert "gateway_breaker_state{" in after and 'channel="obs-chan"' in after
     assert 'gateway_queue_depth{queue="captures"}' in after
 
 
 def test_failover_and_failed_attempts_are_counted(gateway, mock_upstream):
-    make_route("chat_completion", "obs-fo", mock_upstream.base_url("chat_completion", "status=500"),
-                     provider_name="obs-bad", channel_name="obs-bad-chan", priority=0, channel_max_retries=0)
-    make_route("chat_completion", "obs-fo", mock_upstream.base_url("chat_completion"), provider_name="obs-good",
-               channel_name="obs-good-chan", priority=10)
+    make_route(
+        "chat_completion",
+        "obs-fo",
+        mock_upstream.base_url("chat_completion", "status=500"),
+        provider_name="obs-bad",
+        channel_name="obs-bad-chan",
+        priority=0,
+        channel_max_retries=0,
+    )
+    make_route(
+        "chat_completion",
+        "obs-fo",
+        mock_upstream.base_url("chat_completion"),
+        provider_name="obs-good",
+        channel_name="obs-good-chan",
+        priority=10,
+    )
     _, secret = make_key("obs-fo")
     gateway.wait_config()
     before = _metrics(gateway)
-    reply = gateway.client.post("/v1/chat/completions", headers={"authorization": f"Bearer {secret}"},
-                                json={"model": "obs-fo", "messages": [{"role": "user", "content": "hi"}]})
+    reply = gateway.client.post(
+        "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "obs-fo", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert reply.status_code == 200, reply.text
     after = _metrics(gateway)
 
@@ -98,8 +144,11 @@ def test_failover_and_failed_attempts_are_counted(gateway, mock_upstream):
 def test_unknown_models_do_not_grow_label_values_without_bound(gateway, mock_upstream):
     _, secret = make_key("obs-404")
     gateway.wait_config()
-    reply = gateway.client.post("/v1/chat/completions", headers={"authorization": f"Bearer {secret}"},
-                                json={"model": "no-such-model-xyz", "messages": [{"role": "user", "content": "hi"}]})
+    reply = gateway.client.post(
+        "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "no-such-model-xyz", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert reply.status_code == 404
     assert _sample(_metrics(gateway), "gateway_requests_total", model="no-such-model-xyz", status="404") >= 1
 
@@ -109,14 +158,19 @@ def test_json_access_line_per_request(gateway_factory, mock_upstream):
     _, secret = make_key("obs-log")
     server = gateway_factory({"GATEWAY_LOG_FORMAT": "json"})
     server.wait_config()
-    reply = server.client.post("/v1/chat/completions", headers={"authorization": f"Bearer {secret}"},
-                               json={"model": "obs-log", "messages": [{"role": "user", "content": "hi"}]})
+    reply = server.client.post(
+        "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "obs-log", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert reply.status_code == 200
     rid = reply.headers["x-request-id"]
     deadline = time.monotonic() + 10  # the line is written once the answer is out: poll for it
     while True:
         lines = [json.loads(line) for line in server.log_tail().splitlines() if line.startswith("{")]
-        mine = [row for row in lines if row.get("logger") == "gateway.access" and row.get("request_id") == rid]
+        mine = [
+            row for row in lines if row.get("logger") == "gateway.access" and row.get("request_id") == rid
+        ]
         if mine or time.monotonic() > deadline:
             break
         time.sleep(0.1)

@@ -17,9 +17,12 @@ CHAT = "/v1/chat/completions"
 
 
 def ask(server, secret: str, model: str, text: str = "hi", **extra) -> httpx.Response:
-    return server.client.post(CHAT, headers={"authorization": f"Bearer {secret}"},
-                              json={"model": model, "messages": [{"role": "user", "content": text}], **extra},
-                              timeout=20)
+    return server.client.post(
+        CHAT,
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": model, "messages": [{"role": "user", "content": text}], **extra},
+        timeout=20,
+    )
 
 
 def upstream_hits(mock_upstream, marker: str) -> int:
@@ -62,7 +65,9 @@ def test_all_failed_is_502_without_upstream_details(gateway, mock_upstream):
 
 
 def test_no_switch_after_first_byte(gateway, mock_upstream):
-    make_route("chat_completion", "cut", mock_upstream.base_url("chat_completion", "disconnect-after=2"), priority=0)
+    make_route(
+        "chat_completion", "cut", mock_upstream.base_url("chat_completion", "disconnect-after=2"), priority=0
+    )
     make_route("chat_completion", "cut", mock_upstream.base_url("chat_completion"), priority=1)
     _, secret = make_key()
     gateway.wait_config()
@@ -101,9 +106,16 @@ def test_client_disconnect_mid_stream_frees_upstream(gateway, mock_upstream):
     gateway.wait_config()
     before = mock_upstream.stats()["client_disconnects"]
     with httpx.Client(base_url=gateway.url, timeout=20) as client:
-        with client.stream("POST", CHAT, headers={"authorization": f"Bearer {secret}"},
-                           json={"model": "slow", "stream": True,
-                                 "messages": [{"role": "user", "content": "a long slow answer"}]}) as response:
+        with client.stream(
+            "POST",
+            CHAT,
+            headers={"authorization": f"Bearer {secret}"},
+            json={
+                "model": "slow",
+                "stream": True,
+                "messages": [{"role": "user", "content": "a long slow answer"}],
+            },
+        ) as response:
             assert response.status_code == 200
             next(response.iter_bytes())  # the first bytes arrived; now leave
     deadline = time.monotonic() + 10
@@ -138,9 +150,11 @@ def test_messages_query_string_and_request_id_header(gateway, mock_upstream, pat
     make_route("messages", "cm", mock_upstream.base_url("messages"))
     _, secret = make_key()
     gateway.wait_config()
-    response = gateway.client.post(path, headers={"x-api-key": secret, "anthropic-version": "2023-06-01"},
-                                   json={"model": "cm", "max_tokens": 50,
-                                         "messages": [{"role": "user", "content": "hey"}]})
+    response = gateway.client.post(
+        path,
+        headers={"x-api-key": secret, "anthropic-version": "2023-06-01"},
+        json={"model": "cm", "max_tokens": 50, "messages": [{"role": "user", "content": "hey"}]},
+    )
     assert response.status_code == 200, response.text
     assert response.headers["request-id"] == response.headers["x-request-id"]
     assert response.json()["content"][0]["text"] == "Echo: hey"
@@ -160,7 +174,9 @@ def test_breaker_state_is_shared_between_workers_through_redis(gateway_factory, 
     mock_upstream.reset()
     env = {"REDIS_URL": url, "GATEWAY_BREAKER_COOLDOWN_SECONDS": "30"}
     worker_a, worker_b = gateway_factory(env), gateway_factory(env)
-    make_route("chat_completion", "shared", mock_upstream.base_url("chat_completion", "status=500"), priority=0)
+    make_route(
+        "chat_completion", "shared", mock_upstream.base_url("chat_completion", "status=500"), priority=0
+    )
     make_route("chat_completion", "shared", mock_upstream.base_url("chat_completion"), priority=1)
     _, secret = make_key()
     worker_a.wait_config()
@@ -169,7 +185,10 @@ def test_breaker_state_is_shared_between_workers_through_redis(gateway_factory, 
         assert ask(worker_a, secret, "shared").status_code == 200
     assert upstream_hits(mock_upstream, "status=500") == 3  # worker A opened the circuit
     deadline = time.monotonic() + 10
-    while not client.hget("gateway:breaker:open", str(_channel_id(mock_upstream))) and time.monotonic() < deadline:
+    while (
+        not client.hget("gateway:breaker:open", str(_channel_id(mock_upstream)))
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     time.sleep(1.0)  # worker B pulls the shared map every 0.5 s
     assert ask(worker_b, secret, "shared").status_code == 200

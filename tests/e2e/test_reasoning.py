@@ -65,11 +65,14 @@ def test_reasoning_reaches_the_client_and_replays(gateway, mock_upstream, client
     if client == upstream:
         records = mock_upstream.requests()
         assert replayed_opaque(upstream, records[-1]["body"]) == [signature_for(REASONING)], (
-            "same-protocol replay must hand the upstream its own opaque reasoning payload unchanged")
+            "same-protocol replay must hand the upstream its own opaque reasoning payload unchanged"
+        )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
-def test_chat_reasoning_details_reach_an_anthropic_client_as_one_thinking_block(gateway, mock_upstream, stream):
+def test_chat_reasoning_details_reach_an_anthropic_client_as_one_thinking_block(
+    gateway, mock_upstream, stream
+):
     """Issue 19: a Chat upstream's ``reasoning.text`` + ``reasoning.encrypted`` entries used to
     become two thinking blocks (text with an empty signature, then an empty one with the
     signature); Claude clients expect one block with both."""
@@ -79,7 +82,11 @@ def test_chat_reasoning_details_reach_an_anthropic_client_as_one_thinking_block(
     _, secret = make_key()
     gateway.wait_config()
     client = anthropic.Anthropic(base_url=gateway.url, api_key=secret, max_retries=0)
-    kwargs = {"model": "e2e-think-one-block", "max_tokens": 256, "messages": [{"role": "user", "content": PROMPT}]}
+    kwargs = {
+        "model": "e2e-think-one-block",
+        "max_tokens": 256,
+        "messages": [{"role": "user", "content": PROMPT}],
+    }
     if stream:
         with client.messages.stream(**kwargs) as s:
             message = s.get_final_message()

@@ -18,7 +18,9 @@ from tests.servers import make_key, make_route
 TURNS = ["think about apples", "think about pears", "think about plums", "think about figs"]
 
 
-def _run(gateway, mock_upstream, client: str, stream: bool, envelopes: bool) -> list[tuple[str, list[str], set[str]]]:
+def _run(
+    gateway, mock_upstream, client: str, stream: bool, envelopes: bool
+) -> list[tuple[str, list[str], set[str]]]:
     """(upstream protocol, payloads it received, payloads it produced so far) per turn."""
     tag = f"{client}-{int(stream)}-{int(envelopes)}"
     models = {"messages": f"env-m-{tag}", "responses": f"env-r-{tag}"}

@@ -38,14 +38,27 @@ def test_turns_and_continuation_over_one_connection(gateway, mock_upstream):
         assert done["response"]["output"][-1]["content"][0]["text"] == "Echo: first turn"
         assert any(e["type"] == "response.output_text.delta" for e in first)
 
-        ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws", "input": "second turn",
-                              "previous_response_id": done["response"]["id"]}).decode())
+        ws.send(
+            orjson.dumps(
+                {
+                    "type": "response.create",
+                    "model": "e2e-ws",
+                    "input": "second turn",
+                    "previous_response_id": done["response"]["id"],
+                }
+            ).decode()
+        )
         second = _events(ws)
         assert second[-1]["type"] == "response.completed"
         assert second[-1]["response"]["output"][-1]["content"][0]["text"] == "Echo: second turn"
         upstream_messages = mock_upstream.requests()[-1]["body"]["messages"]
-        texts = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"] for m in upstream_messages]
-        assert texts == ["first turn", "Echo: first turn", "second turn"], "the continuation carried the history"
+        texts = [
+            m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
+            for m in upstream_messages
+        ]
+        assert texts == ["first turn", "Echo: first turn", "second turn"], (
+            "the continuation carried the history"
+        )
 
         ws.send("not json")
         assert orjson.loads(ws.recv(timeout=10))["type"] == "error"
@@ -74,7 +87,9 @@ def test_turns_carry_the_loop_guard_and_a_looped_handshake_is_refused(gateway, m
     gateway.wait_config()
     mock_upstream.clear()
     url = gateway.url.replace("http://", "ws://") + "/v1/responses"
-    with connect(url, additional_headers={"authorization": f"Bearer {secret}", HOP_HEADER: "mg-before-us"}) as ws:
+    with connect(
+        url, additional_headers={"authorization": f"Bearer {secret}", HOP_HEADER: "mg-before-us"}
+    ) as ws:
         for text in ("one", "two"):
             ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-hop", "input": text}).decode())
             assert _events(ws)[-1]["type"] == "response.completed"
@@ -97,15 +112,40 @@ def test_a_generate_false_warm_up_stays_in_the_gateway(gateway, mock_upstream):
     mock_upstream.clear()
     url = gateway.url.replace("http://", "ws://") + "/v1/responses"
     with connect(url, additional_headers={"authorization": f"Bearer {secret}"}) as ws:
-        ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-warm", "generate": False, "input": [
-            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]}]}).decode())
+        ws.send(
+            orjson.dumps(
+                {
+                    "type": "response.create",
+                    "model": "e2e-ws-warm",
+                    "generate": False,
+                    "input": [
+                        {
+                            "type": "message",
+                            "role": "developer",
+                            "content": [{"type": "input_text", "text": "be brief"}],
+                        }
+                    ],
+                }
+            ).decode()
+        )
         warm = _events(ws)
         assert [e["type"] for e in warm] == ["response.created", "response.completed"]
         assert warm[-1]["response"]["output"] == [] and warm[-1]["response"]["status"] == "completed"
         assert mock_upstream.requests() == []
-        ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws-warm", "input": "hello",
-                              "previous_response_id": warm[-1]["response"]["id"]}).decode())
+        ws.send(
+            orjson.dumps(
+                {
+                    "type": "response.create",
+                    "model": "e2e-ws-warm",
+                    "input": "hello",
+                    "previous_response_id": warm[-1]["response"]["id"],
+                }
+            ).decode()
+        )
         assert _events(ws)[-1]["response"]["output"][-1]["content"][0]["text"] == "Echo: hello"
     sent = mock_upstream.requests()
     assert len(sent) == 1
-    assert [m["role"] for m in sent[0]["body"]["messages"]] == ["developer", "user"]  # the warm-up input, then the turn
+    assert [m["role"] for m in sent[0]["body"]["messages"]] == [
+        "developer",
+        "user",
+    ]  # the warm-up input, then the turn

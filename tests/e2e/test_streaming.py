@@ -21,8 +21,9 @@ def first_delta_then_rest(client: str, base_url: str, secret: str, model: str, o
     text = ""
     if client == "chat_completion":
         sdk = openai.OpenAI(base_url=base_url + "/v1", api_key=secret, max_retries=0)
-        for chunk in sdk.chat.completions.create(model=model, stream=True,
-                                                 messages=[{"role": "user", "content": PROMPT}]):
+        for chunk in sdk.chat.completions.create(
+            model=model, stream=True, messages=[{"role": "user", "content": PROMPT}]
+        ):
             piece = chunk.choices[0].delta.content if chunk.choices else None
             if piece:
                 if not text:
@@ -37,8 +38,9 @@ def first_delta_then_rest(client: str, base_url: str, secret: str, model: str, o
                 text += event.delta
     else:
         sdk = anthropic.Anthropic(base_url=base_url, api_key=secret, max_retries=0)
-        for event in sdk.messages.create(model=model, max_tokens=256, stream=True,
-                                         messages=[{"role": "user", "content": PROMPT}]):
+        for event in sdk.messages.create(
+            model=model, max_tokens=256, stream=True, messages=[{"role": "user", "content": PROMPT}]
+        ):
             if event.type == "content_block_delta" and event.delta.type == "text_delta" and event.delta.text:
                 if not text:
                     on_first()
@@ -50,8 +52,13 @@ def first_delta_then_rest(client: str, base_url: str, secret: str, model: str, o
 @pytest.mark.parametrize("client", CLIENTS)
 def test_first_delta_arrives_while_upstream_still_streams(gateway, mock_upstream, client, upstream):
     model = f"e2e-slow-{upstream}"
-    make_route(upstream, model, mock_upstream.base_url(upstream), upstream_model=f"up-slow-{upstream}",
-               extra_headers={"x-mock-frame-delay": "0.1"})
+    make_route(
+        upstream,
+        model,
+        mock_upstream.base_url(upstream),
+        upstream_model=f"up-slow-{upstream}",
+        extra_headers={"x-mock-frame-delay": "0.1"},
+    )
     _, secret = make_key()
     gateway.wait_config()
     upstream_busy_at_first_delta: list[int] = []
@@ -61,6 +68,8 @@ def test_first_delta_arrives_while_upstream_still_streams(gateway, mock_upstream
 
     text = first_delta_then_rest(client, gateway.url, secret, model, on_first)
     assert text == f"Echo: {PROMPT}"
-    assert upstream_busy_at_first_delta == [1], "the first delta must reach the client before the upstream finishes"
+    assert upstream_busy_at_first_delta == [1], (
+        "the first delta must reach the client before the upstream finishes"
+    )
     record = mock_upstream.requests()[-1]
     assert record["headers"].get("x-mock-frame-delay") == "0.1"  # the channel's extra header was sent

@@ -25,6 +25,7 @@ def _last_upstream(mock_upstream) -> dict:
 
 # -- embeddings -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("upstream", ["chat_completion", "responses", "messages", "gemini"])
 def test_embeddings_through_every_upstream_protocol(gateway, mock_upstream, upstream):
     make_route(upstream, "e2e-embed", mock_upstream.base_url(upstream), upstream_model="up-embed")
@@ -52,9 +53,11 @@ def test_embeddings_base64_is_float32_little_endian(gateway, mock_upstream):
     make_route("gemini", "e2e-embed-b64", mock_upstream.base_url("gemini"))
     _, secret = make_key()
     gateway.wait_config()
-    response = httpx.post(gateway.url + "/v1/embeddings", headers={"authorization": f"Bearer {secret}"},
-                          json={"model": "e2e-embed-b64", "input": "x", "encoding_format": "base64",
-                                "dimensions": 4})
+    response = httpx.post(
+        gateway.url + "/v1/embeddings",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "e2e-embed-b64", "input": "x", "encoding_format": "base64", "dimensions": 4},
+    )
     assert response.status_code == 200, response.text
     raw = base64.b64decode(response.json()["data"][0]["embedding"])
     assert list(struct.unpack("<4f", raw)) == vector_for("x", 4)
@@ -79,6 +82,7 @@ def test_embeddings_errors_are_openai_shaped(gateway, mock_upstream):
 
 # -- legacy completions ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("upstream", ["chat_completion", "messages"])
 def test_legacy_completions_whole_and_streamed(gateway, mock_upstream, upstream):
     make_route(upstream, "e2e-legacy", mock_upstream.base_url(upstream), upstream_model="up-legacy")
@@ -93,7 +97,9 @@ def test_legacy_completions_whole_and_streamed(gateway, mock_upstream, upstream)
     assert sent["model"] == "up-legacy" and "prompt" not in sent
     pieces = []
     finish = None
-    for chunk in client.completions.create(model="e2e-legacy", prompt=["Stream this"], max_tokens=32, stream=True):
+    for chunk in client.completions.create(
+        model="e2e-legacy", prompt=["Stream this"], max_tokens=32, stream=True
+    ):
         assert chunk.object == "text_completion"
         for choice in chunk.choices:
             pieces.append(choice.text)
@@ -118,14 +124,17 @@ def test_legacy_completions_refuse_what_chat_cannot_do(gateway, mock_upstream, f
 
 # -- compaction -----------------------------------------------------------------------------------
 
+
 def test_compact_passes_through_to_responses_upstreams_only(gateway, mock_upstream):
     make_route("responses", "e2e-compact", mock_upstream.base_url("responses"), upstream_model="up-compact")
     make_route("chat_completion", "e2e-compact-chat", mock_upstream.base_url("chat_completion"))
     _, secret = make_key()
     gateway.wait_config()
     client = _client(gateway, secret)
-    compacted = client.responses.compact(model="e2e-compact", input=[
-        {"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    compacted = client.responses.compact(
+        model="e2e-compact",
+        input=[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+    )
     assert compacted.object == "response.compaction"
     assert compacted.output[0].type == "compaction"
     sent = _last_upstream(mock_upstream)
@@ -139,6 +148,7 @@ def test_compact_passes_through_to_responses_upstreams_only(gateway, mock_upstre
 
 # -- aliases and models ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("prefix", ["/api/v1", "", "/api"])
 def test_path_aliases(gateway, mock_upstream, prefix):
     make_route("chat_completion", "e2e-alias", mock_upstream.base_url("chat_completion"))
@@ -150,8 +160,11 @@ def test_path_aliases(gateway, mock_upstream, prefix):
     assert client.responses.create(model="e2e-alias", input="yo").output_text == "Echo: yo"
     assert "e2e-alias" in [m.id for m in client.models.list()]
     assert client.embeddings.create(model="e2e-alias", input="z").data[0].embedding == vector_for("z")
-    response = httpx.post(f"{gateway.url}{prefix}/messages", headers={"x-api-key": secret},
-                          json={"model": "e2e-alias", "max_tokens": 8, "messages": [{"role": "user", "content": "m"}]})
+    response = httpx.post(
+        f"{gateway.url}{prefix}/messages",
+        headers={"x-api-key": secret},
+        json={"model": "e2e-alias", "max_tokens": 8, "messages": [{"role": "user", "content": "m"}]},
+    )
     assert response.status_code == 200 and response.json()["content"][0]["text"] == "Echo: m"
 
 
@@ -186,26 +199,46 @@ def test_models_list_describes_the_configured_codex_models(gateway, mock_upstrea
     make_route("responses", "e2e-cx-a", mock_upstream.base_url("responses"))
     make_route("chat_completion", "cx-hidden", mock_upstream.base_url("chat_completion"))
     assert write_settings(GlobalSettings.load(), {"codex_model_ids": ["x"] * 2})  # refused: duplicates
-    assert not write_settings(GlobalSettings.load(), {"codex_model_ids": [
-        "e2e-cx-b", "e2e-cx-unserved", "cx-hidden", "e2e-cx-a"]})
+    assert not write_settings(
+        GlobalSettings.load(), {"codex_model_ids": ["e2e-cx-b", "e2e-cx-unserved", "cx-hidden", "e2e-cx-a"]}
+    )
     _, secret = make_key(allowed_models=["e2e-cx-*"])
     gateway.wait_config()
-    reply = httpx.get(gateway.url + "/v1/models?client_version=0.171.0", headers={"authorization": f"Bearer {secret}"})
+    reply = httpx.get(
+        gateway.url + "/v1/models?client_version=0.171.0", headers={"authorization": f"Bearer {secret}"}
+    )
     assert reply.status_code == 200, reply.text
     body = reply.json()
     assert [m["id"] for m in body["data"]] == ["e2e-cx-a", "e2e-cx-b"]
-    levels = [{"effort": "low", "description": "Faster answers with lighter reasoning"},
-              {"effort": "medium", "description": "Balanced speed and reasoning depth"},
-              {"effort": "high", "description": "Deeper reasoning for complex problems"}]
-    assert body["models"] == [{
-        "slug": slug, "display_name": slug, "description": f"{slug} through the gateway",
-        "default_reasoning_level": "medium", "supported_reasoning_levels": levels,
-        "shell_type": "shell_command", "visibility": "list", "supported_in_api": True, "priority": priority,
-        "upgrade": None, "base_instructions": INSTRUCTIONS, "supports_reasoning_summaries": False,
-        "support_verbosity": False, "default_verbosity": None, "apply_patch_tool_type": "freeform",
-        "truncation_policy": {"mode": "bytes", "limit": 10000}, "supports_parallel_tool_calls": False,
-        "experimental_supported_tools": [], "input_modalities": ["text"],
-    } for priority, slug in ((1, "e2e-cx-b"), (2, "e2e-cx-a"))]
+    levels = [
+        {"effort": "low", "description": "Faster answers with lighter reasoning"},
+        {"effort": "medium", "description": "Balanced speed and reasoning depth"},
+        {"effort": "high", "description": "Deeper reasoning for complex problems"},
+    ]
+    assert body["models"] == [
+        {
+            "slug": slug,
+            "display_name": slug,
+            "description": f"{slug} through the gateway",
+            "default_reasoning_level": "medium",
+            "supported_reasoning_levels": levels,
+            "shell_type": "shell_command",
+            "visibility": "list",
+            "supported_in_api": True,
+            "priority": priority,
+            "upgrade": None,
+            "base_instructions": INSTRUCTIONS,
+            "supports_reasoning_summaries": False,
+            "support_verbosity": False,
+            "default_verbosity": None,
+            "apply_patch_tool_type": "freeform",
+            "truncation_policy": {"mode": "bytes", "limit": 10000},
+            "supports_parallel_tool_calls": False,
+            "experimental_supported_tools": [],
+            "input_modalities": ["text"],
+        }
+        for priority, slug in ((1, "e2e-cx-b"), (2, "e2e-cx-a"))
+    ]
     # the openai SDK reads the same answer as a plain model list
     assert [m.id for m in _client(gateway, secret).models.list()] == ["e2e-cx-a", "e2e-cx-b"]
 
@@ -220,14 +253,24 @@ def test_forwarded_endpoints_carry_the_loop_guard(gateway, mock_upstream):
     gateway.wait_config()
     mock_upstream.clear()
     auth = {"authorization": f"Bearer {secret}"}
-    assert httpx.post(gateway.url + "/v1/embeddings", headers=auth,
-                      json={"model": "e2e-hop-fw", "input": "x"}).status_code == 200
-    compact = httpx.post(gateway.url + "/v1/responses/compact", headers=auth,
-                         json={"model": "e2e-hop-fw", "input": [{"role": "user", "content": "x"}]})
+    assert (
+        httpx.post(
+            gateway.url + "/v1/embeddings", headers=auth, json={"model": "e2e-hop-fw", "input": "x"}
+        ).status_code
+        == 200
+    )
+    compact = httpx.post(
+        gateway.url + "/v1/responses/compact",
+        headers=auth,
+        json={"model": "e2e-hop-fw", "input": [{"role": "user", "content": "x"}]},
+    )
     assert compact.status_code == 200, compact.text
     hops = [r["headers"].get(HOP_HEADER) for r in mock_upstream.requests()]
     assert len(hops) == 2 and hops[0] and hops[0] == hops[1], hops
-    looped = httpx.post(gateway.url + "/v1/embeddings", headers={**auth, HOP_HEADER: hops[0]},
-                        json={"model": "e2e-hop-fw", "input": "x"})
+    looped = httpx.post(
+        gateway.url + "/v1/embeddings",
+        headers={**auth, HOP_HEADER: hops[0]},
+        json={"model": "e2e-hop-fw", "input": "x"},
+    )
     assert looped.status_code == 508 and looped.json()["error"]["code"] == "loop_detected"
     assert len(mock_upstream.requests()) == 2

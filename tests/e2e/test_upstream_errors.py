@@ -27,9 +27,16 @@ CASES = {
     403: (openai.InternalServerError, anthropic.InternalServerError, 502, 0),
     500: (openai.InternalServerError, anthropic.InternalServerError, 502, 0),
 }
-ANTHROPIC_TYPES = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",
-                   422: "invalid_request_error", 429: "rate_limit_error", 401: "api_error", 403: "api_error",
-                   500: "api_error"}
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    401: "api_error",
+    403: "api_error",
+    500: "api_error",
+}
 
 
 def _route(mock_upstream, upstream: str, fault: str) -> str:
@@ -90,13 +97,16 @@ def test_streaming_requests_get_the_status_too(gateway, mock_upstream, status):
     mock_upstream.clear()
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0)
     with pytest.raises(oa_exc) as info:
-        for _ in client.chat.completions.create(model=MODEL, stream=True,
-                                                messages=[{"role": "user", "content": "hi"}]):
+        for _ in client.chat.completions.create(
+            model=MODEL, stream=True, messages=[{"role": "user", "content": "hi"}]
+        ):
             pass
     assert info.value.status_code == client_status
     claude = anthropic.Anthropic(base_url=gateway.url, api_key=secret, max_retries=0)
     with pytest.raises(an_exc):
-        with claude.messages.stream(model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]) as s:
+        with claude.messages.stream(
+            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        ) as s:
             for _ in s:
                 pass
     assert _calls(mock_upstream) == 2
@@ -108,11 +118,13 @@ def test_connect_failure_is_502_for_both_sdks(gateway):
     gateway.wait_config()
     with pytest.raises(openai.InternalServerError) as info:
         openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0).chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "hi"}])
+            model=MODEL, messages=[{"role": "user", "content": "hi"}]
+        )
     assert info.value.status_code == 502 and info.value.code == "upstream_error"
     with pytest.raises(anthropic.InternalServerError) as ainfo:
         anthropic.Anthropic(base_url=gateway.url, api_key=secret, max_retries=0).messages.create(
-            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
     assert ainfo.value.status_code == 502 and ainfo.value.response.json()["error"]["type"] == "api_error"
 
 
@@ -123,8 +135,12 @@ def test_failover_to_a_4xx_channel_answers_with_the_last_status(gateway, mock_up
     _, secret = make_key()
     gateway.wait_config()
     mock_upstream.clear()
-    response = httpx.post(gateway.url + "/v1/chat/completions", headers={"authorization": f"Bearer {secret}"},
-                          json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+    response = httpx.post(
+        gateway.url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+        timeout=30,
+    )
     assert response.status_code == 400
     assert _calls(mock_upstream) == 2
 
@@ -135,7 +151,10 @@ def test_custom_tools_to_a_messages_upstream_without_the_rule_is_a_400(gateway, 
     mock_upstream.clear()
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0)
     with pytest.raises(openai.BadRequestError) as info:
-        client.responses.create(model=MODEL, input="patch it",
-                                tools=[{"type": "custom", "name": "apply_patch", "description": "patch"}])
+        client.responses.create(
+            model=MODEL,
+            input="patch it",
+            tools=[{"type": "custom", "name": "apply_patch", "description": "patch"}],
+        )
     assert "field_custom_tools_to_function" in info.value.message
     assert _calls(mock_upstream) == 0

@@ -83,25 +83,53 @@ def guard_on(monkeypatch):
 def loopback_one_public(monkeypatch, guard_on):
     """127.0.0.1 counts as public for this test; every other forbidden address still is."""
     real = fetch.refusal_reason
-    monkeypatch.setattr(fetch, "refusal_reason",
-                        lambda addr: None if addr == ipaddress.IPv4Address("127.0.0.1") else real(addr))
+    monkeypatch.setattr(
+        fetch,
+        "refusal_reason",
+        lambda addr: None if addr == ipaddress.IPv4Address("127.0.0.1") else real(addr),
+    )
 
 
 # -- address classification ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("host,expected", [
-    ("2130706433", "127.0.0.1"), ("0177.0.0.1", "127.0.0.1"), ("0x7f.1", "127.0.0.1"), ("127.1", "127.0.0.1"),
-    ("[::ffff:127.0.0.1]", "::ffff:7f00:1"), ("example.com", None),
-])
+
+@pytest.mark.parametrize(
+    "host,expected",
+    [
+        ("2130706433", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("0x7f.1", "127.0.0.1"),
+        ("127.1", "127.0.0.1"),
+        ("[::ffff:127.0.0.1]", "::ffff:7f00:1"),
+        ("example.com", None),
+    ],
+)
 def test_literal_forms_decode_like_the_c_library(host, expected):
     addr = literal_address(host)
     assert (str(addr) if addr else None) == expected
 
 
-@pytest.mark.parametrize("addr", ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254",
-                                  "224.0.0.1", "0.0.0.0", "100.64.0.1", "::1", "fe80::1", "fd00:ec2::254",
-                                  "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::",
-                                  "ff02::1"])
+@pytest.mark.parametrize(
+    "addr",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "224.0.0.1",
+        "0.0.0.0",
+        "100.64.0.1",
+        "::1",
+        "fe80::1",
+        "fd00:ec2::254",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+        "64:ff9b::7f00:1",
+        "2002:7f00:1::",
+        "ff02::1",
+    ],
+)
 def test_forbidden_addresses(addr):
     assert refusal_reason(ipaddress.ip_address(addr))
 
@@ -113,8 +141,20 @@ def test_public_addresses(addr):
 
 # -- the guard on real fetches ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "0177.0.0.1", "0x7f.0.0.1", "127.1",
-                                  "[::ffff:127.0.0.1]", "[::1]", "localhost"])
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "2130706433",
+        "0177.0.0.1",
+        "0x7f.0.0.1",
+        "127.1",
+        "[::ffff:127.0.0.1]",
+        "[::1]",
+        "localhost",
+    ],
+)
 async def test_loopback_in_every_form_is_refused(server, fetcher, guard_on, host):
     with pytest.raises(FetchError) as info:
         await fetcher.fetch(f"http://{host}:{server['port']}/a.png", timeout=5, max_bytes=1000)
@@ -122,8 +162,17 @@ async def test_loopback_in_every_form_is_refused(server, fetcher, guard_on, host
     assert server["hits"] == []  # nothing reached the server
 
 
-@pytest.mark.parametrize("url", ["http://10.0.0.1/a.png", "http://192.168.0.1/a.png", "http://169.254.169.254/latest",
-                                 "http://[fe80::1]/x", "http://224.0.0.1/x", "http://[fd00:ec2::254]/x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.0.0.1/a.png",
+        "http://192.168.0.1/a.png",
+        "http://169.254.169.254/latest",
+        "http://[fe80::1]/x",
+        "http://224.0.0.1/x",
+        "http://[fd00:ec2::254]/x",
+    ],
+)
 async def test_private_link_local_metadata_multicast_refused(fetcher, guard_on, url):
     with pytest.raises(FetchError) as info:
         await fetcher.fetch(url, timeout=5, max_bytes=1000)
@@ -153,6 +202,7 @@ async def test_global_setting_allows_loopback(server, fetcher, monkeypatch):
 
 # -- redirects -------------------------------------------------------------------------------------
 
+
 async def test_redirect_to_an_allowed_target_is_followed(server, fetcher, loopback_one_public):
     got = await fetcher.fetch(f"{server['url']}/redirect?to=/a.png", timeout=5, max_bytes=1000)
     assert got.body == PNG
@@ -160,10 +210,18 @@ async def test_redirect_to_an_allowed_target_is_followed(server, fetcher, loopba
     assert server["hits"] == ["/redirect", "/a.png"]
 
 
-@pytest.mark.parametrize("target", ["http://127.0.0.2:{port}/a.png", "http://2130706434:{port}/a.png",
-                                    "http://0177.0.0.2:{port}/a.png", "http://[::ffff:127.0.0.2]:{port}/a.png",
-                                    "http://169.254.169.254/latest/meta-data",
-                                    "http://10.0.0.1/", "file:///etc/passwd"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://127.0.0.2:{port}/a.png",
+        "http://2130706434:{port}/a.png",
+        "http://0177.0.0.2:{port}/a.png",
+        "http://[::ffff:127.0.0.2]:{port}/a.png",
+        "http://169.254.169.254/latest/meta-data",
+        "http://10.0.0.1/",
+        "file:///etc/passwd",
+    ],
+)
 async def test_redirect_to_a_forbidden_target_is_refused(server, fetcher, loopback_one_public, target):
     to = target.format(port=server["port"])
     with pytest.raises(FetchError) as info:
@@ -174,12 +232,17 @@ async def test_redirect_to_a_forbidden_target_is_refused(server, fetcher, loopba
 
 async def test_redirect_loop_stops(server, fetcher, loopback_one_public):
     with pytest.raises(FetchError) as info:
-        await fetcher.fetch(f"{server['url']}/redirect?to=/redirect%3Fto%3D/redirect", timeout=5, max_bytes=1000,
-                            max_redirects=3)
+        await fetcher.fetch(
+            f"{server['url']}/redirect?to=/redirect%3Fto%3D/redirect",
+            timeout=5,
+            max_bytes=1000,
+            max_redirects=3,
+        )
     assert info.value.reason in ("too_many_redirects", "status")
 
 
 # -- limits and failures ----------------------------------------------------------------------------
+
 
 async def test_byte_cap_enforced_while_streaming(server, fetcher, monkeypatch):
     monkeypatch.setattr(fetch, "_process_allow", True)
@@ -220,6 +283,7 @@ async def test_fetch_many_runs_concurrently(server, fetcher, monkeypatch):
 
 # -- channel base URLs (guard_channel_urls) ---------------------------------------------------------
 
+
 async def test_channel_guard_off_by_default_and_clear_error_when_on(server, monkeypatch):
     from gateway.proxy.errors import transport_failure as _transport_failure
     from gateway.proxy.upstream import TRANSPORT_ERRORS, UpstreamClient
@@ -227,8 +291,9 @@ async def test_channel_guard_off_by_default_and_clear_error_when_on(server, monk
     client = UpstreamClient()
     try:
         monkeypatch.setattr(fetch, "_setting_guard_channels", False)
-        async with client.post(f"http://localhost:{server['port']}/a.png", b"", {}, total=5, connect=5,
-                               sock_read=5) as resp:
+        async with client.post(
+            f"http://localhost:{server['port']}/a.png", b"", {}, total=5, connect=5, sock_read=5
+        ) as resp:
             assert resp.status == 405  # reached the host (GET-only route): no guard
         monkeypatch.setattr(fetch, "_setting_guard_channels", True)
         with pytest.raises(fetch.AddressRefused) as info:
@@ -238,8 +303,9 @@ async def test_channel_guard_off_by_default_and_clear_error_when_on(server, monk
         assert "guard_channel_urls" in failed.message and "loopback" in failed.message
         await client.close()  # a fresh pool: no DNS answer cached from the unguarded call
         with pytest.raises(TRANSPORT_ERRORS) as info:  # a name resolving to loopback: the resolver refuses
-            async with client.post(f"http://localhost:{server['port']}/a.png", b"", {}, total=5, connect=5,
-                                   sock_read=5):
+            async with client.post(
+                f"http://localhost:{server['port']}/a.png", b"", {}, total=5, connect=5, sock_read=5
+            ):
                 pass
         assert _transport_failure(info.value).code == "upstream_address_refused"
         assert server["hits"] == []
@@ -255,7 +321,9 @@ def test_channel_save_refused_with_a_clear_error_when_the_guard_is_on():
     from providers.models import Channel, Provider
 
     provider = Provider.objects.create(name="guarded")
-    channel = Channel(provider=provider, name="local", protocol="chat_completion", base_url="http://127.0.0.1:9/v1")
+    channel = Channel(
+        provider=provider, name="local", protocol="chat_completion", base_url="http://127.0.0.1:9/v1"
+    )
     channel.set_api_key("sk-x")
     channel.full_clean()  # guard off (the default): private hosts are fine for channels
     gs = GlobalSettings.load()

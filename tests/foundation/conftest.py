@@ -19,8 +19,10 @@ class PrefixTransform(Transform):
     scopes = ALL_SCOPES
     config_schema = {
         "type": "object",
-        "properties": {"content": {"type": "string", "minLength": 1},
-                       "position": {"enum": ["prepend", "append"], "default": "append"}},
+        "properties": {
+            "content": {"type": "string", "minLength": 1},
+            "position": {"enum": ["prepend", "append"], "default": "append"},
+        },
         "required": ["content"],
         "additionalProperties": False,
     }

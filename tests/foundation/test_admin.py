@@ -17,20 +17,29 @@ from transforms.models import TransformRule
 pytestmark = pytest.mark.django_db
 
 ADMIN_MODELS = [
-    "providers_provider", "providers_channel", "providers_channelmodel", "keys_apikey",
+    "providers_provider",
+    "providers_channel",
+    "providers_channelmodel",
+    "keys_apikey",
     "transforms_globaltransformrule",
 ]
 
 
 def _management(prefix: str, total: int = 0, initial: int = 0) -> dict[str, str]:
-    return {f"{prefix}-TOTAL_FORMS": str(total), f"{prefix}-INITIAL_FORMS": str(initial),
-            f"{prefix}-MIN_NUM_FORMS": "0", f"{prefix}-MAX_NUM_FORMS": "1000"}
+    return {
+        f"{prefix}-TOTAL_FORMS": str(total),
+        f"{prefix}-INITIAL_FORMS": str(initial),
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+    }
 
 
 @pytest.fixture
 def channel(db) -> Channel:
     provider = Provider.objects.create(name="up")
-    ch = Channel(provider=provider, name="primary", protocol="chat_completion", base_url="http://127.0.0.1:9/v1")
+    ch = Channel(
+        provider=provider, name="primary", protocol="chat_completion", base_url="http://127.0.0.1:9/v1"
+    )
     ch.set_api_key("sk-upstream-very-secret")
     ch.save()
     ChannelModel.objects.create(channel=ch, model="gpt-4o", upstream_model="gpt-4o-2024-08-06")
@@ -62,12 +71,14 @@ def test_change_pages_and_search_render(admin_client, channel):
     key = ApiKey(name="k")
     key.set_secret()
     key.save()
-    for url in (reverse("admin:providers_provider_change", args=[channel.provider.pk]),
-                reverse("admin:providers_channel_change", args=[channel.pk]),
-                reverse("admin:keys_apikey_change", args=[key.pk]),
-                reverse("admin:providers_provider_changelist") + "?q=gpt-4o",
-                reverse("admin:providers_channel_changelist") + "?protocol=chat_completion",
-                reverse("admin:keys_apikey_changelist") + "?q=k"):
+    for url in (
+        reverse("admin:providers_provider_change", args=[channel.provider.pk]),
+        reverse("admin:providers_channel_change", args=[channel.pk]),
+        reverse("admin:keys_apikey_change", args=[key.pk]),
+        reverse("admin:providers_provider_changelist") + "?q=gpt-4o",
+        reverse("admin:providers_channel_changelist") + "?protocol=chat_completion",
+        reverse("admin:keys_apikey_changelist") + "?q=k",
+    ):
         assert admin_client.get(url).status_code == 200, url
 
 
@@ -80,21 +91,34 @@ def test_global_settings_page_is_the_singleton(admin_client):
 
 
 def test_channel_key_never_rendered(admin_client, channel):
-    for url in (reverse("admin:providers_provider_change", args=[channel.provider.pk]),
-                reverse("admin:providers_channel_change", args=[channel.pk]),
-                reverse("admin:providers_channel_changelist"),
-                reverse("admin:providers_provider_changelist")):
+    for url in (
+        reverse("admin:providers_provider_change", args=[channel.provider.pk]),
+        reverse("admin:providers_channel_change", args=[channel.pk]),
+        reverse("admin:providers_channel_changelist"),
+        reverse("admin:providers_provider_changelist"),
+    ):
         html = admin_client.get(url).content.decode()
         assert "sk-upstream-very-secret" not in html
         assert channel.api_key_encrypted not in html
 
 
 def _channel_post(channel: Channel, **overrides) -> dict[str, str]:
-    data = {"provider": str(channel.provider_id), "name": channel.name, "protocol": channel.protocol,
-            "base_url": channel.base_url, "api_key": "", "weight": "1", "enabled": "on", "extra_headers": "null",
-            **_management("models", total=1, initial=1),
-            "models-0-id": str(channel.models.get().pk), "models-0-channel": str(channel.pk),
-            "models-0-model": "gpt-4o", "models-0-upstream_model": "gpt-4o-2024-08-06", "models-0-multiplier": "1"}
+    data = {
+        "provider": str(channel.provider_id),
+        "name": channel.name,
+        "protocol": channel.protocol,
+        "base_url": channel.base_url,
+        "api_key": "",
+        "weight": "1",
+        "enabled": "on",
+        "extra_headers": "null",
+        **_management("models", total=1, initial=1),
+        "models-0-id": str(channel.models.get().pk),
+        "models-0-channel": str(channel.pk),
+        "models-0-model": "gpt-4o",
+        "models-0-upstream_model": "gpt-4o-2024-08-06",
+        "models-0-multiplier": "1",
+    }
     data.update(overrides)
     return data
 
@@ -120,30 +144,58 @@ def test_new_key_on_edit_replaces_stored_key(admin_client, channel):
 
 def test_channel_key_is_optional_and_write_only(admin_client, db):
     provider = Provider.objects.create(name="p2")
-    data = {"provider": str(provider.pk), "name": "c", "protocol": "messages", "base_url": "http://127.0.0.1:9",
-            "api_key": "", "weight": "1", "enabled": "on", "extra_headers": "null", **_management("models")}
+    data = {
+        "provider": str(provider.pk),
+        "name": "c",
+        "protocol": "messages",
+        "base_url": "http://127.0.0.1:9",
+        "api_key": "",
+        "weight": "1",
+        "enabled": "on",
+        "extra_headers": "null",
+        **_management("models"),
+    }
     response = admin_client.post(reverse("admin:providers_channel_add"), data)
     assert response.status_code == 302  # a local upstream needs no key
     assert not Channel.objects.get(name="c").has_api_key
     data["api_key"] = "sk-new-upstream"
-    response = admin_client.post(reverse("admin:providers_channel_change", args=[Channel.objects.get(name="c").pk]),
-                                 data)
+    response = admin_client.post(
+        reverse("admin:providers_channel_change", args=[Channel.objects.get(name="c").pk]), data
+    )
     assert response.status_code == 302
     assert Channel.objects.get(name="c").get_api_key() == "sk-new-upstream"
 
 
 def _provider_post(**overrides) -> dict[str, str]:
-    data = {"name": "prov", "enabled": "on", "priority": "0", "max_retries": "-1", "channel_max_retries": "0",
-            "channel_retry_interval_ms": "0", "request_timeout_seconds": "", "circuit_breaker_enabled": "on", "multiplier": "1",
-            "strip_cross_protocol_nested": "inherit", "extra_fields_whitelist": "null",
-            "affinity_mode": "off", "affinity_failback_seconds": "300",
-            **_management("channels", total=1), **_management("transform_rules", total=1),
-            "channels-0-name": "main", "channels-0-protocol": "responses",
-            "channels-0-base_url": "http://127.0.0.1:9100/v1", "channels-0-api_key": "sk-inline-key",
-            "channels-0-weight": "1", "channels-0-enabled": "on",
-            "transform_rules-0-position": "0", "transform_rules-0-transform": "test_prefix",
-            "transform_rules-0-enabled": "on", "transform_rules-0-phase": "request",
-            "transform_rules-0-models": "gpt-*", "transform_rules-0-config": '{"content": "Hi"}'}
+    data = {
+        "name": "prov",
+        "enabled": "on",
+        "priority": "0",
+        "max_retries": "-1",
+        "channel_max_retries": "0",
+        "channel_retry_interval_ms": "0",
+        "request_timeout_seconds": "",
+        "circuit_breaker_enabled": "on",
+        "multiplier": "1",
+        "strip_cross_protocol_nested": "inherit",
+        "extra_fields_whitelist": "null",
+        "affinity_mode": "off",
+        "affinity_failback_seconds": "300",
+        **_management("channels", total=1),
+        **_management("transform_rules", total=1),
+        "channels-0-name": "main",
+        "channels-0-protocol": "responses",
+        "channels-0-base_url": "http://127.0.0.1:9100/v1",
+        "channels-0-api_key": "sk-inline-key",
+        "channels-0-weight": "1",
+        "channels-0-enabled": "on",
+        "transform_rules-0-position": "0",
+        "transform_rules-0-transform": "test_prefix",
+        "transform_rules-0-enabled": "on",
+        "transform_rules-0-phase": "request",
+        "transform_rules-0-models": "gpt-*",
+        "transform_rules-0-config": '{"content": "Hi"}',
+    }
     data.update(overrides)
     return data
 
@@ -154,21 +206,36 @@ def test_provider_add_with_inline_channel_and_rule(admin_client):
     provider = Provider.objects.get(name="prov")
     assert provider.channels.get().get_api_key() == "sk-inline-key"
     rule = TransformRule.objects.get()
-    assert (rule.scope, rule.provider_id, rule.config, rule.models) == ("provider", provider.pk, {"content": "Hi"},
-                                                                       ["gpt-*"])
+    assert (rule.scope, rule.provider_id, rule.config, rule.models) == (
+        "provider",
+        provider.pk,
+        {"content": "Hi"},
+        ["gpt-*"],
+    )
 
 
 def test_provider_add_rejects_invalid_rule_config(admin_client):
-    response = admin_client.post(reverse("admin:providers_provider_add"),
-                                 _provider_post(**{"transform_rules-0-config": '{"content": ""}'}))
+    response = admin_client.post(
+        reverse("admin:providers_provider_add"),
+        _provider_post(**{"transform_rules-0-config": '{"content": ""}'}),
+    )
     assert response.status_code == 200
     assert "content" in response.content.decode()
     assert not Provider.objects.exists()
 
 
 def test_api_key_secret_shown_once(admin_client):
-    data = {"name": "team", "enabled": "on", "expires_at_0": "", "expires_at_1": "", "allowed_models": '["*"]',
-            "model_redirects": "null", "capture_mode": "off", "owner": "", **_management("transform_rules")}
+    data = {
+        "name": "team",
+        "enabled": "on",
+        "expires_at_0": "",
+        "expires_at_1": "",
+        "allowed_models": '["*"]',
+        "model_redirects": "null",
+        "capture_mode": "off",
+        "owner": "",
+        **_management("transform_rules"),
+    }
     response = admin_client.post(reverse("admin:keys_apikey_add"), data)
     assert response.status_code == 200
     html = response.content.decode()
@@ -185,12 +252,23 @@ def test_api_key_secret_shown_once(admin_client):
 
 
 def test_api_key_rule_inline_refuses_transform_not_for_keys(admin_client):
-    data = {"name": "team", "enabled": "on", "expires_at_0": "", "expires_at_1": "", "allowed_models": "null",
-            "model_redirects": "null", "capture_mode": "off", "owner": "",
-            **_management("transform_rules", total=1),
-            "transform_rules-0-position": "0", "transform_rules-0-transform": "test_routing",
-            "transform_rules-0-enabled": "on", "transform_rules-0-phase": "request",
-            "transform_rules-0-models": "", "transform_rules-0-config": "{}"}
+    data = {
+        "name": "team",
+        "enabled": "on",
+        "expires_at_0": "",
+        "expires_at_1": "",
+        "allowed_models": "null",
+        "model_redirects": "null",
+        "capture_mode": "off",
+        "owner": "",
+        **_management("transform_rules", total=1),
+        "transform_rules-0-position": "0",
+        "transform_rules-0-transform": "test_routing",
+        "transform_rules-0-enabled": "on",
+        "transform_rules-0-phase": "request",
+        "transform_rules-0-models": "",
+        "transform_rules-0-config": "{}",
+    }
     response = admin_client.post(reverse("admin:keys_apikey_add"), data)
     assert response.status_code == 200  # the form comes back with an error; nothing is saved
     assert "errorlist" in response.content.decode()
@@ -201,8 +279,10 @@ def test_rotate_secret_action(admin_client):
     key = ApiKey(name="old")
     old = key.set_secret()
     key.save()
-    response = admin_client.post(reverse("admin:keys_apikey_changelist"),
-                                 {"action": "rotate_secret", "_selected_action": [str(key.pk)]})
+    response = admin_client.post(
+        reverse("admin:keys_apikey_changelist"),
+        {"action": "rotate_secret", "_selected_action": [str(key.pk)]},
+    )
     assert response.status_code == 200
     new = re.search(r'<code class="api-key-secret"[^>]*>([^<]+)</code>', response.content.decode()).group(1)
     key.refresh_from_db()
@@ -210,8 +290,14 @@ def test_rotate_secret_action(admin_client):
 
 
 def test_global_chain_admin_saves_global_scope(admin_client):
-    data = {"position": "0", "transform": "test_prefix", "enabled": "on", "phase": "request", "models": "",
-            "config": '{"content": "Be brief."}'}
+    data = {
+        "position": "0",
+        "transform": "test_prefix",
+        "enabled": "on",
+        "phase": "request",
+        "models": "",
+        "config": '{"content": "Be brief."}',
+    }
     response = admin_client.post(reverse("admin:transforms_globaltransformrule_add"), data)
     assert response.status_code == 302, response.content.decode()[:3000]
     rule = TransformRule.objects.get()
@@ -222,13 +308,25 @@ def test_admin_is_branded_ordered_and_links_the_viewer(admin_client):
     html = admin_client.get("/admin/").content.decode()
     assert "Monogate administration" in html
     assert 'href="/captures/"' in html
-    order = [html.index(f'class="app-{label} ') for label in ("providers", "keys", "transforms", "captures", "auth")]
+    order = [
+        html.index(f'class="app-{label} ')
+        for label in ("providers", "keys", "transforms", "captures", "auth")
+    ]
     assert order == sorted(order), "apps in the order operators use them"
 
 
 def test_new_key_secret_page_has_a_copy_button(admin_client):
-    data = {"name": "copy-me", "enabled": "on", "expires_at_0": "", "expires_at_1": "", "allowed_models": '["*"]',
-            "model_redirects": "null", "capture_mode": "off", "owner": "", **_management("transform_rules")}
+    data = {
+        "name": "copy-me",
+        "enabled": "on",
+        "expires_at_0": "",
+        "expires_at_1": "",
+        "allowed_models": '["*"]',
+        "model_redirects": "null",
+        "capture_mode": "off",
+        "owner": "",
+        **_management("transform_rules"),
+    }
     response = admin_client.post(reverse("admin:keys_apikey_add"), data)
     html = response.content.decode()
     assert 'class="button copy-secret"' in html and "navigator.clipboard" in html
@@ -252,8 +350,17 @@ def test_rest_api_root_lists_every_endpoint_and_asks_for_credentials(client, adm
 
 
 def test_api_key_names_are_unique_so_a_reposted_form_creates_no_second_key(admin_client):
-    data = {"name": "twice", "enabled": "on", "expires_at_0": "", "expires_at_1": "", "allowed_models": '["*"]',
-            "model_redirects": "null", "capture_mode": "off", "owner": "", **_management("transform_rules")}
+    data = {
+        "name": "twice",
+        "enabled": "on",
+        "expires_at_0": "",
+        "expires_at_1": "",
+        "allowed_models": '["*"]',
+        "model_redirects": "null",
+        "capture_mode": "off",
+        "owner": "",
+        **_management("transform_rules"),
+    }
     admin_client.post(reverse("admin:keys_apikey_add"), data)
     again = admin_client.post(reverse("admin:keys_apikey_add"), data)
     assert "already exists" in again.content.decode()
@@ -263,10 +370,18 @@ def test_api_key_names_are_unique_so_a_reposted_form_creates_no_second_key(admin
 
 
 def test_json_fields_are_edited_as_rows_and_globs_and_empty_is_not_null(admin_client):
-    data = {"name": "rows", "enabled": "on", "expires_at_0": "", "expires_at_1": "",
-            "allowed_models": "gpt-*, claude-?", "capture_mode": "off", "owner": "",
-            "model_redirects__key": ["gpt-4o-mini", "", ""], "model_redirects__value": ["gpt-4o", "", ""],
-            **_management("transform_rules")}
+    data = {
+        "name": "rows",
+        "enabled": "on",
+        "expires_at_0": "",
+        "expires_at_1": "",
+        "allowed_models": "gpt-*, claude-?",
+        "capture_mode": "off",
+        "owner": "",
+        "model_redirects__key": ["gpt-4o-mini", "", ""],
+        "model_redirects__value": ["gpt-4o", "", ""],
+        **_management("transform_rules"),
+    }
     admin_client.post(reverse("admin:keys_apikey_add"), data)
     key = ApiKey.objects.get(name="rows")
     assert key.allowed_models == ["gpt-*", "claude-?"]
@@ -276,10 +391,20 @@ def test_json_fields_are_edited_as_rows_and_globs_and_empty_is_not_null(admin_cl
     assert re.search(r'id="id_allowed_models">\s*gpt-\*, claude-\?</textarea>', page)
     empty_page = admin_client.get(reverse("admin:keys_apikey_add")).content.decode()
     assert re.search(r'id="id_allowed_models">\s*</textarea>', empty_page), "empty, not null"
-    half = {**data, "name": "half", "model_redirects__key": ["x", "", ""], "model_redirects__value": ["", "", ""]}
+    half = {
+        **data,
+        "name": "half",
+        "model_redirects__key": ["x", "", ""],
+        "model_redirects__value": ["", "", ""],
+    }
     assert "needs both" in admin_client.post(reverse("admin:keys_apikey_add"), half).content.decode()
-    empty = {**data, "name": "empty", "allowed_models": "", "model_redirects__key": ["", "", ""],
-             "model_redirects__value": ["", "", ""]}
+    empty = {
+        **data,
+        "name": "empty",
+        "allowed_models": "",
+        "model_redirects__key": ["", "", ""],
+        "model_redirects__value": ["", "", ""],
+    }
     admin_client.post(reverse("admin:keys_apikey_add"), empty)
     stored = ApiKey.objects.get(name="empty")
     assert stored.allowed_models is None and stored.model_redirects is None
@@ -288,4 +413,3 @@ def test_json_fields_are_edited_as_rows_and_globs_and_empty_is_not_null(admin_cl
 def test_channel_extra_headers_as_rows(admin_client, channel):
     page = admin_client.get(reverse("admin:providers_channel_change", args=[channel.pk])).content.decode()
     assert 'name="extra_headers__key"' in page
-

@@ -31,19 +31,22 @@ def keys() -> dict[str, Key]:
     }
 
 
-@pytest.mark.parametrize(("headers", "expected"), [
-    ({"authorization": "Bearer sk-a"}, "sk-a"),
-    ({"authorization": "bearer  sk-a "}, "sk-a"),
-    ({"x-api-key": "sk-b"}, "sk-b"),
-    ({"x-api-key": " sk-b "}, "sk-b"),
-    ({"authorization": "Bearer sk-a", "x-api-key": "sk-b"}, "sk-a"),
-    ({"authorization": "Basic abc", "x-api-key": "sk-b"}, None),
-    ({"authorization": "Bearer "}, None),
-    ({"authorization": "sk-a"}, None),
-    ({"x-api-key": ""}, None),
-    ({}, None),
-    ({"x-goog-api-key": "sk-c"}, None),
-])
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"authorization": "Bearer sk-a"}, "sk-a"),
+        ({"authorization": "bearer  sk-a "}, "sk-a"),
+        ({"x-api-key": "sk-b"}, "sk-b"),
+        ({"x-api-key": " sk-b "}, "sk-b"),
+        ({"authorization": "Bearer sk-a", "x-api-key": "sk-b"}, "sk-a"),
+        ({"authorization": "Basic abc", "x-api-key": "sk-b"}, None),
+        ({"authorization": "Bearer "}, None),
+        ({"authorization": "sk-a"}, None),
+        ({"x-api-key": ""}, None),
+        ({}, None),
+        ({"x-goog-api-key": "sk-c"}, None),
+    ],
+)
 def test_extract_secret(headers, expected):
     assert extract_secret(headers) == expected
 
@@ -53,10 +56,19 @@ def test_authenticate_accepts_good_keys(keys):
     assert authenticate("sk-later-00001", keys, NOW).name == "later"
 
 
-@pytest.mark.parametrize("secret", [
-    "sk-off-0000001", "sk-old-0000001", "sk-now-0000001", "sk-unknown-001", "", None, "sk-" + "x" * 600,
-    "SK-GOOD-000001",
-])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-off-0000001",
+        "sk-old-0000001",
+        "sk-now-0000001",
+        "sk-unknown-001",
+        "",
+        None,
+        "sk-" + "x" * 600,
+        "SK-GOOD-000001",
+    ],
+)
 def test_authenticate_refuses_identically(keys, secret):
     assert authenticate(secret, keys, NOW) is None
 

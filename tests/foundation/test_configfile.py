@@ -68,11 +68,15 @@ def test_load_creates_everything():
     primary = p.channels.get(name="primary")
     assert primary.get_api_key() == "sk-up"
     assert {m.model: (m.upstream_model, m.multiplier) for m in primary.models.all()} == {
-        "gpt-4o": ("gpt-4o-2024-08-06", Decimal("1")), "gpt-4o-mini": ("", Decimal("0.25"))}
+        "gpt-4o": ("gpt-4o-2024-08-06", Decimal("1")),
+        "gpt-4o-mini": ("", Decimal("0.25")),
+    }
     assert p.channels.get(name="backup").extra_headers == {"X-Team": "blue"}
     rules = list(TransformRule.objects.filter(scope="provider", provider=p).order_by("position"))
     assert [(r.transform, r.enabled, r.phase, r.models) for r in rules] == [
-        ("test_prefix", True, "request", ["gpt-4*"]), ("test_routing", False, "response", None)]
+        ("test_prefix", True, "request", ["gpt-4*"]),
+        ("test_routing", False, "response", None),
+    ]
     a = Provider.objects.get(name="anthropic")
     assert (a.max_retries, a.strip_cross_protocol_nested, a.priority) == (2, "false", 1)
     demo = ApiKey.objects.get(name="demo")
@@ -129,10 +133,14 @@ def test_dump_with_secrets_rebuilds_a_fresh_database():
 
 
 def test_key_hash_errors():
-    assert _errors({"api_keys": [{"name": "a", "key_hash": "xyz"}]})[0].startswith("api_keys[0].key_hash: must be 64")
+    assert _errors({"api_keys": [{"name": "a", "key_hash": "xyz"}]})[0].startswith(
+        "api_keys[0].key_hash: must be 64"
+    )
     errs = _errors({"api_keys": [{"name": "a", "key": "sk-aaaa-000001", "key_hash": "0" * 64}]})
     assert errs[0].startswith("api_keys[0].key_hash: give either")
-    assert _errors({"api_keys": [{"name": "a", "key_prefix": "sk-"}]})[0].startswith("api_keys[0].key_prefix:")
+    assert _errors({"api_keys": [{"name": "a", "key_prefix": "sk-"}]})[0].startswith(
+        "api_keys[0].key_prefix:"
+    )
     load({"api_keys": [{"name": "a", "key_hash": "0" * 64}]})
     errs = _errors({"api_keys": [{"name": "b", "key_hash": "0" * 64}]})
     assert errs[0].startswith("api_keys[0].key_hash: this hash already belongs")
@@ -148,7 +156,10 @@ def test_reload_updates_and_resets_omitted_fields():
     load(doc)
     assert Provider.objects.get(name="anthropic").max_retries == -1
     primary = Channel.objects.get(name="primary")
-    assert {m.model: m.multiplier for m in primary.models.all()} == {"gpt-4o": 2, "gpt-4o-mini": Decimal("0.25")}
+    assert {m.model: m.multiplier for m in primary.models.all()} == {
+        "gpt-4o": 2,
+        "gpt-4o-mini": Decimal("0.25"),
+    }
     assert not TransformRule.objects.filter(scope="provider").exists()
     assert TransformRule.objects.filter(scope="global").count() == 1  # absent key: chain untouched
 
@@ -174,44 +185,75 @@ def _snapshot():
     return dump(include_secrets=True), list(ApiKey.objects.values_list("key_hash", flat=True))
 
 
-@pytest.mark.parametrize(("mutate", "expected"), [
-    (lambda d: d["providers"][0]["channels"][1].update(protocol="grpc"),
-     "providers[0].channels[1].protocol:"),
-    (lambda d: d["providers"][0]["channels"][0].update(base_url="ftp://x"),
-     "providers[0].channels[0].base_url:"),
-    (lambda d: d["providers"][0]["channels"][0]["models"][1].update(multiplier="0"),
-     "providers[0].channels[0].models[1].multiplier:"),
-    (lambda d: d["providers"][0]["channels"][0]["models"][1].update(multiplier="abc"),
-     "providers[0].channels[0].models[1].multiplier: must be a decimal number"),
-    (lambda d: d["providers"][0]["transforms"][0].update(transform="no_such_transform"),
-     "providers[0].transforms[0].transform: Unknown transform"),
-    (lambda d: d["providers"][0]["transforms"][0]["config"].pop("content"),
-     "providers[0].transforms[0].config:"),
-    (lambda d: d["providers"][0]["transforms"][0].update(phase="response"),
-     "providers[0].transforms[0].phase:"),
-    (lambda d: d["api_keys"][0]["transforms"].append({"transform": "test_routing"}),
-     "api_keys[0].transforms[1].transform: test_routing is not allowed in the api_key scope"),
-    (lambda d: d["providers"][1].update(priority="high"), "providers[1].priority: must be an integer"),
-    (lambda d: d["providers"][1].update(colour="red"), "providers[1].colour: unknown field"),
-    (lambda d: d["providers"][1].pop("name"), "providers[1].name: required"),
-    (lambda d: d["providers"][1].update(name="openai-main"), "providers[1].name: duplicate name"),
-    (lambda d: d["providers"][0]["channels"][1].update(name="primary"),
-     "providers[0].channels[1].name: duplicate name"),
-    (lambda d: d["providers"][0]["channels"][1].update(extra_headers={"Host": "x"}),
-     "providers[0].channels[1].extra_headers:"),
-    (lambda d: d["api_keys"][1].update(key="sk-demo-0001"), "api_keys[1].key: this secret already belongs"),
-    (lambda d: d["api_keys"][1].update(key="short"), "api_keys[1].key: must be at least 12"),
-    (lambda d: d["api_keys"][1].update(capture="sometimes"), "api_keys[1].capture:"),
-    (lambda d: d["api_keys"][1].update(expires_at="tomorrow"), "api_keys[1].expires_at:"),
-    (lambda d: d["api_keys"][1].update(model_redirects=[{"pattern": "(", "replace": "x"}]),
-     "api_keys[1].model_redirects:"),
-    (lambda d: d["api_keys"][1].update(owner="nobody"), "api_keys[1].owner: no user named"),
-    (lambda d: d["settings"].update(request_timeout_seconds=0), "settings.request_timeout_seconds:"),
-    (lambda d: d["settings"].update(capture_enabled="yes"), "settings.capture_enabled: must be true or false"),
-    (lambda d: d.update(provider=[]), "provider: unknown field"),
-    (lambda d: d.update(providers={"name": "x"}), "providers: must be a list"),
-    (lambda d: d["providers"].append("x"), "providers[2]: must be a mapping"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda d: d["providers"][0]["channels"][1].update(protocol="grpc"),
+            "providers[0].channels[1].protocol:",
+        ),
+        (
+            lambda d: d["providers"][0]["channels"][0].update(base_url="ftp://x"),
+            "providers[0].channels[0].base_url:",
+        ),
+        (
+            lambda d: d["providers"][0]["channels"][0]["models"][1].update(multiplier="0"),
+            "providers[0].channels[0].models[1].multiplier:",
+        ),
+        (
+            lambda d: d["providers"][0]["channels"][0]["models"][1].update(multiplier="abc"),
+            "providers[0].channels[0].models[1].multiplier: must be a decimal number",
+        ),
+        (
+            lambda d: d["providers"][0]["transforms"][0].update(transform="no_such_transform"),
+            "providers[0].transforms[0].transform: Unknown transform",
+        ),
+        (
+            lambda d: d["providers"][0]["transforms"][0]["config"].pop("content"),
+            "providers[0].transforms[0].config:",
+        ),
+        (
+            lambda d: d["providers"][0]["transforms"][0].update(phase="response"),
+            "providers[0].transforms[0].phase:",
+        ),
+        (
+            lambda d: d["api_keys"][0]["transforms"].append({"transform": "test_routing"}),
+            "api_keys[0].transforms[1].transform: test_routing is not allowed in the api_key scope",
+        ),
+        (lambda d: d["providers"][1].update(priority="high"), "providers[1].priority: must be an integer"),
+        (lambda d: d["providers"][1].update(colour="red"), "providers[1].colour: unknown field"),
+        (lambda d: d["providers"][1].pop("name"), "providers[1].name: required"),
+        (lambda d: d["providers"][1].update(name="openai-main"), "providers[1].name: duplicate name"),
+        (
+            lambda d: d["providers"][0]["channels"][1].update(name="primary"),
+            "providers[0].channels[1].name: duplicate name",
+        ),
+        (
+            lambda d: d["providers"][0]["channels"][1].update(extra_headers={"Host": "x"}),
+            "providers[0].channels[1].extra_headers:",
+        ),
+        (
+            lambda d: d["api_keys"][1].update(key="sk-demo-0001"),
+            "api_keys[1].key: this secret already belongs",
+        ),
+        (lambda d: d["api_keys"][1].update(key="short"), "api_keys[1].key: must be at least 12"),
+        (lambda d: d["api_keys"][1].update(capture="sometimes"), "api_keys[1].capture:"),
+        (lambda d: d["api_keys"][1].update(expires_at="tomorrow"), "api_keys[1].expires_at:"),
+        (
+            lambda d: d["api_keys"][1].update(model_redirects=[{"pattern": "(", "replace": "x"}]),
+            "api_keys[1].model_redirects:",
+        ),
+        (lambda d: d["api_keys"][1].update(owner="nobody"), "api_keys[1].owner: no user named"),
+        (lambda d: d["settings"].update(request_timeout_seconds=0), "settings.request_timeout_seconds:"),
+        (
+            lambda d: d["settings"].update(capture_enabled="yes"),
+            "settings.capture_enabled: must be true or false",
+        ),
+        (lambda d: d.update(provider=[]), "provider: unknown field"),
+        (lambda d: d.update(providers={"name": "x"}), "providers: must be a list"),
+        (lambda d: d["providers"].append("x"), "providers[2]: must be a mapping"),
+    ],
+)
 def test_bad_file_names_the_path_and_writes_nothing(mutate, expected):
     _load(EXAMPLE)
     before = _snapshot()
@@ -229,12 +271,18 @@ def test_errors_on_a_fresh_database_write_nothing():
     doc["api_keys"][1]["capture"] = "sometimes"
     errors = _errors(doc)
     assert [e.split(":")[0] for e in errors] == ["providers[1].channels[0].protocol", "api_keys[1].capture"]
-    assert not Provider.objects.exists() and not ApiKey.objects.exists() and not TransformRule.objects.exists()
+    assert (
+        not Provider.objects.exists() and not ApiKey.objects.exists() and not TransformRule.objects.exists()
+    )
 
 
 def test_naive_and_yaml_expiry_are_utc():
-    load(yaml.safe_load("api_keys: [{name: a, key: sk-aaaa-000001, expires_at: '2031-05-01T10:00:00'},"
-                        " {name: b, key: sk-bbbb-000001, expires_at: 2031-05-01T12:00:00+02:00}]"))
+    load(
+        yaml.safe_load(
+            "api_keys: [{name: a, key: sk-aaaa-000001, expires_at: '2031-05-01T10:00:00'},"
+            " {name: b, key: sk-bbbb-000001, expires_at: 2031-05-01T12:00:00+02:00}]"
+        )
+    )
     a, b = ApiKey.objects.order_by("name")
     assert a.expires_at == b.expires_at
     assert a.expires_at.isoformat() == "2031-05-01T10:00:00+00:00"
@@ -307,8 +355,13 @@ def test_demo_config_loads():
     report = load(yaml.safe_load(demo.read_text()))
     assert report.generated_secrets == {}
     served = {m.model: m.channel.protocol for m in ChannelModel.objects.select_related("channel")}
-    assert served == {"demo-chat": "chat_completion", "demo-responses": "responses",
-                      "demo-messages": "messages", "demo-gemini": "gemini", "demo-image": "openai_image"}
+    assert served == {
+        "demo-chat": "chat_completion",
+        "demo-responses": "responses",
+        "demo-messages": "messages",
+        "demo-gemini": "gemini",
+        "demo-image": "openai_image",
+    }
     assert all(c.get_api_key() == "sk-mock" for c in Channel.objects.all())
     key = ApiKey.objects.get(name="demo")
     assert key.key_hash == crypto.hash_api_key("sk-demo-0001") and key.capture_mode == "all"
@@ -357,10 +410,14 @@ def test_loadconfig_if_empty_never_undoes_an_operators_edits(tmp_path):
 def test_environment_references_in_config_files(tmp_path):
     from gateway.configenv import substitute
 
-    text, errors = substitute("a: ${PORT:-9100}\nb: ${KEY}\nc: $${LITERAL}\nd: ${MISSING}\n", {"KEY": "s3cret"})
+    text, errors = substitute(
+        "a: ${PORT:-9100}\nb: ${KEY}\nc: $${LITERAL}\nd: ${MISSING}\n", {"KEY": "s3cret"}
+    )
     assert text == "a: 9100\nb: s3cret\nc: ${LITERAL}\nd: \n"
-    assert errors == ["(file): line 4: environment variable MISSING is not set (write ${MISSING:-default} "
-                      "to give a default)"]
+    assert errors == [
+        "(file): line 4: environment variable MISSING is not set (write ${MISSING:-default} "
+        "to give a default)"
+    ]
 
 
 @pytest.mark.django_db
@@ -371,12 +428,23 @@ def test_demo_follows_mock_port(tmp_path, monkeypatch):
 
 
 def test_api_key_limits_and_ip_allow_in_the_file():
-    load({"api_keys": [{"name": "limited", "limits": {"rpm": 60, "tpm": 100000, "concurrency": 8},
-                        "ip_allow": ["10.1.2.3/8", "10.0.0.0/8", "::1"]}]})
+    load(
+        {
+            "api_keys": [
+                {
+                    "name": "limited",
+                    "limits": {"rpm": 60, "tpm": 100000, "concurrency": 8},
+                    "ip_allow": ["10.1.2.3/8", "10.0.0.0/8", "::1"],
+                }
+            ]
+        }
+    )
     key = ApiKey.objects.get(name="limited")
     assert key.limits == {"rpm": 60, "tpm": 100000, "concurrency": 8}
     assert key.ip_allow == ["10.0.0.0/8", "::1/128"]  # canonical, deduplicated
-    errors = _errors({"api_keys": [{"name": "bad", "limits": {"rpm": 0, "rps": 1}, "ip_allow": ["10.0.0.999"]}]})
+    errors = _errors(
+        {"api_keys": [{"name": "bad", "limits": {"rpm": 0, "rps": 1}, "ip_allow": ["10.0.0.999"]}]}
+    )
     assert any(e.startswith("api_keys[0].limits:") for e in errors), errors
     assert any(e.startswith("api_keys[0].ip_allow:") and "10.0.0.999" in e for e in errors), errors
     assert dump()["api_keys"][0]["limits"] == {"rpm": 60, "tpm": 100000, "concurrency": 8}

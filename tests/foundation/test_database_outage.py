@@ -42,7 +42,9 @@ def test_a_long_outage_is_handed_to_celerys_retry(monkeypatch):
         write()
 
 
-@pytest.mark.parametrize("task_path", ["captures.tasks.persist_capture", "requestlogs.tasks.persist_request_logs"])
+@pytest.mark.parametrize(
+    "task_path", ["captures.tasks.persist_capture", "requestlogs.tasks.persist_request_logs"]
+)
 def test_the_persisting_tasks_retry_on_a_database_outage(task_path):
     import importlib
 
@@ -52,7 +54,9 @@ def test_the_persisting_tasks_retry_on_a_database_outage(task_path):
     assert task.max_retries == broker.DB_RETRY_MAX and task.retry_backoff_max == broker.DB_RETRY_BACKOFF_MAX
 
 
-@pytest.mark.parametrize(("path", "kind"), [("/admin/keys/apikey/", "text/html"), ("/api/api-keys/", "application/json")])
+@pytest.mark.parametrize(
+    ("path", "kind"), [("/admin/keys/apikey/", "text/html"), ("/api/api-keys/", "application/json")]
+)
 def test_the_admin_and_api_say_the_database_is_unreachable(path, kind):
     request = RequestFactory().get(path)
     middleware = DatabaseUnavailableMiddleware(lambda r: None)

@@ -23,24 +23,50 @@ from providers.models import validate_base_url
 pytestmark = pytest.mark.django_db
 
 BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+    f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+)
 
 
-@pytest.mark.parametrize("url", ["https://user:pw@api.example.com/v1", "https://tok@api.example.com",
-                                 "https://api.example.com/v1?key=abc", "https://api.example.com/v1?api-key=x",
-                                 "https://api.example.com/v1?access_token=x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:pw@api.example.com/v1",
+        "https://tok@api.example.com",
+        "https://api.example.com/v1?key=abc",
+        "https://api.example.com/v1?api-key=x",
+        "https://api.example.com/v1?access_token=x",
+    ],
+)
 def test_credentials_in_base_url_are_refused(url):
     with pytest.raises(ValidationError):
         validate_base_url(url)
-    doc = {"providers": [{"name": "p", "channels": [{"name": "c", "protocol": "chat_completion", "base_url": url,
-                                                     "api_key": "k", "models": ["m"]}]}]}
+    doc = {
+        "providers": [
+            {
+                "name": "p",
+                "channels": [
+                    {
+                        "name": "c",
+                        "protocol": "chat_completion",
+                        "base_url": url,
+                        "api_key": "k",
+                        "models": ["m"],
+                    }
+                ],
+            }
+        ]
+    }
     with pytest.raises(ConfigError) as info:
         load(doc)
     assert any("base_url" in e for e in info.value.errors)
 
 
 def test_plain_base_urls_are_fine():
-    for url in ("https://api.example.com/v1", "http://127.0.0.1:9100", "https://x.example.com/v1?api-version=2024"):
+    for url in (
+        "https://api.example.com/v1",
+        "http://127.0.0.1:9100",
+        "https://x.example.com/v1?api-version=2024",
+    ):
         validate_base_url(url)
 
 

@@ -41,15 +41,28 @@ def test_valid_rules_pass_and_compile_to_whole_name_matches():
     rules = [{"pattern": "gpt-4o(-mini)?", "replace": "a"}, {"pattern": "é" * 128, "replace": "b"}]
     assert redirect_problems(rules) == [] and redirect_problems(None) == [] and redirect_problems([]) == []
     compiled = compile_redirects(rules + [{"pattern": "(", "replace": "x"}])  # an old invalid row is skipped
-    assert len(compiled) == 2 and compiled[0][0].fullmatch("gpt-4o-mini") and not compiled[0][0].fullmatch("gpt-4")
+    assert (
+        len(compiled) == 2
+        and compiled[0][0].fullmatch("gpt-4o-mini")
+        and not compiled[0][0].fullmatch("gpt-4")
+    )
 
 
 def test_global_redirects_apply_after_the_keys_own(gateway, mock_upstream):
     from gateway import config_version
 
-    make_route("chat_completion", "e2e-global-target", mock_upstream.base_url("chat_completion"),
-               upstream_model="up-global")
-    make_route("chat_completion", "e2e-key-target", mock_upstream.base_url("chat_completion"), upstream_model="up-key")
+    make_route(
+        "chat_completion",
+        "e2e-global-target",
+        mock_upstream.base_url("chat_completion"),
+        upstream_model="up-global",
+    )
+    make_route(
+        "chat_completion",
+        "e2e-key-target",
+        mock_upstream.base_url("chat_completion"),
+        upstream_model="up-key",
+    )
     settings = GlobalSettings.load()
     settings.model_redirects = [{"pattern": "gpt-.*", "replace": "e2e-global-target"}]
     settings.full_clean()

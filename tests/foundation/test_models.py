@@ -32,8 +32,9 @@ def provider() -> Provider:
 
 @pytest.fixture
 def channel(provider) -> Channel:
-    return Channel.objects.create(provider=provider, name="c", protocol="chat_completion",
-                                  base_url="http://127.0.0.1:9/v1")
+    return Channel.objects.create(
+        provider=provider, name="c", protocol="chat_completion", base_url="http://127.0.0.1:9/v1"
+    )
 
 
 @pytest.fixture
@@ -100,19 +101,36 @@ def test_good_base_urls(provider, url):
     assert channel.base_url == url.strip()
 
 
-@pytest.mark.parametrize("headers", [
-    {"Authorization": "x"}, {"HOST": "x"}, {"x-api-key": "x"}, {"bad name": "x"}, {"X-A": "a\r\nb"},
-    {"X-A": 1}, {f"X-{i}": "v" for i in range(17)}, ["X-A"], {"X-A": "x" * 4097},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Authorization": "x"},
+        {"HOST": "x"},
+        {"x-api-key": "x"},
+        {"bad name": "x"},
+        {"X-A": "a\r\nb"},
+        {"X-A": 1},
+        {f"X-{i}": "v" for i in range(17)},
+        ["X-A"],
+        {"X-A": "x" * 4097},
+    ],
+)
 def test_bad_extra_headers(provider, headers):
     with pytest.raises(ValidationError) as exc:
-        Channel(provider=provider, name="x", protocol="gemini", base_url="http://h", extra_headers=headers).full_clean()
+        Channel(
+            provider=provider, name="x", protocol="gemini", base_url="http://h", extra_headers=headers
+        ).full_clean()
     assert "extra_headers" in exc.value.message_dict
 
 
 def test_good_extra_headers(provider):
-    Channel(provider=provider, name="x", protocol="gemini", base_url="http://h",
-            extra_headers={"X-Team": "blue", "anthropic-beta": "a,b"}).full_clean()
+    Channel(
+        provider=provider,
+        name="x",
+        protocol="gemini",
+        base_url="http://h",
+        extra_headers={"X-Team": "blue", "anthropic-beta": "a,b"},
+    ).full_clean()
 
 
 def test_channel_protocol_choices(provider):
@@ -122,15 +140,23 @@ def test_channel_protocol_choices(provider):
 
 
 def test_blank_names_refused(provider):
-    for obj in (Provider(name="  "), Channel(provider=provider, name=" ", protocol="gemini", base_url="http://h"),
-                ApiKey(name=" ", key_hash="0" * 64), ChannelModel(channel=None, model=" ")):
+    for obj in (
+        Provider(name="  "),
+        Channel(provider=provider, name=" ", protocol="gemini", base_url="http://h"),
+        ApiKey(name=" ", key_hash="0" * 64),
+        ChannelModel(channel=None, model=" "),
+    ):
         with pytest.raises(ValidationError):
             obj.full_clean()
 
 
 def test_api_key_policy_validation():
-    key = ApiKey(name="k", key_hash="1" * 64, allowed_models="gpt-*",
-                 model_redirects=[{"pattern": "(", "replace": "x"}])
+    key = ApiKey(
+        name="k",
+        key_hash="1" * 64,
+        allowed_models="gpt-*",
+        model_redirects=[{"pattern": "(", "replace": "x"}],
+    )
     with pytest.raises(ValidationError) as exc:
         key.full_clean()
     assert {"allowed_models", "model_redirects"} <= set(exc.value.message_dict)

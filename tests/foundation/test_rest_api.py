@@ -26,10 +26,18 @@ def api(admin_user) -> APIClient:
 
 def _provider_doc(**overrides):
     doc = {
-        "name": "openai-main", "priority": 2,
-        "channels": [{"name": "primary", "protocol": "chat_completion", "base_url": "http://127.0.0.1:9100/v1",
-                      "api_key": "sk-up-secret-1", "weight": 1,
-                      "models": [{"model": "gpt-4o", "upstream_model": "gpt-4o-2024-08-06", "multiplier": "1.50"}]}],
+        "name": "openai-main",
+        "priority": 2,
+        "channels": [
+            {
+                "name": "primary",
+                "protocol": "chat_completion",
+                "base_url": "http://127.0.0.1:9100/v1",
+                "api_key": "sk-up-secret-1",
+                "weight": 1,
+                "models": [{"model": "gpt-4o", "upstream_model": "gpt-4o-2024-08-06", "multiplier": "1.50"}],
+            }
+        ],
     }
     doc.update(overrides)
     return doc
@@ -64,8 +72,14 @@ def test_provider_crud_with_nested_channels(api):
     # Update: empty key keeps the stored one; a second channel is added; models replaced.
     doc = _provider_doc(priority=5)
     doc["channels"][0].update(api_key="", models=[{"model": "gpt-4o-mini"}])
-    doc["channels"].append({"name": "backup", "protocol": "responses", "base_url": "http://127.0.0.1:9100/v1",
-                            "api_key": "sk-up-secret-2"})
+    doc["channels"].append(
+        {
+            "name": "backup",
+            "protocol": "responses",
+            "base_url": "http://127.0.0.1:9100/v1",
+            "api_key": "sk-up-secret-2",
+        }
+    )
     r = api.put(f"/api/providers/{pid}/", doc, format="json")
     assert r.status_code == 200, r.json()
     assert "sk-up-secret" not in r.content.decode()
@@ -140,7 +154,9 @@ def test_provider_field_level_errors(api):
 
 
 def test_api_key_secret_returned_once(api):
-    r = api.post("/api/api-keys/", {"name": "team", "allowed_models": ["gpt-*"], "capture_mode": "all"}, format="json")
+    r = api.post(
+        "/api/api-keys/", {"name": "team", "allowed_models": ["gpt-*"], "capture_mode": "all"}, format="json"
+    )
     assert r.status_code == 201, r.json()
     secret = r.json()["secret"]
     key = ApiKey.objects.get(name="team")
@@ -165,13 +181,23 @@ def test_api_key_fixed_secret_and_errors(api):
     assert r.status_code == 400 and "key" in r.json()
     r = api.post("/api/api-keys/", {"name": "short", "key": "sk-1"}, format="json")
     assert r.status_code == 400 and "key" in r.json()
-    r = api.post("/api/api-keys/", {"name": "bad", "allowed_models": "gpt", "model_redirects": [{"pattern": "("}],
-                                    "capture_mode": "sometimes"}, format="json")
+    r = api.post(
+        "/api/api-keys/",
+        {
+            "name": "bad",
+            "allowed_models": "gpt",
+            "model_redirects": [{"pattern": "("}],
+            "capture_mode": "sometimes",
+        },
+        format="json",
+    )
     assert r.status_code == 400
     assert {"capture_mode"} <= set(r.json())
-    r = api.post("/api/api-keys/", {"name": "bad", "allowed_models": "gpt", "model_redirects": [{"pattern": "(",
-                                                                                                 "replace": "x"}]},
-                 format="json")
+    r = api.post(
+        "/api/api-keys/",
+        {"name": "bad", "allowed_models": "gpt", "model_redirects": [{"pattern": "(", "replace": "x"}]},
+        format="json",
+    )
     assert r.status_code == 400 and {"allowed_models", "model_redirects"} <= set(r.json())
     key_id = ApiKey.objects.get(name="fixed").pk
     r = api.patch(f"/api/api-keys/{key_id}/", {"key": "sk-another-0001"}, format="json")
@@ -183,18 +209,41 @@ def test_rules_crud_per_scope(api):
     key = ApiKey(name="k")
     key.set_secret()
     key.save()
-    r = api.post("/api/transforms/rules/", {"scope": "provider", "provider": provider.pk, "transform": "test_prefix",
-                                            "config": {"content": "a"}}, format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {
+            "scope": "provider",
+            "provider": provider.pk,
+            "transform": "test_prefix",
+            "config": {"content": "a"},
+        },
+        format="json",
+    )
     assert r.status_code == 201, r.json()
     assert r.json()["position"] == 0 and r.json()["phase"] == "request"
-    r = api.post("/api/transforms/rules/", {"scope": "provider", "provider": provider.pk, "transform": "test_prefix",
-                                            "config": {"content": "b"}, "models": ["gpt-*"]}, format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {
+            "scope": "provider",
+            "provider": provider.pk,
+            "transform": "test_prefix",
+            "config": {"content": "b"},
+            "models": ["gpt-*"],
+        },
+        format="json",
+    )
     assert r.status_code == 201 and r.json()["position"] == 1
-    r = api.post("/api/transforms/rules/", {"scope": "global", "transform": "test_routing", "phase": "response"},
-                 format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {"scope": "global", "transform": "test_routing", "phase": "response"},
+        format="json",
+    )
     assert r.status_code == 201, r.json()
-    r = api.post("/api/transforms/rules/", {"scope": "api_key", "api_key": key.pk, "transform": "test_prefix",
-                                            "config": {"content": "c"}}, format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {"scope": "api_key", "api_key": key.pk, "transform": "test_prefix", "config": {"content": "c"}},
+        format="json",
+    )
     assert r.status_code == 201
     rule_id = r.json()["id"]
 
@@ -204,8 +253,11 @@ def test_rules_crud_per_scope(api):
     assert count("scope=provider") == 2 and count(f"provider={provider.pk}") == 2
     assert count("scope=global") == 1 and count(f"api_key={key.pk}") == 1 and count("scope=nope") == 0
 
-    r = api.patch(f"/api/transforms/rules/{rule_id}/", {"config": {"content": "d", "position": "prepend"}},
-                  format="json")
+    r = api.patch(
+        f"/api/transforms/rules/{rule_id}/",
+        {"config": {"content": "d", "position": "prepend"}},
+        format="json",
+    )
     assert r.status_code == 200 and TransformRule.objects.get(pk=rule_id).config["content"] == "d"
     assert api.delete(f"/api/transforms/rules/{rule_id}/").status_code == 204
 
@@ -217,13 +269,26 @@ def test_rule_field_level_errors(api):
     key.save()
     cases = [
         ({"scope": "provider", "transform": "test_prefix", "config": {"content": "a"}}, "provider"),
-        ({"scope": "global", "provider": provider.pk, "transform": "test_prefix", "config": {"content": "a"}},
-         "provider"),
+        (
+            {
+                "scope": "global",
+                "provider": provider.pk,
+                "transform": "test_prefix",
+                "config": {"content": "a"},
+            },
+            "provider",
+        ),
         ({"scope": "global", "transform": "nope"}, "transform"),
         ({"scope": "global", "transform": "test_prefix", "config": {"content": ""}}, "config"),
-        ({"scope": "global", "transform": "test_prefix", "config": {"content": "a"}, "phase": "response"}, "phase"),
+        (
+            {"scope": "global", "transform": "test_prefix", "config": {"content": "a"}, "phase": "response"},
+            "phase",
+        ),
         ({"scope": "api_key", "api_key": key.pk, "transform": "test_routing"}, "transform"),
-        ({"scope": "global", "transform": "test_prefix", "config": {"content": "a"}, "models": "gpt"}, "models"),
+        (
+            {"scope": "global", "transform": "test_prefix", "config": {"content": "a"}, "models": "gpt"},
+            "models",
+        ),
         ({"scope": "global", "transform": "test_prefix", "config": []}, "config"),
         ({"scope": "sideways", "transform": "test_prefix"}, "scope"),
     ]

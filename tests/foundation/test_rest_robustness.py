@@ -11,21 +11,62 @@ from providers.models import Provider
 pytestmark = pytest.mark.django_db
 
 ODD_BODIES = [
-    [], "text", 3, None, {"name": None}, {"name": ["x"]}, {"name": "x" * 500},
-    {"name": "x", "channels": "nope"}, {"name": "x", "channels": [None]}, {"name": "x", "channels": [{"models": 3}]},
-    {"name": "x", "channels": [{"name": "c", "protocol": "gemini", "base_url": "http://h", "api_key": "k",
-                                "models": [{"model": "m", "multiplier": "1e30"}]}]},
-    {"name": "x", "channels": [{"name": "c", "protocol": "gemini", "base_url": "http://h", "api_key": "k",
-                                "models": [{"model": "m", "multiplier": "0.0000000001"}]}]},
-    {"name": "x", "channels": [{"name": "c", "protocol": "gemini", "base_url": "http://h", "api_key": "k",
-                                "models": [{"model": "m", "multiplier": "NaN"}]}]},
+    [],
+    "text",
+    3,
+    None,
+    {"name": None},
+    {"name": ["x"]},
+    {"name": "x" * 500},
+    {"name": "x", "channels": "nope"},
+    {"name": "x", "channels": [None]},
+    {"name": "x", "channels": [{"models": 3}]},
+    {
+        "name": "x",
+        "channels": [
+            {
+                "name": "c",
+                "protocol": "gemini",
+                "base_url": "http://h",
+                "api_key": "k",
+                "models": [{"model": "m", "multiplier": "1e30"}],
+            }
+        ],
+    },
+    {
+        "name": "x",
+        "channels": [
+            {
+                "name": "c",
+                "protocol": "gemini",
+                "base_url": "http://h",
+                "api_key": "k",
+                "models": [{"model": "m", "multiplier": "0.0000000001"}],
+            }
+        ],
+    },
+    {
+        "name": "x",
+        "channels": [
+            {
+                "name": "c",
+                "protocol": "gemini",
+                "base_url": "http://h",
+                "api_key": "k",
+                "models": [{"model": "m", "multiplier": "NaN"}],
+            }
+        ],
+    },
     {"name": "x", "channels": [{"id": 999999, "name": "c"}]},
     {"name": "x", "extra_fields_whitelist": {"a": 1}, "request_timeout_seconds": "slow"},
     {"scope": "provider", "provider": 999999, "transform": "test_prefix"},
-    {"scope": "global", "transform": ["test_prefix"]}, {"scope": "global", "transform": "test_prefix", "config": "x"},
-    {"name": "k", "expires_at": "soon", "owner": 999999}, {"name": "k", "allowed_models": [1, 2]},
+    {"scope": "global", "transform": ["test_prefix"]},
+    {"scope": "global", "transform": "test_prefix", "config": "x"},
+    {"name": "k", "expires_at": "soon", "owner": 999999},
+    {"name": "k", "allowed_models": [1, 2]},
     {"name": "k", "model_redirects": [{"pattern": "a" * 300, "replace": "b"}] * 40},
-    {"capture_retention_days": "many"}, {"request_timeout_seconds": -5},
+    {"capture_retention_days": "many"},
+    {"request_timeout_seconds": -5},
 ]
 ENDPOINTS = ["/api/providers/", "/api/api-keys/", "/api/transforms/rules/"]
 

@@ -29,7 +29,9 @@ def test_each_config_model_bumps(bumps, run_on_commit):
     steps = [
         lambda: Channel.objects.create(provider=provider, name="c", protocol="gemini", base_url="http://h"),
         lambda: ChannelModel.objects.create(channel=Channel.objects.get(), model="m"),
-        lambda: TransformRule.objects.create(scope="global", transform="test_prefix", config={"content": "x"}),
+        lambda: TransformRule.objects.create(
+            scope="global", transform="test_prefix", config={"content": "x"}
+        ),
         lambda: GlobalSettings.load(),
         lambda: ApiKey(name="k", key_hash="a" * 64).save(),
         lambda: ChannelModel.objects.get().delete(),
@@ -82,10 +84,25 @@ def test_last_used_bookkeeping_does_not_bump(bumps, run_on_commit):
 
 
 def test_loadconfig_bumps_once(bumps, run_on_commit):
-    doc = {"providers": [{"name": f"p{i}", "channels": [{"name": "c", "protocol": "gemini", "base_url": "http://h",
-                                                        "api_key": "sk-x", "models": ["m1", "m2"]}]}
-                         for i in range(3)],
-           "api_keys": [{"name": "k", "key": "sk-demo-000001"}], "settings": {"capture_enabled": False}}
+    doc = {
+        "providers": [
+            {
+                "name": f"p{i}",
+                "channels": [
+                    {
+                        "name": "c",
+                        "protocol": "gemini",
+                        "base_url": "http://h",
+                        "api_key": "sk-x",
+                        "models": ["m1", "m2"],
+                    }
+                ],
+            }
+            for i in range(3)
+        ],
+        "api_keys": [{"name": "k", "key": "sk-demo-000001"}],
+        "settings": {"capture_enabled": False},
+    }
     with run_on_commit(execute=True):
         load(doc)
     assert len(bumps) == 1

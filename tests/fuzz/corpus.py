@@ -23,8 +23,11 @@ from gateway.protocols.sse import SSEParser
 
 Path = tuple[str | int, ...]
 
-SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
-          "required": ["a"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+    "required": ["a"],
+}
 PNG = "data:image/png;base64,iVBORw0KGgo="
 
 CHAT_SEED: dict[str, Any] = {
@@ -32,30 +35,50 @@ CHAT_SEED: dict[str, Any] = {
     "messages": [
         {"role": "system", "content": "be brief"},
         {"role": "developer", "content": [{"type": "text", "text": "dev note"}]},
-        {"role": "user", "content": [
-            {"type": "text", "text": "hi there"},
-            {"type": "image_url", "image_url": {"url": PNG, "detail": "low"}},
-            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
-            {"type": "file", "file": {"file_id": "file-1", "filename": "a.pdf"}},
-        ]},
-        {"role": "assistant", "content": "calling", "reasoning_content": "thinking it over",
-         "tool_calls": [
-             {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"a\": 1}"}},
-             {"id": "call_2", "type": "custom", "custom": {"name": "patch", "input": "*** raw"}},
-         ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "hi there"},
+                {"type": "image_url", "image_url": {"url": PNG, "detail": "low"}},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+                {"type": "file", "file": {"file_id": "file-1", "filename": "a.pdf"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "calling",
+            "reasoning_content": "thinking it over",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"a": 1}'}},
+                {"id": "call_2", "type": "custom", "custom": {"name": "patch", "input": "*** raw"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "found"},
         {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "patched"}]},
-        {"role": "assistant", "content": None, "refusal": "no",
-         "reasoning_details": [{"type": "reasoning.text", "text": "r", "index": 0},
-                               {"type": "reasoning.encrypted", "data": "enc", "index": 1}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "refusal": "no",
+            "reasoning_details": [
+                {"type": "reasoning.text", "text": "r", "index": 0},
+                {"type": "reasoning.encrypted", "data": "enc", "index": 1},
+            ],
+        },
         {"role": "user", "content": "go on", "name": "bob"},
     ],
     "tools": [
-        {"type": "function", "function": {"name": "lookup", "description": "look", "parameters": SCHEMA,
-                                          "strict": True}},
-        {"type": "custom", "custom": {"name": "patch", "description": "apply",
-                                      "format": {"type": "grammar",
-                                                 "grammar": {"syntax": "lark", "definition": "start: /.+/"}}}},
+        {
+            "type": "function",
+            "function": {"name": "lookup", "description": "look", "parameters": SCHEMA, "strict": True},
+        },
+        {
+            "type": "custom",
+            "custom": {
+                "name": "patch",
+                "description": "apply",
+                "format": {"type": "grammar", "grammar": {"syntax": "lark", "definition": "start: /.+/"}},
+            },
+        },
     ],
     "tool_choice": {"type": "function", "function": {"name": "lookup"}},
     "parallel_tool_calls": True,
@@ -64,7 +87,10 @@ CHAT_SEED: dict[str, Any] = {
     "max_completion_tokens": 256,
     "stop": ["END"],
     "reasoning_effort": "high",
-    "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": SCHEMA, "strict": True}},
+    "response_format": {
+        "type": "json_schema",
+        "json_schema": {"name": "out", "schema": SCHEMA, "strict": True},
+    },
     "stream": False,
     "stream_options": {"include_usage": True},
     "user": "user-1",
@@ -77,22 +103,47 @@ RESPONSES_SEED: dict[str, Any] = {
     "instructions": "be brief",
     "input": [
         {"role": "developer", "content": "dev note"},
-        {"role": "user", "content": [
-            {"type": "input_text", "text": "hi there"},
-            {"type": "input_image", "image_url": PNG, "detail": "auto"},
-            {"type": "input_file", "file_id": "file-1"},
-            {"type": "input_file", "filename": "a.txt", "file_data": "data:text/plain;base64,aGk="},
-        ]},
-        {"type": "message", "role": "assistant", "id": "msg_1",
-         "content": [{"type": "output_text", "text": "calling", "annotations": []}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan"}],
-         "encrypted_content": "enc"},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup", "arguments": "{\"a\": 1}"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "hi there"},
+                {"type": "input_image", "image_url": PNG, "detail": "auto"},
+                {"type": "input_file", "file_id": "file-1"},
+                {"type": "input_file", "filename": "a.txt", "file_data": "data:text/plain;base64,aGk="},
+            ],
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "msg_1",
+            "content": [{"type": "output_text", "text": "calling", "annotations": []}],
+        },
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "plan"}],
+            "encrypted_content": "enc",
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "lookup",
+            "arguments": '{"a": 1}',
+        },
         {"type": "function_call_output", "call_id": "call_1", "output": "found"},
         {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_2", "name": "patch", "input": "*** raw"},
-        {"type": "custom_tool_call_output", "call_id": "call_2",
-         "output": [{"type": "input_text", "text": "patched"}]},
-        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}},
+        {
+            "type": "custom_tool_call_output",
+            "call_id": "call_2",
+            "output": [{"type": "input_text", "text": "patched"}],
+        },
+        {
+            "type": "web_search_call",
+            "id": "ws_1",
+            "status": "completed",
+            "action": {"type": "search", "query": "q"},
+        },
         {"role": "user", "content": "go on"},
     ],
     "tools": [
@@ -119,26 +170,47 @@ MESSAGES_SEED: dict[str, Any] = {
     "max_tokens": 2048,
     "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
     "messages": [
-        {"role": "user", "content": [
-            {"type": "text", "text": "hi there"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
-            {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
-        ]},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "plan", "signature": "sig"},
-            {"type": "text", "text": "calling"},
-            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"a": 1}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "found"}],
-             "is_error": False},
-            {"type": "text", "text": "go on"},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "hi there"},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+                },
+                {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "sig"},
+                {"type": "text", "text": "calling"},
+                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"a": 1}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "found"}],
+                    "is_error": False,
+                },
+                {"type": "text", "text": "go on"},
+            ],
+        },
         {"role": "assistant", "content": "ok"},
         {"role": "user", "content": "more"},
     ],
     "tools": [
-        {"name": "lookup", "description": "look", "input_schema": SCHEMA, "cache_control": {"type": "ephemeral"}},
+        {
+            "name": "lookup",
+            "description": "look",
+            "input_schema": SCHEMA,
+            "cache_control": {"type": "ephemeral"},
+        },
         {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
     ],
     "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
@@ -150,36 +222,78 @@ MESSAGES_SEED: dict[str, Any] = {
 
 # Gemini as a client (issue 19): the proxy puts the URL's model and stream flag into the body.
 GEMINI_SEED: dict[str, Any] = {
-    "model": "fuzz-gemini", "stream": False,
+    "model": "fuzz-gemini",
+    "stream": False,
     "systemInstruction": {"parts": [{"text": "Be brief."}]},
     "contents": [
-        {"role": "user", "parts": [{"text": "hi"}, {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}]},
-        {"role": "model", "parts": [{"text": "thinking", "thought": True, "thoughtSignature": "c2ln"},
-                                    {"functionCall": {"id": "c1", "name": "lookup", "args": {"a": 1}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"id": "c1", "name": "lookup", "response": {"r": "ok"}}}]},
+        {
+            "role": "user",
+            "parts": [{"text": "hi"}, {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}],
+        },
+        {
+            "role": "model",
+            "parts": [
+                {"text": "thinking", "thought": True, "thoughtSignature": "c2ln"},
+                {"functionCall": {"id": "c1", "name": "lookup", "args": {"a": 1}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"id": "c1", "name": "lookup", "response": {"r": "ok"}}}],
+        },
     ],
-    "generationConfig": {"temperature": 0.5, "topP": 0.9, "maxOutputTokens": 100, "stopSequences": ["END"],
-                         "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True}},
-    "tools": [{"functionDeclarations": [{"name": "lookup", "description": "look",
-                                         "parameters": {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}}}}]}],
+    "generationConfig": {
+        "temperature": 0.5,
+        "topP": 0.9,
+        "maxOutputTokens": 100,
+        "stopSequences": ["END"],
+        "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True},
+    },
+    "tools": [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "lookup",
+                    "description": "look",
+                    "parameters": {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}}},
+                }
+            ]
+        }
+    ],
     "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}},
 }
 
 REQUEST_SEEDS: dict[str, dict[str, Any]] = {
-    "chat_completion": CHAT_SEED, "responses": RESPONSES_SEED, "messages": MESSAGES_SEED, "gemini": GEMINI_SEED,
+    "chat_completion": CHAT_SEED,
+    "responses": RESPONSES_SEED,
+    "messages": MESSAGES_SEED,
+    "gemini": GEMINI_SEED,
 }
 
-WIRES = {"chat_completion": chat_wire, "responses": responses_wire, "messages": messages_wire,
-         "gemini": gemini_wire}
+WIRES = {
+    "chat_completion": chat_wire,
+    "responses": responses_wire,
+    "messages": messages_wire,
+    "gemini": gemini_wire,
+}
 
 
 def _turns() -> list[Turn]:
-    calls = [ToolCall(name="lookup", arguments='{"a": 1, "b": "x"}', call_id="call_abc"),
-             ToolCall(name="patch", arguments="*** raw input", call_id="call_def", kind="custom")]
+    calls = [
+        ToolCall(name="lookup", arguments='{"a": 1, "b": "x"}', call_id="call_abc"),
+        ToolCall(name="patch", arguments="*** raw input", call_id="call_def", kind="custom"),
+    ]
     return [
         Turn(text="Hello there, friend", input_tokens=5, output_tokens=4),
-        Turn(text="Let me check", reasoning="think about it", reasoning_signature="c2lnbmF0dXJl",
-             tool_calls=calls[:1], input_tokens=9, output_tokens=12, reasoning_tokens=3),
+        Turn(
+            text="Let me check",
+            reasoning="think about it",
+            reasoning_signature="c2lnbmF0dXJl",
+            tool_calls=calls[:1],
+            input_tokens=9,
+            output_tokens=12,
+            reasoning_tokens=3,
+        ),
         Turn(tool_calls=calls, input_tokens=3, output_tokens=7),
     ]
 
@@ -205,9 +319,36 @@ def stream_seeds(protocol: str) -> list[list[tuple[str | None, str]]]:
 
 # -- structured mutation ---------------------------------------------------------------------------
 
-WEIRD_STRINGS = ["", " ", "\x00", "\u202e\u200b", "🦄" * 3, "a" * 300, "null", "[DONE]", "{", "{\"a\":",
-                 "_gw_internal", "sk-upstream-leak", "<script>", "\\u0000", "ｆｕｌｌ", "é" * 5]
-HUGE_NUMBERS = [2 ** 64 - 1, 2 ** 63, -(2 ** 63), 1e30, 1e308, -1e308, 5e-324, -1, 0, 1.5]  # what orjson.loads yields
+WEIRD_STRINGS = [
+    "",
+    " ",
+    "\x00",
+    "\u202e\u200b",
+    "🦄" * 3,
+    "a" * 300,
+    "null",
+    "[DONE]",
+    "{",
+    '{"a":',
+    "_gw_internal",
+    "sk-upstream-leak",
+    "<script>",
+    "\\u0000",
+    "ｆｕｌｌ",
+    "é" * 5,
+]
+HUGE_NUMBERS = [
+    2**64 - 1,
+    2**63,
+    -(2**63),
+    1e30,
+    1e308,
+    -1e308,
+    5e-324,
+    -1,
+    0,
+    1.5,
+]  # what orjson.loads yields
 UNKNOWN_KINDS = ["banana", "TEXT", "", "function ", "tool_use_result", "unknown_type", "_gw_type"]
 
 
@@ -300,7 +441,10 @@ def junk(rng: random.Random, near: Any = None) -> Any:
     if roll == 6:
         return rng.choice(VOCABULARY + UNKNOWN_KINDS)
     if roll == 7:
-        return {"type": rng.choice(VOCABULARY + UNKNOWN_KINDS), rng.choice(["text", "content", "id"]): junk(rng)}
+        return {
+            "type": rng.choice(VOCABULARY + UNKNOWN_KINDS),
+            rng.choice(["text", "content", "id"]): junk(rng),
+        }
     if roll == 8 and isinstance(near, str):
         return [near]
     if roll == 8 and isinstance(near, (dict, list)):
@@ -320,8 +464,19 @@ def mutate_once(rng: random.Random, body: Any) -> Any:
     if op == 0 and path:
         return delete_at(body, path)
     if op == 1 and isinstance(target, dict):
-        key = rng.choice(["_gw_" + rng.choice(["legacy", "raw", "x"]), "type", "role", "content", "zz_unknown",
-                          "id", "name", "arguments", "input"])
+        key = rng.choice(
+            [
+                "_gw_" + rng.choice(["legacy", "raw", "x"]),
+                "type",
+                "role",
+                "content",
+                "zz_unknown",
+                "id",
+                "name",
+                "arguments",
+                "input",
+            ]
+        )
         target[key] = junk(rng)
         return body
     if op == 2 and isinstance(target, list) and target:
@@ -336,8 +491,13 @@ def mutate_once(rng: random.Random, body: Any) -> Any:
     if op == 3 and path and path[-1] in ("type", "role"):
         return set_at(body, path, rng.choice(VOCABULARY + UNKNOWN_KINDS))
     if op == 4 and path and path[-1] in ("arguments", "input"):
-        return set_at(body, path, rng.choice([{"a": 1}, [1, 2], 3, None, "{not json", "[]", "\"str\"",
-                                              '{"a":' + "[" * 300 + "]" * 300 + "}"]))
+        return set_at(
+            body,
+            path,
+            rng.choice(
+                [{"a": 1}, [1, 2], 3, None, "{not json", "[]", '"str"', '{"a":' + "[" * 300 + "]" * 300 + "}"]
+            ),
+        )
     return set_at(body, path, junk(rng, target))
 
 

@@ -65,7 +65,11 @@ def answer(protocol: str, case: int, stream: bool, key: str) -> tuple[int, str, 
     kind = case % 10
     if kind == 0:
         status = rng.choice([400, 401, 404, 429, 500, 503])
-        return status, "application/json", orjson.dumps({"error": {"message": leak, "type": "x", "code": "y"}})
+        return (
+            status,
+            "application/json",
+            orjson.dumps({"error": {"message": leak, "type": "x", "code": "y"}}),
+        )
     if kind == 1:
         return 200, rng.choice(["text/html", "application/json"]), b"<html><body>Bad gateway " + leak.encode()
     if kind == 2:
@@ -114,7 +118,9 @@ class GarbageUpstream:
         protocol = _protocol(scope["path"])
         found = _CASE.search(body)
         headers = dict(scope["headers"])
-        key = next((headers[h].decode("latin-1").removeprefix("Bearer ") for h in _KEY_HEADERS if h in headers), "")
+        key = next(
+            (headers[h].decode("latin-1").removeprefix("Bearer ") for h in _KEY_HEADERS if h in headers), ""
+        )
         if protocol is None or found is None:
             status, ctype, payload = 404, "application/json", b'{"error": {"message": "no route"}}'
         else:
@@ -123,8 +129,16 @@ class GarbageUpstream:
             except (orjson.JSONDecodeError, AttributeError):
                 stream = False
             status, ctype, payload = answer(protocol, int(found.group(1)), stream, key)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(payload)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", ctype.encode()),
+                    (b"content-length", str(len(payload)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
     def start(self, timeout: float = 15) -> GarbageUpstream:

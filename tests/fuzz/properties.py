@@ -50,7 +50,9 @@ def internal_keys(value: Any, found: set[str] | None = None) -> set[str]:
 
 
 def _assert_names_field(exc: ProtocolError, where: str) -> None:
-    assert isinstance(exc.param, str) and exc.param.strip(), f"{where}: ProtocolError without a param: {exc.message!r}"
+    assert isinstance(exc.param, str) and exc.param.strip(), (
+        f"{where}: ProtocolError without a param: {exc.message!r}"
+    )
     assert isinstance(exc.message, str) and exc.message, f"{where}: ProtocolError without a message"
 
 
@@ -65,20 +67,28 @@ def check_request(protocol: str, body: Any) -> Request | None:
             _assert_names_field(exc, f"{protocol}.decode_request")
             root = re.split(r"[.\[]", exc.param)[0]
             assert root in body or root in REQUIRED_FIELDS, (
-                f"{protocol}.decode_request: param {exc.param!r} names no field of the body")
+                f"{protocol}.decode_request: param {exc.param!r} names no field of the body"
+            )
         return None
     assert isinstance(req, Request)
     sent = internal_keys(body)
     for upstream in UPSTREAM_PROTOCOLS:
         areq = clone(req)
         try:  # custom tools towards an upstream without them: a 400 naming ``tools`` (issue 19)
-            prepare_for_upstream(areq, upstream_protocol=upstream, source_protocol=protocol, strip_nested=True,
-                                 extra_whitelist=None)
+            prepare_for_upstream(
+                areq,
+                upstream_protocol=upstream,
+                source_protocol=protocol,
+                strip_nested=True,
+                extra_whitelist=None,
+            )
         except ProtocolError as exc:
             _assert_names_field(exc, f"{protocol}->{upstream}.prepare")
             continue
         try:
-            out = codec(upstream).encode_request(areq, EncodeContext(model="up-model", source_protocol=protocol))
+            out = codec(upstream).encode_request(
+                areq, EncodeContext(model="up-model", source_protocol=protocol)
+            )
         except ProtocolError as exc:
             _assert_names_field(exc, f"{protocol}->{upstream}.encode_request")
             continue
@@ -115,7 +125,9 @@ def check_response(protocol: str, body: Any) -> Response | None:
     return resp
 
 
-def decode_stream(protocol: str, frames: list[tuple[str | None, str]], *, close: bool = True) -> list[ev.Event]:
+def decode_stream(
+    protocol: str, frames: list[tuple[str | None, str]], *, close: bool = True
+) -> list[ev.Event]:
     """Feed ``frames`` to a fresh decoder the way the proxy does; check the event grammar's
     terminal rule and return every event."""
     decoder = codec(protocol).StreamDecoder()
@@ -134,7 +146,9 @@ def decode_stream(protocol: str, frames: list[tuple[str | None, str]], *, close:
         assert isinstance(event, ev.Event.__args__), f"{protocol}: not an event: {event!r}"  # type: ignore[attr-defined]
     terminal_at = [i for i, e in enumerate(events) if isinstance(e, TERMINALS)]
     if close:
-        assert len(terminal_at) == 1, f"{protocol}: {len(terminal_at)} terminals in {[e.type for e in events]}"
+        assert len(terminal_at) == 1, (
+            f"{protocol}: {len(terminal_at)} terminals in {[e.type for e in events]}"
+        )
     else:
         assert len(terminal_at) <= 1
     if terminal_at:
@@ -142,8 +156,9 @@ def decode_stream(protocol: str, frames: list[tuple[str | None, str]], *, close:
     return events
 
 
-def encode_stream(client: str, events: list[ev.Event], source: str | None,
-                  sent: frozenset[str] | set[str] = frozenset()) -> bytes:
+def encode_stream(
+    client: str, events: list[ev.Event], source: str | None, sent: frozenset[str] | set[str] = frozenset()
+) -> bytes:
     """Run ``events`` through ``client``'s StreamEncoder (and its close): bytes out, each frame's
     data JSON (or ``[DONE]``), no internal key the upstream did not send itself."""
     enc = codec(client).StreamEncoder(EncodeContext(model="logical", source_protocol=source))

@@ -28,15 +28,32 @@ from .corpus import (
 )
 
 scalars = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(min_value=-(2 ** 63), max_value=2 ** 64 - 1),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
     st.sampled_from(HUGE_NUMBERS),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=12),
     st.sampled_from(WEIRD_STRINGS + VOCABULARY + UNKNOWN_KINDS),
 )
-keys = st.one_of(st.text(max_size=8), st.sampled_from(["type", "role", "content", "text", "id", "name", "index",
-                                                        "arguments", "input", "_gw_x", "_gw_legacy_function"]))
+keys = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(
+        [
+            "type",
+            "role",
+            "content",
+            "text",
+            "id",
+            "name",
+            "index",
+            "arguments",
+            "input",
+            "_gw_x",
+            "_gw_legacy_function",
+        ]
+    ),
+)
 json_values = st.recursive(
     scalars,
     lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(keys, children, max_size=4)),
@@ -92,16 +109,32 @@ def random_object(field_names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(
         st.dictionaries(st.sampled_from(field_names), json_values, max_size=8),
         st.dictionaries(st.sampled_from(field_names), json_values, max_size=6).map(
-            lambda d: {"model": "fuzz-model", **d}),
+            lambda d: {"model": "fuzz-model", **d}
+        ),
         st.dictionaries(keys, json_values, max_size=5),
     )
 
 
 EVENT_NAMES = [
-    None, "error", "ping", "message_start", "message_delta", "message_stop", "content_block_start",
-    "content_block_delta", "content_block_stop", "response.created", "response.output_item.added",
-    "response.output_text.delta", "response.output_item.done", "response.completed", "response.failed",
-    "response.function_call_arguments.delta", "response.reasoning_summary_text.delta", "banana", "",
+    None,
+    "error",
+    "ping",
+    "message_start",
+    "message_delta",
+    "message_stop",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "response.created",
+    "response.output_item.added",
+    "response.output_text.delta",
+    "response.output_item.done",
+    "response.completed",
+    "response.failed",
+    "response.function_call_arguments.delta",
+    "response.reasoning_summary_text.delta",
+    "banana",
+    "",
 ]
 
 
@@ -110,14 +143,33 @@ def frame_data() -> st.SearchStrategy[str]:
         st.text(max_size=30),
         st.sampled_from(WEIRD_STRINGS + ["[DONE]", "{}", "[]", "null", "[" * 2000 + "]" * 2000]),
         json_values.map(lambda v: orjson.dumps(v).decode()),
-        st.dictionaries(st.sampled_from(["type", "index", "delta", "choices", "candidates", "item", "response",
-                                         "error", "output_index", "item_id", "content_block", "message",
-                                         "usage"]), json_values, max_size=5).map(lambda v: orjson.dumps(v).decode()),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "type",
+                    "index",
+                    "delta",
+                    "choices",
+                    "candidates",
+                    "item",
+                    "response",
+                    "error",
+                    "output_index",
+                    "item_id",
+                    "content_block",
+                    "message",
+                    "usage",
+                ]
+            ),
+            json_values,
+            max_size=5,
+        ).map(lambda v: orjson.dumps(v).decode()),
     )
 
 
-random_frames = st.lists(st.tuples(st.sampled_from(EVENT_NAMES) | st.text(max_size=10), frame_data()),
-                         max_size=8)
+random_frames = st.lists(
+    st.tuples(st.sampled_from(EVENT_NAMES) | st.text(max_size=10), frame_data()), max_size=8
+)
 
 
 def dumps(value: Any) -> str:

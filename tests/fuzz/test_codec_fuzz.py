@@ -22,17 +22,36 @@ from . import properties as P
 from .corpus import REQUEST_SEEDS, response_seeds, stream_seeds
 from .strategies import json_values, mutated, mutated_stream, random_frames, random_object
 
-FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 FEW = settings(FUZZ, max_examples=100)
 
-FIELD_NAMES = {protocol: sorted(seed) + ["n", "functions", "function_call", "reasoning", "thinking", "output_config",
-                                         "system", "text", "previous_response_id", "_gw_legacy_function"]
-               for protocol, seed in REQUEST_SEEDS.items()}
+FIELD_NAMES = {
+    protocol: sorted(seed)
+    + [
+        "n",
+        "functions",
+        "function_call",
+        "reasoning",
+        "thinking",
+        "output_config",
+        "system",
+        "text",
+        "previous_response_id",
+        "_gw_legacy_function",
+    ]
+    for protocol, seed in REQUEST_SEEDS.items()
+}
 
 
 # -- the seeds themselves are valid (otherwise the mutations prove little) --------------------------
+
 
 @pytest.mark.parametrize("protocol", CLIENT_PROTOCOLS)
 def test_request_seed_decodes_and_encodes_everywhere(protocol):
@@ -49,6 +68,7 @@ def test_upstream_seeds_decode(protocol):
 
 
 # -- client requests ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("protocol", CLIENT_PROTOCOLS)
 @FUZZ
@@ -73,6 +93,7 @@ def test_decode_request_any_json_value(protocol, body):
 
 # -- upstream whole answers -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("protocol", UPSTREAM_PROTOCOLS)
 @FUZZ
 @given(data=st.data())
@@ -89,6 +110,7 @@ def test_decode_response_any_json_value(protocol, body):
 
 
 # -- upstream streams and the client stream encoders ---------------------------------------------
+
 
 @pytest.mark.parametrize("protocol", UPSTREAM_PROTOCOLS)
 @FUZZ

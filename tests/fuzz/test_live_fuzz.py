@@ -33,8 +33,9 @@ def routed(gateway, mock_upstream):
     """A logical model per upstream protocol, all on the mock; returns (server, secret, upstream keys)."""
     keys = []
     for protocol in UPSTREAMS:
-        route = make_route(protocol, f"fuzz-{protocol}", mock_upstream.base_url(protocol),
-                           upstream_model=f"up-{protocol}")
+        route = make_route(
+            protocol, f"fuzz-{protocol}", mock_upstream.base_url(protocol), upstream_model=f"up-{protocol}"
+        )
         keys.append(route.upstream_key)
     _, secret = make_key(allowed_models=["fuzz-*"])
     gateway.wait_config()
@@ -52,7 +53,9 @@ def _bodies(protocol: str, stream: bool) -> list[tuple[str, bytes]]:
         seed["stream"] = stream
         if upstream in ("messages", "gemini") and isinstance(seed.get("tools"), list):
             # custom tools cannot reach these upstreams (a 400, issue 19): keep the mutations answerable
-            seed["tools"] = [t for t in seed["tools"] if not (isinstance(t, dict) and t.get("type") == "custom")]
+            seed["tools"] = [
+                t for t in seed["tools"] if not (isinstance(t, dict) and t.get("type") == "custom")
+            ]
         body = mutate(rng, seed)
         try:
             raw = orjson.dumps(body)
@@ -112,7 +115,10 @@ def _assert_success_shape(protocol: str, response: httpx.Response, stream: bool,
     if protocol == "messages":
         assert last_name in ("message_stop", "error"), (what, frames[-3:])
     elif protocol == "responses":  # no [DONE], like OpenAI's Responses API
-        assert last_name in ("response.completed", "response.incomplete", "response.failed"), (what, frames[-3:])
+        assert last_name in ("response.completed", "response.incomplete", "response.failed"), (
+            what,
+            frames[-3:],
+        )
     else:
         assert last_data == "[DONE]", (what, frames[-3:])
         assert sum(1 for _, d in frames if d == "[DONE]") == 1, what
@@ -146,8 +152,15 @@ def test_mutated_bodies_with_capture_on(routed, mock_upstream, protocol):
         _post_all(server, secret, upstream_keys, mock_upstream, protocol, stream, bodies)
 
 
-def _post_all(server, secret: str, upstream_keys: list[str], mock_upstream, protocol: str, stream: bool,
-              bodies: list[tuple[str, bytes]]) -> None:
+def _post_all(
+    server,
+    secret: str,
+    upstream_keys: list[str],
+    mock_upstream,
+    protocol: str,
+    stream: bool,
+    bodies: list[tuple[str, bytes]],
+) -> None:
     since = server.log_size()
     statuses: dict[int, int] = {}
     headers = {"authorization": f"Bearer {secret}", "content-type": "application/json"}
@@ -168,11 +181,29 @@ def _post_all(server, secret: str, upstream_keys: list[str], mock_upstream, prot
     assert sum(n for s, n in statuses.items() if 400 <= s < 500) >= len(bodies) // 10, statuses
 
 
-RAW_BODIES = [b"", b"null", b"[]", b"42", b'"text"', b"\xef\xbb\xbf{}", b"{\"model\": \"fuzz-chat\"", b"\xff\xfe{}",
-              b'{"model": "fuzz-chat", "model": 1}', b"{" * 2000 + b"}" * 2000, b'{"stream": true}',
-              b'{"model": "\\ud800", "stream": true}', b"[" * 600 + b"]" * 600]
-ODD_HEADERS = [{}, {"content-type": "text/plain"}, {"x-request-id": "\u00e9" * 3}, {"x-request-id": "a b"},
-               {"anthropic-beta": "\u00ff\u00fe,tools-2024"}, {"content-length-ignored": "x"}]
+RAW_BODIES = [
+    b"",
+    b"null",
+    b"[]",
+    b"42",
+    b'"text"',
+    b"\xef\xbb\xbf{}",
+    b'{"model": "fuzz-chat"',
+    b"\xff\xfe{}",
+    b'{"model": "fuzz-chat", "model": 1}',
+    b"{" * 2000 + b"}" * 2000,
+    b'{"stream": true}',
+    b'{"model": "\\ud800", "stream": true}',
+    b"[" * 600 + b"]" * 600,
+]
+ODD_HEADERS = [
+    {},
+    {"content-type": "text/plain"},
+    {"x-request-id": "\u00e9" * 3},
+    {"x-request-id": "a b"},
+    {"anthropic-beta": "\u00ff\u00fe,tools-2024"},
+    {"content-length-ignored": "x"},
+]
 
 
 @pytest.mark.parametrize("protocol", list(PATHS))
@@ -183,7 +214,10 @@ def test_odd_envelopes_are_client_errors(routed, mock_upstream, protocol):
     with httpx.Client(base_url=server.url, timeout=30) as http:
         for raw in RAW_BODIES:
             for extra in ODD_HEADERS:
-                headers = {"authorization": f"Bearer {secret}", **{k: v.encode("latin-1") for k, v in extra.items()}}
+                headers = {
+                    "authorization": f"Bearer {secret}",
+                    **{k: v.encode("latin-1") for k, v in extra.items()},
+                }
                 what = f"{protocol} {raw[:30]!r} {extra}"
                 response = http.post(PATHS[protocol], content=raw, headers=headers)
                 _assert_clean(response, [secret, *upstream_keys], mock_upstream.url, what)
@@ -194,20 +228,38 @@ def test_odd_envelopes_are_client_errors(routed, mock_upstream, protocol):
             assert response.status_code == 405, (method, response.status_code)
             _assert_error_shape(protocol, response, method)
         # Odd model names: 404 (or 403 outside the key's globs), never a crash in routing.
-        for model in ("", " ", "\u0000", "fuzz-*", "fuzz-?", "fuzz-[a]", "../fuzz-chat_completion", "%2e",
-                      "fuzz-" + "x" * 5000, "fuzz-\u202e\U0001f984", "FUZZ-CHAT_COMPLETION", "fuzz-chat_completion "):
+        for model in (
+            "",
+            " ",
+            "\u0000",
+            "fuzz-*",
+            "fuzz-?",
+            "fuzz-[a]",
+            "../fuzz-chat_completion",
+            "%2e",
+            "fuzz-" + "x" * 5000,
+            "fuzz-\u202e\U0001f984",
+            "FUZZ-CHAT_COMPLETION",
+            "fuzz-chat_completion ",
+        ):
             body = dict(REQUEST_SEEDS[protocol], model=model)
-            response = http.post(PATHS[protocol], content=orjson.dumps(body),
-                                 headers={"authorization": f"Bearer {secret}"})
+            response = http.post(
+                PATHS[protocol], content=orjson.dumps(body), headers={"authorization": f"Bearer {secret}"}
+            )
             _assert_clean(response, [secret, *upstream_keys], mock_upstream.url, repr(model))
             assert response.status_code in (400, 403, 404), (model, response.status_code, response.text[:300])
             _assert_error_shape(protocol, response, repr(model))
         # A valid request with odd but legal headers still works.
         body = dict(REQUEST_SEEDS[protocol], model="fuzz-messages")  # anthropic-beta is forwarded there
         if isinstance(body.get("tools"), list):  # custom tools cannot reach a Messages upstream (400)
-            body["tools"] = [t for t in body["tools"] if not (isinstance(t, dict) and t.get("type") == "custom")]
+            body["tools"] = [
+                t for t in body["tools"] if not (isinstance(t, dict) and t.get("type") == "custom")
+            ]
         for extra in ODD_HEADERS[2:]:
-            headers = {"authorization": f"Bearer {secret}", **{k: v.encode("latin-1") for k, v in extra.items()}}
+            headers = {
+                "authorization": f"Bearer {secret}",
+                **{k: v.encode("latin-1") for k, v in extra.items()},
+            }
             response = http.post(PATHS[protocol], content=orjson.dumps(body), headers=headers)
             assert response.status_code == 200, (extra, response.text[:300])
     log = server.log_tail(since, limit=200_000)

@@ -39,8 +39,15 @@ def routed(gateway, garbage):
     for protocol in UPSTREAMS:
         base = garbage.url if protocol == "gemini" else garbage.url + "/v1"
         # No breaker and no same-channel retries: every request reaches the garbage.
-        route = make_route(protocol, f"junk-{protocol}", base, upstream_model=f"up-{protocol}",
-                           circuit_breaker_enabled=False, channel_max_retries=0, max_retries=0)
+        route = make_route(
+            protocol,
+            f"junk-{protocol}",
+            base,
+            upstream_model=f"up-{protocol}",
+            circuit_breaker_enabled=False,
+            channel_max_retries=0,
+            max_retries=0,
+        )
         keys.append(route.upstream_key)
     _, secret = make_key(allowed_models=["junk-*"])
     gateway.wait_config()
@@ -50,12 +57,26 @@ def routed(gateway, garbage):
 def body_for(protocol: str, model: str, case: int, stream: bool) -> dict:
     text = f"fuzzcase-{case} please"
     if protocol == "chat_completion":
-        return {"model": model, "messages": [{"role": "user", "content": text}], "tools": TOOLS, "stream": stream}
+        return {
+            "model": model,
+            "messages": [{"role": "user", "content": text}],
+            "tools": TOOLS,
+            "stream": stream,
+        }
     if protocol == "responses":
-        return {"model": model, "input": text, "stream": stream,
-                "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]}
-    return {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": text}], "stream": stream,
-            "tools": [{"name": "lookup", "input_schema": {"type": "object"}}]}
+        return {
+            "model": model,
+            "input": text,
+            "stream": stream,
+            "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}],
+        }
+    return {
+        "model": model,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": text}],
+        "stream": stream,
+        "tools": [{"name": "lookup", "input_schema": {"type": "object"}}],
+    }
 
 
 def check_error(protocol: str, response: httpx.Response, what: str) -> None:
@@ -85,7 +106,10 @@ def check_stream(protocol: str, raw: bytes, what: str) -> None:
         assert all(d != "[DONE]" for _, d in frames), what
     elif protocol == "responses":  # no [DONE], like OpenAI's Responses API
         assert all(d != "[DONE]" for _, d in frames), what
-        assert last_name in ("response.completed", "response.failed", "response.incomplete"), (what, frames[-3:])
+        assert last_name in ("response.completed", "response.failed", "response.incomplete"), (
+            what,
+            frames[-3:],
+        )
     else:
         assert last_data == "[DONE]", (what, frames[-3:])
         assert sum(1 for _, d in frames if d == "[DONE]") == 1, what
@@ -103,13 +127,19 @@ def test_garbage_upstreams_never_crash_the_server(routed, garbage, protocol, str
         for upstream in UPSTREAMS:
             for case in range(CASES):
                 what = f"{protocol} stream={stream} <- {upstream} fuzzcase-{case}"
-                response = http.post(PATHS[protocol], json=body_for(protocol, f"junk-{upstream}", case, stream),
-                                     headers=headers)
+                response = http.post(
+                    PATHS[protocol],
+                    json=body_for(protocol, f"junk-{upstream}", case, stream),
+                    headers=headers,
+                )
                 statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
                 text = response.text
                 # 400/404/413/422/429: the garbage upstream's own client-attributable status (issue 19)
                 assert response.status_code in (200, 400, 404, 413, 422, 429, 502, 503, 504), (
-                    what, response.status_code, text[:500])
+                    what,
+                    response.status_code,
+                    text[:500],
+                )
                 assert "Traceback" not in text and "<html" not in text.lower(), (what, text[:500])
                 assert garbage.url.split("//", 1)[1] not in text, (what, text[:500])
                 for leak in (*LEAKS, *upstream_keys):
@@ -124,5 +154,7 @@ def test_garbage_upstreams_never_crash_the_server(routed, garbage, protocol, str
                     response.json()
     log = server.log_tail(since, limit=400_000)
     assert "unexpected error in the proxy" not in log and "Traceback" not in log, log[-5000:]
-    assert garbage.seen - seen_before >= len(UPSTREAMS) * CASES, "every request must reach the garbage upstream"
+    assert garbage.seen - seen_before >= len(UPSTREAMS) * CASES, (
+        "every request must reach the garbage upstream"
+    )
     assert statuses.get(200, 0) and sum(n for s, n in statuses.items() if s >= 500), statuses

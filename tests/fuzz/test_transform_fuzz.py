@@ -36,8 +36,18 @@ CONFIGS = {
     "field_set": {"path": "metadata.trace.id", "value": {"a": 1}},
     "field_remove": {"path": "metadata.k"},
     "field_override_max_tokens": {"value": 100},
-    "field_strip_sampling": {"fields": ["temperature", "top_p", "stop", "verbosity", "parallel_tool_calls",
-                                        "max_output_tokens", "response_format", "user"]},
+    "field_strip_sampling": {
+        "fields": [
+            "temperature",
+            "top_p",
+            "stop",
+            "verbosity",
+            "parallel_tool_calls",
+            "max_output_tokens",
+            "response_format",
+            "user",
+        ]
+    },
     "stream_force": {"enabled": True},
     "stream_split_sse_frames": {"max_frame_length": 40},
     "reasoning_effort_to_budget": {"low": 1024, "med": 4096, "high": 16384},
@@ -76,10 +86,19 @@ def test_request_rules_on_mutated_requests(protocol):
         upstream = UPSTREAM_PROTOCOLS[n % len(UPSTREAM_PROTOCOLS)]
         for type_id, rule in rules:
             areq = clone(req)
-            ctx = TransformContext(logical_model="fuzz-model", client_protocol=protocol, upstream_protocol=upstream,
-                                   upstream_model="up-model")
-            prepare_before_chains(areq, upstream_protocol=upstream, source_protocol=protocol, strip_nested=True,
-                                  extra_whitelist=None)
+            ctx = TransformContext(
+                logical_model="fuzz-model",
+                client_protocol=protocol,
+                upstream_protocol=upstream,
+                upstream_model="up-model",
+            )
+            prepare_before_chains(
+                areq,
+                upstream_protocol=upstream,
+                source_protocol=protocol,
+                strip_nested=True,
+                extra_whitelist=None,
+            )
             try:
                 rule.apply_request(areq, ctx)
             except TransformRejected as exc:
@@ -87,7 +106,9 @@ def test_request_rules_on_mutated_requests(protocol):
                 continue
             try:  # both refuse what the upstream cannot take (e.g. custom tools without a conversion rule)
                 prepare_after_chains(areq, upstream_protocol=upstream, source_protocol=protocol)
-                out = codec(upstream).encode_request(areq, EncodeContext(model="up-model", source_protocol=protocol))
+                out = codec(upstream).encode_request(
+                    areq, EncodeContext(model="up-model", source_protocol=protocol)
+                )
             except ProtocolError:
                 continue
             orjson.dumps(out)
@@ -107,15 +128,23 @@ def test_response_rules_on_mutated_responses(upstream):
         except UpstreamProtocolError:
             continue
         for client in CLIENT_PROTOCOLS:
-            ctx = TransformContext(logical_model="fuzz-model", client_protocol=client, upstream_protocol=upstream,
-                                   upstream_model="up-model")
+            ctx = TransformContext(
+                logical_model="fuzz-model",
+                client_protocol=client,
+                upstream_protocol=upstream,
+                upstream_model="up-model",
+            )
             ectx = EncodeContext(model="fuzz-model", source_protocol=upstream)
             for _type_id, rule in rules:
                 whole = clone(resp)
                 rule.apply_response(whole, ctx)
                 orjson.dumps(codec(client).encode_response(whole, ectx))
                 state = rule.new_stream_state(ctx)
-                events = [out for event in response_to_events(clone(resp)) for out in rule.apply_event(event, state, ctx)]
+                events = [
+                    out
+                    for event in response_to_events(clone(resp))
+                    for out in rule.apply_event(event, state, ctx)
+                ]
                 enc = codec(client).StreamEncoder(ectx)
                 b"".join(enc.encode(event) for event in events)
 
@@ -125,11 +154,13 @@ def test_frame_splitter_on_streams_with_odd_text(upstream):
     """Escapes, multi-byte characters and line separators in streamed text, cut at tiny limits:
     every frame the splitter writes is still valid JSON."""
     rng = random.Random(f"frames-{upstream}")
-    odd = [s for s in WEIRD_STRINGS if s] + ['\\n\\"\u2028é🦄' * 20, "\\\\\\\"" * 40]
+    odd = [s for s in WEIRD_STRINGS if s] + ['\\n\\"\u2028é🦄' * 20, '\\\\\\"' * 40]
     for i in range(BODIES // 2):
         text = orjson.dumps(rng.choice(odd)).decode()[1:-1]  # as it appears inside a JSON string
-        frames = [(name, data.replace("Hello", text).replace("think", text).replace("lookup", text))
-                  for name, data in rng.choice(stream_seeds(upstream))]
+        frames = [
+            (name, data.replace("Hello", text).replace("think", text).replace("lookup", text))
+            for name, data in rng.choice(stream_seeds(upstream))
+        ]
         events = P.decode_stream(upstream, frames)
         for client in CLIENT_PROTOCOLS:
             limit = (1, 16, 40, 300)[i % 4]

@@ -23,40 +23,74 @@ def enc(req):
 
 
 def test_text_only_is_a_json_generation_with_joined_prompt_and_whitelisted_extras():
-    req = Request(model="x", input=[TextNode(role="system", content="sys"), TextNode(role="user", content="a cat"),
-                                    TextNode(role="user", content="in a hat")],
-                  extra={"size": "256x256", "n": 2, "unknown": 1})
+    req = Request(
+        model="x",
+        input=[
+            TextNode(role="system", content="sys"),
+            TextNode(role="user", content="a cat"),
+            TextNode(role="user", content="in a hat"),
+        ],
+        extra={"size": "256x256", "n": 2, "unknown": 1},
+    )
     raw, ctype, path = C.wire(enc(req))
     assert path == "/v1/images/generations" and ctype == "application/json"
-    assert orjson.loads(raw) == {"model": "gpt-image-1", "prompt": "a cat\nin a hat", "n": 2, "size": "256x256"}
+    assert orjson.loads(raw) == {
+        "model": "gpt-image-1",
+        "prompt": "a cat\nin a hat",
+        "n": 2,
+        "size": "256x256",
+    }
     assert C.SUPPORTS_STREAM is False
 
 
 def test_user_images_become_a_multipart_edit_with_mask():
-    req = Request(model="x", input=[
-        TextNode(role="user", content="make it blue"),
-        ImageNode(role="user", source=MediaSource(kind="base64", media_type="image/png", data=PNG_RGB_8)),
-        ImageNode(role="user", source=MediaSource(kind="url", url=f"data:image/png;base64,{PNG_RGB_8}")),
-        ImageNode(role="user", id="__monoize_image_api_mask",
-                  source=MediaSource(kind="base64", media_type="image/png", data=PNG_RGB_8)),
-        ImageNode(role="user", source=MediaSource(kind="url", url="https://example.com/not-resolved.png")),
-    ])
+    req = Request(
+        model="x",
+        input=[
+            TextNode(role="user", content="make it blue"),
+            ImageNode(role="user", source=MediaSource(kind="base64", media_type="image/png", data=PNG_RGB_8)),
+            ImageNode(role="user", source=MediaSource(kind="url", url=f"data:image/png;base64,{PNG_RGB_8}")),
+            ImageNode(
+                role="user",
+                id="__monoize_image_api_mask",
+                source=MediaSource(kind="base64", media_type="image/png", data=PNG_RGB_8),
+            ),
+            ImageNode(
+                role="user", source=MediaSource(kind="url", url="https://example.com/not-resolved.png")
+            ),
+        ],
+    )
     raw, ctype, path = C.wire(enc(req))
     assert path == "/v1/images/edits" and ctype.startswith("multipart/form-data; boundary=")
     parts = multipart.parse(raw, ctype)
     assert [(p.name, p.filename) for p in parts] == [
-        ("model", None), ("prompt", None), ("image[]", "image-1.png"), ("image[]", "image-2.png"),
-        ("mask", "mask.png")]
+        ("model", None),
+        ("prompt", None),
+        ("image[]", "image-1.png"),
+        ("image[]", "image-2.png"),
+        ("mask", "mask.png"),
+    ]
     assert parts[1].text == "make it blue"
     assert parts[2].data == base64.b64decode(PNG_RGB_8)
 
 
 def test_response_images_and_usage():
-    resp = C.decode_response({"created": 5, "output_format": "webp", "data": [
-        {"b64_json": PNG_RGB_8, "revised_prompt": "rp"}, {"url": "https://x/y.png"}, {"nothing": 1}],
-        "usage": {"input_tokens": 3, "output_tokens": 7, "total_tokens": 10}})
+    resp = C.decode_response(
+        {
+            "created": 5,
+            "output_format": "webp",
+            "data": [
+                {"b64_json": PNG_RGB_8, "revised_prompt": "rp"},
+                {"url": "https://x/y.png"},
+                {"nothing": 1},
+            ],
+            "usage": {"input_tokens": 3, "output_tokens": 7, "total_tokens": 10},
+        }
+    )
     assert [(n.role, n.source.kind) for n in resp.output] == [("assistant", "base64"), ("assistant", "url")]
-    assert resp.output[0].source.media_type == "image/webp" and resp.output[0].extra == {"revised_prompt": "rp"}
+    assert resp.output[0].source.media_type == "image/webp" and resp.output[0].extra == {
+        "revised_prompt": "rp"
+    }
     assert resp.usage.input_tokens == 3 and resp.usage.output_tokens == 7
     sniffed = C.decode_response({"data": [{"b64_json": PNG_RGB_8}]})
     assert sniffed.output[0].source.media_type == "image/png"

@@ -13,8 +13,19 @@ import pytest
 from tests.servers import ROOT, free_port
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-GEMINI_TOOLS = [{"functionDeclarations": [{"name": "lookup", "parameters": {
-    "type": "OBJECT", "properties": {"query": {"type": "STRING"}, "limit": {"type": "INTEGER"}}}}]}]
+GEMINI_TOOLS = [
+    {
+        "functionDeclarations": [
+            {
+                "name": "lookup",
+                "parameters": {
+                    "type": "OBJECT",
+                    "properties": {"query": {"type": "STRING"}, "limit": {"type": "INTEGER"}},
+                },
+            }
+        ]
+    }
+]
 
 
 @pytest.fixture
@@ -30,12 +41,14 @@ def http(mock):
 
 
 def sse_data(text: str) -> list[str]:
-    return [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
 
 
 def test_gemini_generate_content_echo_and_usage(http):
-    response = http.post("/v1beta/models/gemini-mock:generateContent",
-                         json={"contents": [{"role": "user", "parts": [{"text": "hello gemini"}]}]})
+    response = http.post(
+        "/v1beta/models/gemini-mock:generateContent",
+        json={"contents": [{"role": "user", "parts": [{"text": "hello gemini"}]}]},
+    )
     body = response.json()
     assert response.status_code == 200
     assert body["candidates"][0]["content"]["parts"] == [{"text": "Echo: hello gemini"}]
@@ -45,8 +58,11 @@ def test_gemini_generate_content_echo_and_usage(http):
 
 
 def test_gemini_stream_thoughts_and_function_call(http):
-    body = {"contents": [{"role": "user", "parts": [{"text": "use a tool"}]}], "tools": GEMINI_TOOLS,
-            "generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "use a tool"}]}],
+        "tools": GEMINI_TOOLS,
+        "generationConfig": {"thinkingConfig": {"includeThoughts": True}},
+    }
     response = http.post("/v1beta/models/gm:streamGenerateContent", params={"alt": "sse"}, json=body)
     assert response.headers["content-type"].startswith("text/event-stream")
     chunks = [orjson.loads(d) for d in sse_data(response.text)]
@@ -55,21 +71,36 @@ def test_gemini_stream_thoughts_and_function_call(http):
     assert "".join(p["text"] for p in thoughts).startswith("Thinking about: use a tool")
     assert thoughts[-1]["thoughtSignature"]
     assert parts[-1] == {"functionCall": {"name": "lookup", "args": {"query": "mock-query", "limit": 1}}}
-    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP" and chunks[-1]["usageMetadata"]["thoughtsTokenCount"] > 0
+    assert (
+        chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+        and chunks[-1]["usageMetadata"]["thoughtsTokenCount"] > 0
+    )
 
 
 def test_gemini_function_response_is_answered(http):
-    body = {"contents": [
-        {"role": "user", "parts": [{"text": "use a tool"}]},
-        {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"result": "42 rows"}}}]}]}
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "use a tool"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {}}}]},
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "lookup", "response": {"result": "42 rows"}}}],
+            },
+        ]
+    }
     response = http.post("/v1beta/models/gm:generateContent", json=body)
     assert response.json()["candidates"][0]["content"]["parts"][0]["text"] == "Tool said: 42 rows"
 
 
-@pytest.mark.parametrize("path, shape_key", [
-    ("/v1/chat/completions", "openai"), ("/v1/responses", "openai"), ("/v1/messages", "anthropic"),
-    ("/v1beta/models/gm:generateContent", "gemini")])
+@pytest.mark.parametrize(
+    "path, shape_key",
+    [
+        ("/v1/chat/completions", "openai"),
+        ("/v1/responses", "openai"),
+        ("/v1/messages", "anthropic"),
+        ("/v1beta/models/gm:generateContent", "gemini"),
+    ],
+)
 def test_status_fault_uses_protocol_error_shape(http, path, shape_key):
     body = {**CHAT, "input": "hi", "contents": [{"parts": [{"text": "hi"}]}]}
     response = http.post(path, json=body, headers={"x-mock-status": "429"})
@@ -109,8 +140,9 @@ def test_delay_first_byte_still_answers(http):
 
 
 def test_disconnect_after_ends_stream_without_terminal(http):
-    response = http.post("/v1/chat/completions", json={**CHAT, "stream": True},
-                         headers={"x-mock-disconnect-after": "2"})
+    response = http.post(
+        "/v1/chat/completions", json={**CHAT, "stream": True}, headers={"x-mock-disconnect-after": "2"}
+    )
     frames = sse_data(response.text)
     assert len(frames) == 2 and "[DONE]" not in frames
 
@@ -119,8 +151,12 @@ def test_stall_after_goes_silent_mid_stream(mock):
     with httpx.Client(base_url=mock.url, timeout=httpx.Timeout(10, read=0.5)) as client:
         frames = []
         with pytest.raises(httpx.ReadTimeout):
-            with client.stream("POST", "/v1/responses", json={"model": "m", "input": "hi", "stream": True},
-                               headers={"x-mock-stall-after": "3"}) as response:
+            with client.stream(
+                "POST",
+                "/v1/responses",
+                json={"model": "m", "input": "hi", "stream": True},
+                headers={"x-mock-stall-after": "3"},
+            ) as response:
                 for line in response.iter_lines():
                     if line.startswith("data: "):
                         frames.append(orjson.loads(line[6:])["type"])
@@ -132,8 +168,9 @@ def test_stall_after_goes_silent_mid_stream(mock):
 
 
 def test_malformed_sse_second_frame_is_not_json(http):
-    response = http.post("/v1/messages", json={**CHAT, "max_tokens": 10, "stream": True},
-                         headers={"x-mock-malformed-sse": "1"})
+    response = http.post(
+        "/v1/messages", json={**CHAT, "max_tokens": 10, "stream": True}, headers={"x-mock-malformed-sse": "1"}
+    )
     frames = sse_data(response.text)
     assert len(frames) == 2
     orjson.loads(frames[0])
@@ -155,8 +192,12 @@ def test_hang_is_released_when_the_client_gives_up(mock):
 
 def test_client_disconnect_mid_stream_frees_the_request(mock):
     with httpx.Client(base_url=mock.url, timeout=10) as client:
-        with client.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True},
-                           headers={"x-mock-frame-delay": "0.2"}) as response:
+        with client.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={**CHAT, "stream": True},
+            headers={"x-mock-frame-delay": "0.2"},
+        ) as response:
             lines = response.iter_lines()  # keep a reference: a dropped generator closes the stream
             assert next(lines).startswith("data: ")
             assert mock.stats()["in_flight"] == 1
@@ -169,9 +210,14 @@ def test_client_disconnect_mid_stream_frees_the_request(mock):
 
 
 def test_requests_are_recorded_newest_last_and_cleared(http, mock):
-    http.post("/v1/messages?beta=true", json={"model": "first", "max_tokens": 5, "messages": []},
-              headers={"x-api-key": "sk-upstream-1", "anthropic-version": "2023-06-01"})
-    http.post("/v1/responses", json={"model": "second", "input": "x"}, headers={"authorization": "Bearer sk-up-2"})
+    http.post(
+        "/v1/messages?beta=true",
+        json={"model": "first", "max_tokens": 5, "messages": []},
+        headers={"x-api-key": "sk-upstream-1", "anthropic-version": "2023-06-01"},
+    )
+    http.post(
+        "/v1/responses", json={"model": "second", "input": "x"}, headers={"authorization": "Bearer sk-up-2"}
+    )
     recorded = mock.requests()
     assert [r["body"]["model"] for r in recorded] == ["first", "second"]
     assert recorded[0]["query"] == "beta=true" and recorded[0]["method"] == "POST"
@@ -182,14 +228,16 @@ def test_requests_are_recorded_newest_last_and_cleared(http, mock):
 
 
 def test_script_turns_are_consumed_in_order(http, mock):
-    mock.script([{"text": "first scripted"},
-                 {"tool_calls": [{"name": "search", "arguments": {"q": "docs"}}]}])
+    mock.script(
+        [{"text": "first scripted"}, {"tool_calls": [{"name": "search", "arguments": {"q": "docs"}}]}]
+    )
     first = http.post("/v1/chat/completions", json=CHAT).json()
     second = http.post("/v1/messages", json={**CHAT, "max_tokens": 10}).json()
     third = http.post("/v1/chat/completions", json=CHAT).json()
     assert first["choices"][0]["message"]["content"] == "first scripted"
-    assert second["content"] == [{"type": "tool_use", "id": second["content"][0]["id"], "name": "search",
-                                  "input": {"q": "docs"}}]
+    assert second["content"] == [
+        {"type": "tool_use", "id": second["content"][0]["id"], "name": "search", "input": {"q": "docs"}}
+    ]
     assert second["stop_reason"] == "tool_use"
     assert third["choices"][0]["message"]["content"] == "Echo: hi"
 
@@ -202,8 +250,12 @@ def test_unknown_route_and_bad_body(http):
 
 def test_management_command_serves_the_mock(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "manage.py", "mockupstream", "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "mockupstream", "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -9,9 +9,22 @@ import logging
 from gateway.observe import accesslog
 from gateway.observe.accesslog import JsonFormatter, TextFormatter
 
-FIELDS = {"request_id": "req-1", "protocol": "messages", "model": "m1", "stream": True, "status": 502,
-          "duration_ms": 12.5, "ttfb_ms": None, "attempts": 2, "provider": "p", "channel": "c", "key": "k",
-          "error": "upstream_error: boom", "input_tokens": None, "output_tokens": None}
+FIELDS = {
+    "request_id": "req-1",
+    "protocol": "messages",
+    "model": "m1",
+    "stream": True,
+    "status": 502,
+    "duration_ms": 12.5,
+    "ttfb_ms": None,
+    "attempts": 2,
+    "provider": "p",
+    "channel": "c",
+    "key": "k",
+    "error": "upstream_error: boom",
+    "input_tokens": None,
+    "output_tokens": None,
+}
 
 
 def _capture(formatter: logging.Formatter) -> str:

@@ -36,7 +36,13 @@ def _call(app: MetricsApp, client: str, headers: list[tuple[bytes, bytes]] = ())
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "GET", "path": "/metrics", "client": (client, 5555), "headers": list(headers)}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/metrics",
+        "client": (client, 5555),
+        "headers": list(headers),
+    }
     asyncio.run(app(scope, None, send))
     return sent[0]["status"], sent[1]["body"]
 

@@ -17,8 +17,13 @@ def _no_poll(monkeypatch):
 
 
 def _finish(error: str | None, status: int = 500) -> None:
-    ex = SimpleNamespace(request_id="r1", protocol="chat_completion", endpoint="/v1/chat/completions",
-                         t0=time.perf_counter(), status=status)
+    ex = SimpleNamespace(
+        request_id="r1",
+        protocol="chat_completion",
+        endpoint="/v1/chat/completions",
+        t0=time.perf_counter(),
+        status=status,
+    )
     rec = recorder.observe_recorder(ex, None, SimpleNamespace(name="k"), b"")
     rec.on_finish(ex, error)
 

@@ -29,8 +29,16 @@ class Row(Recorder):
 
 
 def _ex(**kw):
-    base = {"request_id": "r1", "protocol": "chat_completion", "endpoint": "other", "t0": time.perf_counter(),
-            "status": 404, "key": None, "error": None, "recorded": False}
+    base = {
+        "request_id": "r1",
+        "protocol": "chat_completion",
+        "endpoint": "other",
+        "t0": time.perf_counter(),
+        "status": 404,
+        "key": None,
+        "error": None,
+        "recorded": False,
+    }
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -70,7 +78,9 @@ def test_keyless_answers_beyond_the_budget_are_counted_not_written():
 
 
 def test_keyless_rows_give_way_when_the_queue_is_half_full():
-    factory = unrecorded.unrecorded_factory(keyless_per_second=-1, row=lambda ex, key: Row(), queue_busy=lambda: True)
+    factory = unrecorded.unrecorded_factory(
+        keyless_per_second=-1, row=lambda ex, key: Row(), queue_busy=lambda: True
+    )
     before = _shed("queue")
     rec = factory(_ex(), None)
     assert isinstance(rec, ObserveRecorder) and rec.quiet and _shed("queue") == before + 1

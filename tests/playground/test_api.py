@@ -26,23 +26,55 @@ def api(admin_user) -> APIClient:
 def setup(db):
     from transforms.models import TransformRule
 
-    route = make_route("chat_completion", "gpt-play", "http://127.0.0.1:9/v1", upstream_model="gpt-up",
-                       upstream_key="sk-upstream-secret-123456")
+    route = make_route(
+        "chat_completion",
+        "gpt-play",
+        "http://127.0.0.1:9/v1",
+        upstream_model="gpt-up",
+        upstream_key="sk-upstream-secret-123456",
+    )
     other = make_route("messages", "claude-x", "http://127.0.0.1:9", provider_name="other")
     key, _ = make_key("play")
     rules = {
-        "inject": TransformRule.objects.create(scope="provider", provider=route.provider, position=0,
-                                               transform="prompt_inject_system", phase="request",
-                                               config={"content": "Be brief.", "position": "prepend"}),
-        "disabled": TransformRule.objects.create(scope="global", position=1, transform="field_set", enabled=False,
-                                                 phase="request", config={"path": "temperature", "value": 0.1}),
-        "glob": TransformRule.objects.create(scope="global", position=2, transform="field_set", phase="request",
-                                             models=["claude-*"], config={"path": "temperature", "value": 0.2}),
-        "other_provider": TransformRule.objects.create(scope="provider", provider=other.provider, position=0,
-                                                       transform="role_merge_consecutive", phase="request"),
-        "keyrule": TransformRule.objects.create(scope="api_key", api_key=key, position=0,
-                                                transform="field_strip_sampling", phase="request",
-                                                config={"fields": ["temperature"]}),
+        "inject": TransformRule.objects.create(
+            scope="provider",
+            provider=route.provider,
+            position=0,
+            transform="prompt_inject_system",
+            phase="request",
+            config={"content": "Be brief.", "position": "prepend"},
+        ),
+        "disabled": TransformRule.objects.create(
+            scope="global",
+            position=1,
+            transform="field_set",
+            enabled=False,
+            phase="request",
+            config={"path": "temperature", "value": 0.1},
+        ),
+        "glob": TransformRule.objects.create(
+            scope="global",
+            position=2,
+            transform="field_set",
+            phase="request",
+            models=["claude-*"],
+            config={"path": "temperature", "value": 0.2},
+        ),
+        "other_provider": TransformRule.objects.create(
+            scope="provider",
+            provider=other.provider,
+            position=0,
+            transform="role_merge_consecutive",
+            phase="request",
+        ),
+        "keyrule": TransformRule.objects.create(
+            scope="api_key",
+            api_key=key,
+            position=0,
+            transform="field_strip_sampling",
+            phase="request",
+            config={"fields": ["temperature"]},
+        ),
     }
     return route, key, rules
 
@@ -67,7 +99,8 @@ def test_dry_run_reports_routing_rules_diffs_and_upstream_request(api, setup):
     assert _rule(rep, rules["keyrule"].pk)["reason"].startswith("scope:")  # no key chosen
     chain = rep["request_chain"]
     assert [(s["ordinal"], s["transform"], s["scope"], s["phase"]) for s in chain] == [
-        (1, "prompt_inject_system", "provider", "request")]
+        (1, "prompt_inject_system", "provider", "request")
+    ]
     assert chain[0]["changed"] is True
     added = [c for c in chain[0]["changes"] if c["op"] == "added"]
     assert any("Be brief." in str(c["new"]) for c in added)
@@ -81,15 +114,19 @@ def test_dry_run_reports_routing_rules_diffs_and_upstream_request(api, setup):
 
 def test_key_chain_runs_for_the_chosen_key(api, setup):
     _, key, rules = setup
-    rep = api.post(URL, {"protocol": "chat_completion", "body": {**BODY, "temperature": 0.7}, "api_key": key.pk},
-                   format="json").json()
+    rep = api.post(
+        URL,
+        {"protocol": "chat_completion", "body": {**BODY, "temperature": 0.7}, "api_key": key.pk},
+        format="json",
+    ).json()
     assert _rule(rep, rules["keyrule"].pk)["status"] == "runs"
     assert [s["scope"] for s in rep["request_chain"]] == ["provider", "api_key"]
     assert "temperature" not in rep["upstream"]["body"]
     change = rep["request_chain"][1]["changes"][0]
     assert change["path"].endswith("temperature") and change["old"] == 0.7 and change["new"] is None
-    unchanged = api.post(URL, {"protocol": "chat_completion", "api_key": key.pk, "states": False,
-                               "body": BODY}, format="json").json()
+    unchanged = api.post(
+        URL, {"protocol": "chat_completion", "api_key": key.pk, "states": False, "body": BODY}, format="json"
+    ).json()
     assert [s["changed"] for s in unchanged["request_chain"]] == [True, False]
 
 
@@ -98,42 +135,79 @@ def test_unsaved_edit_changes_the_result_without_saving(api, setup):
     edit = {"id": rules["inject"].pk, "config": {"content": "Answer in French.", "position": "append"}}
     rep = api.post(URL, {"protocol": "chat_completion", "body": BODY, "rules": [edit]}, format="json").json()
     messages = rep["upstream"]["body"]["messages"]
-    assert messages[-1] == {"role": "system", "content": "Answer in French."} or "Answer in French." in str(messages)
+    assert messages[-1] == {"role": "system", "content": "Answer in French."} or "Answer in French." in str(
+        messages
+    )
     assert "Be brief." not in str(messages)
     assert _rule(rep, rules["inject"].pk)["edited"] is True
     rules["inject"].refresh_from_db()
     assert rules["inject"].config["content"] == "Be brief."  # nothing written
     # Enabling the disabled rule and a new, unsaved global rule.
-    rep = api.post(URL, {"protocol": "chat_completion", "body": BODY, "rules": [
-        {"id": rules["disabled"].pk, "enabled": True},
-        {"scope": "global", "transform": "field_set", "phase": "request", "position": 5,
-         "config": {"path": "top_p", "value": 0.5}}]}, format="json").json()
+    rep = api.post(
+        URL,
+        {
+            "protocol": "chat_completion",
+            "body": BODY,
+            "rules": [
+                {"id": rules["disabled"].pk, "enabled": True},
+                {
+                    "scope": "global",
+                    "transform": "field_set",
+                    "phase": "request",
+                    "position": 5,
+                    "config": {"path": "top_p", "value": 0.5},
+                },
+            ],
+        },
+        format="json",
+    ).json()
     assert rep["upstream"]["body"]["temperature"] == 0.1
     assert rep["upstream"]["body"]["top_p"] == 0.5
-    assert [s["transform"] for s in rep["request_chain"]] == ["prompt_inject_system", "field_set", "field_set"]
+    assert [s["transform"] for s in rep["request_chain"]] == [
+        "prompt_inject_system",
+        "field_set",
+        "field_set",
+    ]
 
 
 def test_rule_not_allowed_in_its_scope_is_named(api, setup):
     _, key, _ = setup
     from transforms.models import TransformRule
 
-    bad = TransformRule.objects.create(scope="api_key", api_key=key, position=1, transform="field_set",
-                                       phase="request", config={"path": "temperature", "value": 0.3})
-    rep = api.post(URL, {"protocol": "chat_completion", "body": BODY, "api_key": key.pk}, format="json").json()
+    bad = TransformRule.objects.create(
+        scope="api_key",
+        api_key=key,
+        position=1,
+        transform="field_set",
+        phase="request",
+        config={"path": "temperature", "value": 0.3},
+    )
+    rep = api.post(
+        URL, {"protocol": "chat_completion", "body": BODY, "api_key": key.pk}, format="json"
+    ).json()
     assert _rule(rep, bad.pk)["reason"] == "field_set is not allowed in the api_key scope"
 
 
 def test_invalid_edit_is_a_400_naming_the_field(api, setup):
     _, _, rules = setup
-    resp = api.post(URL, {"protocol": "chat_completion", "body": BODY,
-                          "rules": [{"id": rules["inject"].pk, "config": {"position": "sideways"}}]}, format="json")
+    resp = api.post(
+        URL,
+        {
+            "protocol": "chat_completion",
+            "body": BODY,
+            "rules": [{"id": rules["inject"].pk, "config": {"position": "sideways"}}],
+        },
+        format="json",
+    )
     assert resp.status_code == 400
     errors = resp.json()["errors"]["rules"]["0"]
     assert "config" in errors
 
 
 def test_errors_are_reported_by_stage(api, setup):
-    rep = api.post(URL, {"protocol": "chat_completion", "body": {**BODY, "model": "nope"}}, format="json").json()
+    rep = api.post(
+        URL, {"protocol": "chat_completion", "body": {**BODY, "model": "nope"}}, format="json"
+    ).json()
     assert rep["error"]["stage"] == "routing" and rep["error"]["code"] == "model_not_found"
     rep = api.post(URL, {"protocol": "chat_completion", "body": {"messages": "x"}}, format="json").json()
     assert rep["error"]["stage"] == "decode"
@@ -146,7 +220,9 @@ def test_errors_are_reported_by_stage(api, setup):
 def test_key_policy_is_applied(api, db):
     make_route("chat_completion", "gpt-play", "http://127.0.0.1:9/v1")
     key, _ = make_key("limited", allowed_models=["other-*"])
-    rep = api.post(URL, {"protocol": "chat_completion", "body": BODY, "api_key": key.pk}, format="json").json()
+    rep = api.post(
+        URL, {"protocol": "chat_completion", "body": BODY, "api_key": key.pk}, format="json"
+    ).json()
     assert rep["error"]["stage"] == "policy"
 
 
@@ -161,13 +237,29 @@ def test_refused_for_anonymous_and_non_staff(db, client, django_user_model):
 def test_send_for_real_shows_the_response_side(api, db, mock_upstream):
     from transforms.models import TransformRule
 
-    route = make_route("chat_completion", "gpt-real", mock_upstream.base_url("chat_completion"),
-                       upstream_model="mock-model")
-    TransformRule.objects.create(scope="global", position=0, transform="prompt_inject_system", phase="request",
-                                 config={"content": "Be brief."})
-    rep = api.post(URL, {"protocol": "messages", "send": True, "body": {
-        "model": "gpt-real", "max_tokens": 20, "messages": [{"role": "user", "content": "hello"}]}},
-        format="json").json()
+    route = make_route(
+        "chat_completion", "gpt-real", mock_upstream.base_url("chat_completion"), upstream_model="mock-model"
+    )
+    TransformRule.objects.create(
+        scope="global",
+        position=0,
+        transform="prompt_inject_system",
+        phase="request",
+        config={"content": "Be brief."},
+    )
+    rep = api.post(
+        URL,
+        {
+            "protocol": "messages",
+            "send": True,
+            "body": {
+                "model": "gpt-real",
+                "max_tokens": 20,
+                "messages": [{"role": "user", "content": "hello"}],
+            },
+        },
+        format="json",
+    ).json()
     sent = rep["sent"]
     assert sent["error"] is None, sent
     assert sent["status"] == 200

@@ -12,7 +12,9 @@ CHANGELIST = "/admin/providers/channel/"
 
 @pytest.fixture
 def channels(db, mock_upstream):
-    ok = make_route("chat_completion", "gpt-ok", mock_upstream.base_url("chat_completion"), upstream_model="m-1")
+    ok = make_route(
+        "chat_completion", "gpt-ok", mock_upstream.base_url("chat_completion"), upstream_model="m-1"
+    )
     msgs = make_route("messages", "claude-ok", mock_upstream.base_url("messages"), provider=ok.provider)
     down = make_route("chat_completion", "gpt-down", "http://127.0.0.1:1/v1")
     broken = make_route("chat_completion", "gpt-500", mock_upstream.base_url("chat_completion", "status=500"))
@@ -20,7 +22,9 @@ def channels(db, mock_upstream):
 
 
 def _post(client, ids, **extra):
-    return client.post(CHANGELIST, {"action": "test_channel", "_selected_action": [str(i) for i in ids], **extra})
+    return client.post(
+        CHANGELIST, {"action": "test_channel", "_selected_action": [str(i) for i in ids], **extra}
+    )
 
 
 def test_action_asks_for_a_model_then_reports_each_channel(admin_client, channels):
@@ -50,8 +54,13 @@ def test_the_chosen_model_is_sent_without_rules(admin_client, channels, mock_ups
     from transforms.models import TransformRule
 
     ok = channels[0]
-    TransformRule.objects.create(scope="global", position=0, transform="prompt_inject_system", phase="request",
-                                 config={"content": "should not be sent"})
+    TransformRule.objects.create(
+        scope="global",
+        position=0,
+        transform="prompt_inject_system",
+        phase="request",
+        config={"content": "should not be sent"},
+    )
     mock_upstream.clear()
     page = _post(admin_client, [ok.channel.pk], run_check="1", **{f"model_{ok.channel.pk}": "other-upstream"})
     (result,) = page.context["results"]
@@ -76,8 +85,14 @@ def test_error_classes_in_words():
 
     url = "https://api.example.com/v1/chat/completions?key=secret"
     assert describe_exception(TimeoutError(), url, 30.0) == "timeout after 30 s (api.example.com:443)"
-    assert describe_exception(ConnectionRefusedError(111, "refused"), url, 30.0) == "connect refused api.example.com:443"
-    assert describe_exception(aiohttp.ServerDisconnectedError(), url, 30.0) == "server disconnected (api.example.com:443)"
+    assert (
+        describe_exception(ConnectionRefusedError(111, "refused"), url, 30.0)
+        == "connect refused api.example.com:443"
+    )
+    assert (
+        describe_exception(aiohttp.ServerDisconnectedError(), url, 30.0)
+        == "server disconnected (api.example.com:443)"
+    )
     failed = AttemptFailed("upstream status 429", status=429)
     text = describe_failure(failed, url, 30.0, body='{"error": "slow down"}')
     assert text == 'upstream status 429 from api.example.com:443: {"error": "slow down"}'

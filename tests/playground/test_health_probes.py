@@ -34,7 +34,9 @@ def test_probes_feed_the_breaker_and_the_admin(db, admin_client, mock_upstream, 
 
     ok = make_route("chat_completion", "gpt-ok", mock_upstream.base_url("chat_completion"))
     down = make_route("chat_completion", "gpt-down", "http://127.0.0.1:1/v1")
-    no_breaker = make_route("chat_completion", "gpt-nb", "http://127.0.0.1:1/v1", circuit_breaker_enabled=False)
+    no_breaker = make_route(
+        "chat_completion", "gpt-nb", "http://127.0.0.1:1/v1", circuit_breaker_enabled=False
+    )
     off = make_route("chat_completion", "gpt-off", "http://127.0.0.1:1/v1")
     Channel.objects.filter(pk=off.channel.pk).update(enabled=False)
     redis_db.hset(RedisMirror.OPEN_KEY, str(ok.channel.pk), "9999999999")  # a stale open entry
@@ -55,6 +57,7 @@ def test_task_is_scheduled_only_when_asked():
     from gateway.settings import health_probe_schedule
 
     assert health_probe_schedule("redis://x/0", 60.0) == {
-        "channel-health-probes": {"task": "providers.tasks.probe_channels", "schedule": 60.0}}
+        "channel-health-probes": {"task": "providers.tasks.probe_channels", "schedule": 60.0}
+    }
     assert health_probe_schedule("redis://x/0", 0.0) == {}
     assert health_probe_schedule("", 60.0) == {}

@@ -53,7 +53,9 @@ def _check_body(chunks: list[dict[str, Any]], *, include_usage: bool | None, ter
     seen_calls: dict[int, str] = {}
     for i, c in enumerate(chunks):
         assert c.get("object") == "chat.completion.chunk", c
-        assert (c.get("id"), c.get("created"), c.get("model")) == ident, "id/created/model shared by all chunks"
+        assert (c.get("id"), c.get("created"), c.get("model")) == ident, (
+            "id/created/model shared by all chunks"
+        )
         choices = c["choices"]
         if not choices:
             assert "usage" in c, f"a choice-less chunk is the usage chunk: {c}"
@@ -64,8 +66,9 @@ def _check_body(chunks: list[dict[str, Any]], *, include_usage: bool | None, ter
         assert len(choices) == 1 and choices[0]["index"] == 0
         choice = choices[0]
         delta = choice["delta"]
-        assert not ("content" in delta and delta.get("content") and "tool_calls" in delta), \
+        assert not ("content" in delta and delta.get("content") and "tool_calls" in delta), (
             "content and tool_calls never share a chunk"
+        )
         if choice.get("finish_reason") is not None:
             assert finish_at is None, "exactly one finish chunk"
             assert delta == {}, f"finish chunk has an empty delta: {delta}"
@@ -118,5 +121,12 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
                 slot["arguments"] += inner.get("arguments") or inner.get("input") or ""
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
-    return {"text": text, "reasoning": reasoning, "refusal": refusal, "details": details,
-            "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "usage": usage}
+    return {
+        "text": text,
+        "reasoning": reasoning,
+        "refusal": refusal,
+        "details": details,
+        "tool_calls": [calls[i] for i in sorted(calls)],
+        "finish_reason": finish,
+        "usage": usage,
+    }

@@ -41,7 +41,9 @@ def check_messages_stream(raw: bytes, *, allow_error: bool = False) -> list[tupl
     body = [(n, p) for n, p in events if n != "ping"]
     assert body, "empty stream"
     if allow_error and body[-1][0] == "error":
-        assert isinstance(body[-1][1].get("error"), dict) and body[-1][1]["error"].get("type"), "error needs error.type"
+        assert isinstance(body[-1][1].get("error"), dict) and body[-1][1]["error"].get("type"), (
+            "error needs error.type"
+        )
         if len(body) == 1:
             return events  # pre-stream error
     assert body[0][0] == "message_start", f"first event must be message_start, got {body[0][0]}"
@@ -77,7 +79,9 @@ def check_messages_stream(raw: bytes, *, allow_error: bool = False) -> list[tupl
                 assert block.get("id") and block.get("name") and block.get("input") == {}
             next_index += 1
         elif name == "content_block_delta":
-            assert payload["index"] == open_index, f"delta for block {payload['index']} while {open_index} is open"
+            assert payload["index"] == open_index, (
+                f"delta for block {payload['index']} while {open_index} is open"
+            )
             dtype = payload["delta"]["type"]
             allowed = _DELTA_FOR_BLOCK.get(open_type or "", set())
             assert dtype in allowed, f"{dtype} inside a {open_type} block"
@@ -85,7 +89,9 @@ def check_messages_stream(raw: bytes, *, allow_error: bool = False) -> list[tupl
                 assert not saw_signature, f"{dtype} after signature_delta"
                 saw_signature = dtype == "signature_delta"
         elif name == "content_block_stop":
-            assert payload["index"] == open_index, f"stop for block {payload['index']} while {open_index} is open"
+            assert payload["index"] == open_index, (
+                f"stop for block {payload['index']} while {open_index} is open"
+            )
             open_index = open_type = None
         elif name == "message_delta":
             assert open_index is None, "message_delta while a block is open"

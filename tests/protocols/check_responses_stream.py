@@ -14,8 +14,12 @@ from gateway.protocols.sse import SSEParser
 
 TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _PART_EVENTS = {
-    "response.output_text.delta", "response.output_text.done", "response.refusal.delta", "response.refusal.done",
-    "response.reasoning_text.delta", "response.reasoning_text.done",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.refusal.delta",
+    "response.refusal.done",
+    "response.reasoning_text.delta",
+    "response.reasoning_text.done",
 }
 _SUMMARY_EVENTS = {"response.reasoning_summary_text.delta", "response.reasoning_summary_text.done"}
 
@@ -49,7 +53,9 @@ def check_responses_stream(raw: bytes) -> list[dict[str, Any]]:
         payload = orjson.loads(data)
         assert isinstance(payload, dict), f"frame {i} is not an object"
         assert name == payload.get("type"), f"frame {i}: event {name!r} != type {payload.get('type')!r}"
-        assert payload.get("sequence_number") == i + 1, f"frame {i}: sequence_number {payload.get('sequence_number')}"
+        assert payload.get("sequence_number") == i + 1, (
+            f"frame {i}: sequence_number {payload.get('sequence_number')}"
+        )
         events.append(payload)
 
     terminals = [e for e in events if e["type"] in TERMINALS]
@@ -65,8 +71,9 @@ def check_responses_stream(raw: bytes) -> list[dict[str, Any]]:
         assert terminal["response"]["error"]["code"] == events[0]["code"]
         return events
 
-    assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"], \
+    assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"], (
         f"stream must start with created, in_progress; got {[e['type'] for e in events[:2]]}"
+    )
     rid = events[0]["response"]["id"]
     assert rid and events[1]["response"]["id"] == rid == terminal["response"]["id"]
 
@@ -84,7 +91,9 @@ def check_responses_stream(raw: bytes) -> list[dict[str, Any]]:
     for e in events[2:-1]:
         t = e["type"]
         assert t not in ("response.created", "response.in_progress", "error"), f"unexpected {t} mid-stream"
-        assert t not in ("response.reasoning_signature.delta", "response.reasoning.delta"), f"legacy event {t}"
+        assert t not in ("response.reasoning_signature.delta", "response.reasoning.delta"), (
+            f"legacy event {t}"
+        )
         if t == "response.output_item.added":
             assert e["output_index"] == len(items), f"output_index {e['output_index']} not contiguous"
             st = _ItemState(e["item"])

@@ -33,28 +33,60 @@ def gemini_body(scenario: str, stream: bool) -> dict[str, Any]:
         body["contents"] = [_user({"text": USER_TEXT})]
     elif scenario == "multiturn":
         body["systemInstruction"] = {"parts": [{"text": "You are terse."}]}
-        body["contents"] = [_user({"text": "first question"}), {"role": "model", "parts": [{"text": "first answer"}]},
-                            _user({"text": USER_TEXT})]
+        body["contents"] = [
+            _user({"text": "first question"}),
+            {"role": "model", "parts": [{"text": "first answer"}]},
+            _user({"text": USER_TEXT}),
+        ]
     elif scenario == "tools":
-        body["tools"] = [{"functionDeclarations": [{"name": "get_weather", "description": "Weather",
-                                                    "parameters": TOOL_PARAMS}]}]
+        body["tools"] = [
+            {
+                "functionDeclarations": [
+                    {"name": "get_weather", "description": "Weather", "parameters": TOOL_PARAMS}
+                ]
+            }
+        ]
         body["contents"] = [
             _user({"text": USER_TEXT + ": weather in Paris and Rome?"}),
-            {"role": "model", "parts": [  # Gemini 3 signs the first call of a turn; the client replays it
-                {"functionCall": {"id": cid, "name": "get_weather", "args": {"city": city}},
-                 **({"thoughtSignature": "Q0FMTFNJRw=="} if i == 0 else {})}
-                for i, (cid, city, _) in enumerate(HISTORY_CALLS)]},
-            _user(*[{"functionResponse": {"id": cid, "name": "get_weather", "response": {"result": result}}}
-                    for cid, _, result in HISTORY_CALLS], {"text": "and Oslo and Lima?"})]
+            {
+                "role": "model",
+                "parts": [  # Gemini 3 signs the first call of a turn; the client replays it
+                    {
+                        "functionCall": {"id": cid, "name": "get_weather", "args": {"city": city}},
+                        **({"thoughtSignature": "Q0FMTFNJRw=="} if i == 0 else {}),
+                    }
+                    for i, (cid, city, _) in enumerate(HISTORY_CALLS)
+                ],
+            },
+            _user(
+                *[
+                    {"functionResponse": {"id": cid, "name": "get_weather", "response": {"result": result}}}
+                    for cid, _, result in HISTORY_CALLS
+                ],
+                {"text": "and Oslo and Lima?"},
+            ),
+        ]
     elif scenario == "image":
-        body["contents"] = [_user({"text": USER_TEXT + ": describe"},
-                                  {"fileData": {"mimeType": "image/png", "fileUri": IMG_URL}},
-                                  {"inlineData": {"mimeType": "image/png", "data": IMG_B64}})]
+        body["contents"] = [
+            _user(
+                {"text": USER_TEXT + ": describe"},
+                {"fileData": {"mimeType": "image/png", "fileUri": IMG_URL}},
+                {"inlineData": {"mimeType": "image/png", "data": IMG_B64}},
+            )
+        ]
     else:
         body["generationConfig"] = {"thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True}}
-        body["contents"] = [_user({"text": "first question"}), {"role": "model", "parts": [
-            {"text": "thinking hard", "thought": True, "thoughtSignature": "HISTSIG"}, {"text": "first answer"}]},
-            _user({"text": USER_TEXT})]
+        body["contents"] = [
+            _user({"text": "first question"}),
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "thinking hard", "thought": True, "thoughtSignature": "HISTSIG"},
+                    {"text": "first answer"},
+                ],
+            },
+            _user({"text": USER_TEXT}),
+        ]
     return {**body, "model": LOGICAL, "stream": stream}
 
 
@@ -100,10 +132,17 @@ def gemini_view(out: Any, stream: bool, raw: bytes) -> dict[str, Any]:
     else:
         assert out["modelVersion"] and isinstance(out["candidates"], list)
     ctype = "text/event-stream" if stream else "application/json"
-    http = httpx.Client(transport=httpx.MockTransport(
-        lambda request: httpx.Response(200, content=raw, headers={"content-type": ctype})))
-    client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url="http://gw", httpx_client=http))
-    config = types.GenerateContentConfig(automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    http = httpx.Client(
+        transport=httpx.MockTransport(
+            lambda request: httpx.Response(200, content=raw, headers={"content-type": ctype})
+        )
+    )
+    client = genai.Client(
+        api_key="k", http_options=types.HttpOptions(base_url="http://gw", httpx_client=http)
+    )
+    config = types.GenerateContentConfig(
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True)
+    )
     if stream:
         chunks = list(client.models.generate_content_stream(model=LOGICAL, contents="x", config=config))
     else:
@@ -112,18 +151,37 @@ def gemini_view(out: Any, stream: bool, raw: bytes) -> dict[str, Any]:
     for chunk in chunks:
         if chunk.usage_metadata is not None:
             meta = chunk.usage_metadata
-            usage = (meta.prompt_token_count or 0, (meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0))
+            usage = (
+                meta.prompt_token_count or 0,
+                (meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0),
+            )
         candidate = chunk.candidates[0]
         finish = candidate.finish_reason.name if candidate.finish_reason is not None else finish
         for part in (candidate.content.parts if candidate.content else None) or []:
             if part.thought_signature:
                 replayed.append(base64.urlsafe_b64encode(part.thought_signature).decode())
             if part.function_call is not None:
-                calls.append((part.function_call.id, part.function_call.name, dict(part.function_call.args or {})))
+                calls.append(
+                    (part.function_call.id, part.function_call.name, dict(part.function_call.args or {}))
+                )
             elif part.text and not part.thought:
                 text += part.text
-    history = {"model": LOGICAL, "contents": [{"role": "model", "parts": [
-        {"text": "t", "thought": True, "thoughtSignature": sig} for sig in replayed]}]}
-    back = [n.extra.get("_gw_gemini_thought_signature") for n in codec("gemini").decode_request(history).input]
-    return {"text": text, "calls": calls, "usage": usage, "finish": "tool_calls" if calls else finish,
-            "json": raw.decode() + " replayed signatures: " + " ".join(map(str, back))}
+    history = {
+        "model": LOGICAL,
+        "contents": [
+            {
+                "role": "model",
+                "parts": [{"text": "t", "thought": True, "thoughtSignature": sig} for sig in replayed],
+            }
+        ],
+    }
+    back = [
+        n.extra.get("_gw_gemini_thought_signature") for n in codec("gemini").decode_request(history).input
+    ]
+    return {
+        "text": text,
+        "calls": calls,
+        "usage": usage,
+        "finish": "tool_calls" if calls else finish,
+        "json": raw.decode() + " replayed signatures: " + " ".join(map(str, back)),
+    }

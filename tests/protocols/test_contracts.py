@@ -27,7 +27,9 @@ def _params(fn) -> list[tuple[str, object, object]]:
 
 
 def _methods(proto: type) -> list[str]:
-    return [name for name, value in vars(proto).items() if inspect.isfunction(value) and not name.startswith("_")]
+    return [
+        name for name, value in vars(proto).items() if inspect.isfunction(value) and not name.startswith("_")
+    ]
 
 
 def _check_functions(target: object, proto: type) -> None:

@@ -16,11 +16,14 @@ from gateway.urp.nodes import ReasoningNode, TextNode, ToolCallNode
 
 
 def _cpu(protocol: str, make_node, kind: str, n: int) -> tuple[float, int]:
-    enc = codec(protocol).StreamEncoder(EncodeContext(model="m", source_protocol="chat_completion",
-                                                      include_usage=True))
+    enc = codec(protocol).StreamEncoder(
+        EncodeContext(model="m", source_protocol="chat_completion", include_usage=True)
+    )
     node = make_node()
     t = time.process_time()
-    total = len(enc.encode(ev.ResponseStart(id="r1", model="m"))) + len(enc.encode(ev.NodeStart(index=0, node=node)))
+    total = len(enc.encode(ev.ResponseStart(id="r1", model="m"))) + len(
+        enc.encode(ev.NodeStart(index=0, node=node))
+    )
     delta = "abcdefghij" * 10
     for _ in range(n):
         total += len(enc.encode(ev.NodeDelta(index=0, kind=kind, delta=delta)))
@@ -29,9 +32,14 @@ def _cpu(protocol: str, make_node, kind: str, n: int) -> tuple[float, int]:
 
 
 @pytest.mark.parametrize("protocol", ["chat_completion", "responses", "messages"])
-@pytest.mark.parametrize("make_node,kind", [(lambda: ReasoningNode(summary=""), ev.REASONING_SUMMARY),
-                                            (lambda: ToolCallNode(call_id="c1", name="f", arguments=""), ev.ARGUMENTS),
-                                            (lambda: TextNode(content=""), ev.TEXT)])
+@pytest.mark.parametrize(
+    "make_node,kind",
+    [
+        (lambda: ReasoningNode(summary=""), ev.REASONING_SUMMARY),
+        (lambda: ToolCallNode(call_id="c1", name="f", arguments=""), ev.ARGUMENTS),
+        (lambda: TextNode(content=""), ev.TEXT),
+    ],
+)
 def test_many_deltas_encode_in_linear_time(protocol, make_node, kind):
     small, _ = _cpu(protocol, make_node, kind, 10_000)
     large, size = _cpu(protocol, make_node, kind, 40_000)

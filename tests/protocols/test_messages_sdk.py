@@ -20,8 +20,12 @@ httpx = httpx_for(anthropic)  # httpx2 under anthropic 2.x
 
 
 def client_for(handler: Callable[[httpx.Request], httpx.Response]) -> anthropic.Anthropic:
-    return anthropic.Anthropic(api_key="x", base_url="http://t", max_retries=0,
-                               http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return anthropic.Anthropic(
+        api_key="x",
+        base_url="http://t",
+        max_retries=0,
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
 
 
 def sse_response(raw: bytes) -> Callable[[httpx.Request], httpx.Response]:
@@ -31,6 +35,7 @@ def sse_response(raw: bytes) -> Callable[[httpx.Request], httpx.Response]:
         # what the SDK sends must decode cleanly
         messages.decode_request(body)
         return httpx.Response(200, content=raw, headers={"content-type": "text/event-stream"})
+
     return handler
 
 
@@ -38,19 +43,27 @@ def json_response(payload: dict) -> Callable[[httpx.Request], httpx.Response]:
     def handler(request: httpx.Request) -> httpx.Response:
         messages.decode_request(orjson.loads(request.content))
         return httpx.Response(200, json=payload)
+
     return handler
 
 
-ASK = {"model": "claude-logical", "max_tokens": 1024, "messages": [{"role": "user", "content": "weather and time?"}]}
+ASK = {
+    "model": "claude-logical",
+    "max_tokens": 1024,
+    "messages": [{"role": "user", "content": "weather and time?"}],
+}
 
 
 def nonstream_body(source: str) -> dict:
     resp = Response(
-        id="msg_abc", model="upstream-model",
-        output=[ReasoningNode(summary="Let me think.", encrypted="sig123"),
-                TextNode(role="assistant", content="Checking both."),
-                ToolCallNode(call_id="toolu_1", name="get_weather", arguments="{\"city\": \"Paris\"}"),
-                ToolCallNode(call_id="toolu_2", name="get_time", arguments="{\"tz\": \"UTC\"}")],
+        id="msg_abc",
+        model="upstream-model",
+        output=[
+            ReasoningNode(summary="Let me think.", encrypted="sig123"),
+            TextNode(role="assistant", content="Checking both."),
+            ToolCallNode(call_id="toolu_1", name="get_weather", arguments='{"city": "Paris"}'),
+            ToolCallNode(call_id="toolu_2", name="get_time", arguments='{"tz": "UTC"}'),
+        ],
         finish_reason="tool_calls",
         usage=Usage(input_tokens=115, output_tokens=42, cache_read_tokens=100, cache_creation_tokens=5),
     )
@@ -62,7 +75,11 @@ def assert_final(msg, *, thinking: str, signature: str, text: str, ids: tuple[st
     assert kinds == ["thinking", "text", "tool_use", "tool_use"]
     assert msg.content[0].thinking == thinking and msg.content[0].signature == signature
     assert msg.content[1].text == text
-    assert (msg.content[2].id, msg.content[2].name, msg.content[2].input) == (ids[0], "get_weather", {"city": "Paris"})
+    assert (msg.content[2].id, msg.content[2].name, msg.content[2].input) == (
+        ids[0],
+        "get_weather",
+        {"city": "Paris"},
+    )
     assert (msg.content[3].id, msg.content[3].input) == (ids[1], {"tz": "UTC"})
     assert msg.stop_reason == "tool_use"
     assert msg.model == "claude-logical"
@@ -71,7 +88,9 @@ def assert_final(msg, *, thinking: str, signature: str, text: str, ids: tuple[st
 @pytest.mark.parametrize("source", ["messages", "chat_completion"])
 def test_sdk_non_stream_create(source):
     msg = client_for(json_response(nonstream_body(source))).messages.create(**ASK)
-    assert_final(msg, thinking="Let me think.", signature="sig123", text="Checking both.", ids=("toolu_1", "toolu_2"))
+    assert_final(
+        msg, thinking="Let me think.", signature="sig123", text="Checking both.", ids=("toolu_1", "toolu_2")
+    )
     assert msg.usage.input_tokens == 10  # Anthropic semantics: cache excluded
     assert msg.usage.cache_read_input_tokens == 100 and msg.usage.cache_creation_input_tokens == 5
     assert msg.usage.output_tokens == 42
@@ -83,7 +102,10 @@ def test_sdk_stream_create_iterates_raw_events():
     names = [e.type for e in events]
     assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
     deltas = [e.delta for e in events if e.type == "content_block_delta"]
-    assert "".join(d.partial_json for d in deltas if d.type == "input_json_delta") == "{\"city\": \"Paris\"}{\"tz\": \"UTC\"}"
+    assert (
+        "".join(d.partial_json for d in deltas if d.type == "input_json_delta")
+        == '{"city": "Paris"}{"tz": "UTC"}'
+    )
     md = [e for e in events if e.type == "message_delta"][0]
     assert md.delta.stop_reason == "tool_use" and md.usage.output_tokens == 42
 
@@ -94,7 +116,9 @@ def test_sdk_stream_helper_final_message_same_family():
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == "Checking both."
-    assert_final(final, thinking="Let me think.", signature="sig123", text="Checking both.", ids=("toolu_1", "toolu_2"))
+    assert_final(
+        final, thinking="Let me think.", signature="sig123", text="Checking both.", ids=("toolu_1", "toolu_2")
+    )
     assert final.usage.input_tokens == 10 and final.usage.output_tokens == 42
     assert final.usage.cache_read_input_tokens == 100
 

@@ -28,40 +28,88 @@ from tests.protocols.check_messages_stream import check_messages_stream
 
 
 def sse(events: list[dict[str, Any]]) -> bytes:
-    return b"".join(
-        b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events
-    )
+    return b"".join(b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events)
 
 
 def upstream_events(*, stop: bool = True) -> list[dict[str, Any]]:
     """A realistic Anthropic stream: thinking + signature, text, two tool_use blocks."""
     events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": {
-            "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100,
-                      "output_tokens": 1}}},
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_01",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": 10,
+                    "cache_creation_input_tokens": 5,
+                    "cache_read_input_tokens": 100,
+                    "output_tokens": 1,
+                },
+            },
+        },
         {"type": "ping"},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me "}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "think."}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig123"}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "Let me "},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "think."},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "sig123"},
+        },
         {"type": "content_block_stop", "index": 0},
         {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Checking "}},
         {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "both."}},
         {"type": "content_block_stop", "index": 1},
-        {"type": "content_block_start", "index": 2,
-         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}},
-        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"city\": "}},
-        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "\"Paris\"}"}},
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": '{"city": '},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": '"Paris"}'},
+        },
         {"type": "content_block_stop", "index": 2},
-        {"type": "content_block_start", "index": 3,
-         "content_block": {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {}}},
-        {"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{\"tz\": \"UTC\"}"}},
+        {
+            "type": "content_block_start",
+            "index": 3,
+            "content_block": {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 3,
+            "delta": {"type": "input_json_delta", "partial_json": '{"tz": "UTC"}'},
+        },
         {"type": "content_block_stop", "index": 3},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-         "usage": {"output_tokens": 42}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 42},
+        },
     ]
     if stop:
         events.append({"type": "message_stop"})
@@ -102,11 +150,11 @@ def cross_family_events(*, interleaved: bool = False) -> list:
             NodeDelta(index=1, kind=ev.TEXT, delta="Hel"),
             NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="call tools."),
             NodeStart(index=2, node=tool_a),
-            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"city\":"),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta='{"city":'),
             NodeDelta(index=1, kind=ev.TEXT, delta="lo"),
             NodeStart(index=3, node=tool_b),
-            NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{\"tz\":\"UTC\"}"),
-            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="\"Paris\"}"),
+            NodeDelta(index=3, kind=ev.ARGUMENTS, delta='{"tz":"UTC"}'),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta='"Paris"}'),
         ]
     else:
         body = [
@@ -117,20 +165,26 @@ def cross_family_events(*, interleaved: bool = False) -> list:
             NodeDelta(index=1, kind=ev.TEXT, delta="Hel"),
             NodeDelta(index=1, kind=ev.TEXT, delta="lo"),
             NodeStart(index=2, node=tool_a),
-            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"city\":"),
-            NodeDelta(index=2, kind=ev.ARGUMENTS, delta="\"Paris\"}"),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta='{"city":'),
+            NodeDelta(index=2, kind=ev.ARGUMENTS, delta='"Paris"}'),
             NodeStart(index=3, node=tool_b),
-            NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{\"tz\":\"UTC\"}"),
+            NodeDelta(index=3, kind=ev.ARGUMENTS, delta='{"tz":"UTC"}'),
         ]
-    output = [ReasoningNode(content="Plan: call tools."), TextNode(role="assistant", content="Hello"),
-              ToolCallNode(call_id="call_a", name="get_weather", arguments="{\"city\":\"Paris\"}"),
-              ToolCallNode(call_id="call_b", name="get_time", arguments="{\"tz\":\"UTC\"}")]
+    output = [
+        ReasoningNode(content="Plan: call tools."),
+        TextNode(role="assistant", content="Hello"),
+        ToolCallNode(call_id="call_a", name="get_weather", arguments='{"city":"Paris"}'),
+        ToolCallNode(call_id="call_b", name="get_time", arguments='{"tz":"UTC"}'),
+    ]
     return [
         ResponseStart(id="chatcmpl-1", model="gpt-x"),
         *body,
         *[NodeDone(index=i, node=n) for i, n in enumerate(output)],
-        ResponseDone(output=output, finish_reason="tool_calls",
-                     usage=Usage(input_tokens=50, output_tokens=20, cache_read_tokens=30)),
+        ResponseDone(
+            output=output,
+            finish_reason="tool_calls",
+            usage=Usage(input_tokens=50, output_tokens=20, cache_read_tokens=30),
+        ),
     ]
 
 
@@ -160,6 +214,7 @@ def blocks_of(events: list[tuple[str, dict]]) -> list[dict[str, Any]]:
 
 # -- decoder -----------------------------------------------------------------------------------
 
+
 def test_decoder_maps_blocks_usage_and_stop_reason():
     events = decode_all(sse(upstream_events()))
     assert isinstance(events[0], ResponseStart) and events[0].id == "msg_01"
@@ -176,7 +231,11 @@ def test_decoder_maps_blocks_usage_and_stop_reason():
     thinking, text, call1, call2 = done.output
     assert thinking.summary == "Let me think." and thinking.encrypted == "sig123"
     assert text.content == "Checking both."
-    assert (call1.call_id, call1.name, orjson.loads(call1.arguments)) == ("toolu_1", "get_weather", {"city": "Paris"})
+    assert (call1.call_id, call1.name, orjson.loads(call1.arguments)) == (
+        "toolu_1",
+        "get_weather",
+        {"city": "Paris"},
+    )
     assert orjson.loads(call2.arguments) == {"tz": "UTC"}
     assert done.finish_reason == "tool_calls"
     assert done.extra["_gw_messages_stop_reason"] == "tool_use"
@@ -203,8 +262,12 @@ def test_decoder_eof_without_terminal_is_an_error():
 
 
 def test_decoder_error_event_and_invalid_json():
-    out = decode_all(sse(upstream_events()[:3] + [
-        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]))
+    out = decode_all(
+        sse(
+            upstream_events()[:3]
+            + [{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
+        )
+    )
     assert isinstance(out[-1], StreamError)
     assert (out[-1].code, out[-1].message) == ("overloaded_error", "Overloaded")
     bad = messages.StreamDecoder()
@@ -222,12 +285,32 @@ def test_decoder_usage_null_keeps_previous_value():
 def test_decoder_unknown_block_becomes_provider_item_with_assembled_input():
     events = [
         upstream_events()[0],
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\":"}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"x\"}"}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": "srvtoolu_1",
+                "name": "web_search",
+                "input": {},
+            },
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query":'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '"x"}'},
+        },
         {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 3},
+        },
     ]
     done = decode_all(sse(events))[-1]
     item = done.output[0]
@@ -236,6 +319,7 @@ def test_decoder_unknown_block_becomes_provider_item_with_assembled_input():
 
 
 # -- encoder -----------------------------------------------------------------------------------
+
 
 def test_same_family_stream_passes_lifecycle_and_keeps_content():
     events = check_messages_stream(same_family_stream())
@@ -252,8 +336,12 @@ def test_same_family_stream_passes_lifecycle_and_keeps_content():
     assert start["usage"]["input_tokens"] == 10 and start["usage"]["cache_read_input_tokens"] == 100
     delta = [p for n, p in events if n == "message_delta"][0]
     assert delta["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
-    assert delta["usage"] == {"input_tokens": 10, "output_tokens": 42, "cache_creation_input_tokens": 5,
-                              "cache_read_input_tokens": 100}
+    assert delta["usage"] == {
+        "input_tokens": 10,
+        "output_tokens": 42,
+        "cache_creation_input_tokens": 5,
+        "cache_read_input_tokens": 100,
+    }
 
 
 def test_cross_family_stream_is_incremental_although_nodes_finish_at_the_end():
@@ -277,7 +365,9 @@ def test_cross_family_stream_is_incremental_although_nodes_finish_at_the_end():
 
 
 def test_interleaved_nodes_become_sequential_blocks_without_losing_content():
-    parsed = check_messages_stream(encode_all(cross_family_events(interleaved=True), source="chat_completion"))
+    parsed = check_messages_stream(
+        encode_all(cross_family_events(interleaved=True), source="chat_completion")
+    )
     blocks = blocks_of(parsed)
     assert "".join(b["thinking"] for b in blocks if b["type"] == "thinking") == "Plan: call tools."
     assert "".join(b["text"] for b in blocks if b["type"] == "text") == "Hello"
@@ -296,9 +386,11 @@ def test_thinking_signature_after_early_close_gets_its_own_block():
         ResponseDone(output=[], finish_reason="stop"),
     ]
     blocks = blocks_of(check_messages_stream(encode_all(evs, source="responses")))
-    assert blocks == [{"type": "thinking", "thinking": "think", "signature": ""},
-                      {"type": "text", "text": "answer"},
-                      {"type": "thinking", "thinking": "", "signature": "SIG"}]
+    assert blocks == [
+        {"type": "thinking", "thinking": "think", "signature": ""},
+        {"type": "text", "text": "answer"},
+        {"type": "thinking", "thinking": "", "signature": "SIG"},
+    ]
 
 
 def test_empty_and_custom_nodes_leave_no_block_or_index_gap():
@@ -322,7 +414,10 @@ def test_empty_and_custom_nodes_leave_no_block_or_index_gap():
 
 
 def test_terminal_only_nodes_and_unfinished_nodes_come_from_response_done_output():
-    full = [TextNode(role="assistant", content="partial and more"), ToolCallNode(call_id="t", name="f", arguments="{}")]
+    full = [
+        TextNode(role="assistant", content="partial and more"),
+        ToolCallNode(call_id="t", name="f", arguments="{}"),
+    ]
     evs = [
         NodeStart(index=0, node=TextNode(role="assistant")),
         NodeDelta(index=0, kind=ev.TEXT, delta="partial"),
@@ -341,7 +436,9 @@ def test_omitted_thinking_and_redacted_thinking():
         NodeDelta(index=0, kind=ev.REASONING_ENCRYPTED, delta="sigX"),
         NodeDone(index=0, node=ReasoningNode(summary="", encrypted="sigX")),
         NodeStart(index=1, node=ReasoningNode(extra={"_gw_reasoning_kind": "redacted_thinking"})),
-        NodeDone(index=1, node=ReasoningNode(encrypted="opaque", extra={"_gw_reasoning_kind": "redacted_thinking"})),
+        NodeDone(
+            index=1, node=ReasoningNode(encrypted="opaque", extra={"_gw_reasoning_kind": "redacted_thinking"})
+        ),
         ResponseDone(output=[], finish_reason="stop"),
     ]
     events = check_messages_stream(encode_all(evs))
@@ -356,7 +453,11 @@ def test_mid_stream_error_sends_message_start_then_error():
     raw = enc.encode(StreamError(message="boom", code="overloaded_error", status=529)) + enc.close()
     events = check_messages_stream(raw, allow_error=True)
     assert [n for n, _ in events] == ["message_start", "error"]
-    assert events[1][1]["error"] == {"type": "overloaded_error", "message": "boom", "code": "overloaded_error"}
+    assert events[1][1]["error"] == {
+        "type": "overloaded_error",
+        "message": "boom",
+        "code": "overloaded_error",
+    }
 
 
 def test_pre_stream_error_keepalive_and_incomplete_close():
@@ -386,12 +487,23 @@ def test_checker_rejects_truncated_streams(cut):
 
 
 def test_checker_rejects_interleaved_blocks():
-    bad = sse([
-        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "x",
-                                              "content": [], "usage": {"input_tokens": 0, "output_tokens": 0}}},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
-    ])
+    bad = sse(
+        [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "x",
+                    "content": [],
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                },
+            },
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        ]
+    )
     with pytest.raises(AssertionError, match="while block 0 is open"):
         check_messages_stream(bad)
 
@@ -401,40 +513,82 @@ def test_same_family_citations_survive_the_stream():
         upstream_events()[0],
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Paris is big."}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": {
-            "type": "web_search_result_location", "cited_text": "Paris...", "url": "https://x.test"}}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {
+                "type": "citations_delta",
+                "citation": {
+                    "type": "web_search_result_location",
+                    "cited_text": "Paris...",
+                    "url": "https://x.test",
+                },
+            },
+        },
         {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 3},
+        },
         {"type": "message_stop"},
     ]
     decoded = decode_all(sse(events))
     assert decoded[-1].output[0].extra["citations"][0]["url"] == "https://x.test"
     parsed = check_messages_stream(encode_all(decoded))
-    cites = [p["delta"]["citation"] for n, p in parsed if n == "content_block_delta" and p["delta"]["type"] == "citations_delta"]
-    assert cites == [{"type": "web_search_result_location", "cited_text": "Paris...", "url": "https://x.test"}]
+    cites = [
+        p["delta"]["citation"]
+        for n, p in parsed
+        if n == "content_block_delta" and p["delta"]["type"] == "citations_delta"
+    ]
+    assert cites == [
+        {"type": "web_search_result_location", "cited_text": "Paris...", "url": "https://x.test"}
+    ]
 
 
 # -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
 
 def test_garbage_indexes_block_fields_and_deep_events_do_not_crash_the_decoder():
     """An object as a delta/stop ``index`` crashed the slot lookup; an object as a started
     block's text/thinking/signature crashed the concatenation; an event nested deeper than we
     could write back is a stream error."""
-    raw = sse([
-        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-                                              "content": [], "usage": {"input_tokens": 3, "output_tokens": 1}}},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": {"x": 1}}},
-        {"type": "content_block_delta", "index": {"i": 0}, "delta": {"type": "text_delta", "text": "lost"}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "kept"}},
-        {"type": "content_block_stop", "index": [0]},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "content_block_start", "index": 1,
-         "content_block": {"type": "thinking", "thinking": ["t"], "signature": {"s": 1}}},
-        {"type": "content_block_stop", "index": 1},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-         "usage": {"output_tokens": 2, "cache_creation_input_tokens": 2 ** 64 - 1}},
-        {"type": "message_stop"},
-    ])
+    raw = sse(
+        [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "m",
+                    "content": [],
+                    "usage": {"input_tokens": 3, "output_tokens": 1},
+                },
+            },
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": {"x": 1}}},
+            {
+                "type": "content_block_delta",
+                "index": {"i": 0},
+                "delta": {"type": "text_delta", "text": "lost"},
+            },
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "kept"}},
+            {"type": "content_block_stop", "index": [0]},
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "thinking", "thinking": ["t"], "signature": {"s": 1}},
+            },
+            {"type": "content_block_stop", "index": 1},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 2, "cache_creation_input_tokens": 2**64 - 1},
+            },
+            {"type": "message_stop"},
+        ]
+    )
     events = decode_all(raw)
     assert isinstance(events[-1], ev.ResponseDone)
     assert [n.content for n in events[-1].output if isinstance(n, TextNode)] == ["kept"]
@@ -445,8 +599,10 @@ def test_garbage_indexes_block_fields_and_deep_events_do_not_crash_the_decoder()
         b"".join(enc.encode(e) for e in events)
 
     deep = messages.StreamDecoder()
-    out = deep.feed("content_block_delta", '{"type": "content_block_delta", "index": 0, "delta": '
-                    + "[" * 300 + "]" * 300 + "}")
+    out = deep.feed(
+        "content_block_delta",
+        '{"type": "content_block_delta", "index": 0, "delta": ' + "[" * 300 + "]" * 300 + "}",
+    )
     assert isinstance(out[-1], ev.StreamError) and out[-1].code == "invalid_upstream_response"
 
 
@@ -456,17 +612,42 @@ def test_server_tool_input_assembled_too_deep_stays_text():
     from gateway.protocols import codec
 
     deep = "[" * 300 + "]" * 300
-    raw = sse([
-        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-                                              "content": [], "usage": {"input_tokens": 3, "output_tokens": 1}}},
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}},
-        *({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": part}}
-          for part in ('{"q": ', deep[:300], deep[300:], "}")),
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
-        {"type": "message_stop"},
-    ])
+    raw = sse(
+        [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "m",
+                    "content": [],
+                    "usage": {"input_tokens": 3, "output_tokens": 1},
+                },
+            },
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {
+                    "type": "server_tool_use",
+                    "id": "srv_1",
+                    "name": "web_search",
+                    "input": {},
+                },
+            },
+            *(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": part},
+                }
+                for part in ('{"q": ', deep[:300], deep[300:], "}")
+            ),
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+            {"type": "message_stop"},
+        ]
+    )
     events = decode_all(raw)
     assert isinstance(events[-1], ev.ResponseDone)
     item = events[-1].output[0]

@@ -24,14 +24,34 @@ def upstream_object() -> dict:
         "max_output_tokens": None,
         "model": "gpt-5-2025-08-07",
         "output": [
-            {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking"}],
-             "encrypted_content": "gAAAA"},
-            {"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
-             "content": [{"type": "output_text", "text": "Hello", "annotations": [], "logprobs": []}]},
-            {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_a",
-             "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
-            {"id": "ctc_1", "type": "custom_tool_call", "call_id": "call_b", "name": "apply_patch",
-             "input": "*** Begin Patch\n*** End Patch"},
+            {
+                "id": "rs_1",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": "Thinking"}],
+                "encrypted_content": "gAAAA",
+            },
+            {
+                "id": "msg_1",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hello", "annotations": [], "logprobs": []}],
+            },
+            {
+                "id": "fc_1",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": "call_a",
+                "name": "get_weather",
+                "arguments": '{"city":"Paris"}',
+            },
+            {
+                "id": "ctc_1",
+                "type": "custom_tool_call",
+                "call_id": "call_b",
+                "name": "apply_patch",
+                "input": "*** Begin Patch\n*** End Patch",
+            },
             {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search"}},
         ],
         "parallel_tool_calls": True,
@@ -45,8 +65,13 @@ def upstream_object() -> dict:
         "tools": [],
         "top_p": 1.0,
         "truncation": "disabled",
-        "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 40},
-                  "output_tokens": 50, "output_tokens_details": {"reasoning_tokens": 20}, "total_tokens": 150},
+        "usage": {
+            "input_tokens": 100,
+            "input_tokens_details": {"cached_tokens": 40},
+            "output_tokens": 50,
+            "output_tokens_details": {"reasoning_tokens": 20},
+            "total_tokens": 150,
+        },
         "user": None,
         "metadata": {},
         "x_vendor_field": {"a": 1},
@@ -71,7 +96,9 @@ def test_same_protocol_round_trip_is_lossless():
     body = upstream_object()
     original = copy.deepcopy(body)
     resp = responses.decode_response(body)
-    out = responses.encode_response(resp, EncodeContext(model="gpt-5-2025-08-07", source_protocol="responses"))
+    out = responses.encode_response(
+        resp, EncodeContext(model="gpt-5-2025-08-07", source_protocol="responses")
+    )
     assert out == original
 
 
@@ -81,11 +108,14 @@ def test_same_protocol_uses_the_clients_logical_model():
     assert out["model"] == "my-alias"
 
 
-@pytest.mark.parametrize("status,details,finish", [
-    ("incomplete", {"reason": "max_output_tokens"}, "length"),
-    ("incomplete", {"reason": "content_filter"}, "content_filter"),
-    ("cancelled", None, "other"),
-])
+@pytest.mark.parametrize(
+    "status,details,finish",
+    [
+        ("incomplete", {"reason": "max_output_tokens"}, "length"),
+        ("incomplete", {"reason": "content_filter"}, "content_filter"),
+        ("cancelled", None, "other"),
+    ],
+)
 def test_status_to_finish_reason(status, details, finish):
     body = upstream_object()
     body["status"], body["incomplete_details"] = status, details
@@ -97,7 +127,9 @@ def test_status_to_finish_reason(status, details, finish):
 
 def test_embedded_error_and_garbage_raise():
     with pytest.raises(UpstreamProtocolError) as exc:
-        responses.decode_response({"error": {"message": "Rate limit", "type": "requests", "code": "rate_limit"}})
+        responses.decode_response(
+            {"error": {"message": "Rate limit", "type": "requests", "code": "rate_limit"}}
+        )
     assert exc.value.code == "rate_limit" and "Rate limit" in exc.value.message
     failed = upstream_object()
     failed["status"], failed["error"] = "failed", {"code": "server_error", "message": "boom"}
@@ -112,38 +144,60 @@ def test_embedded_error_and_garbage_raise():
 
 
 def test_cross_protocol_encode_synthesizes_full_object_and_ids():
-    resp = Response(id="chatcmpl-1", model="claude", created=1700000000, finish_reason="tool_calls", output=[
-        ReasoningNode(summary="hmm", encrypted="sig"),
-        ReasoningNode(),  # no meaningful payload: omitted
-        TextNode(role="assistant", content="Let me check."),
-        RefusalNode(content="partly refused"),
-        ToolCallNode(call_id="toolu_1", name="lookup", arguments="{\"q\":1}"),
-        ToolCallNode(call_id="toolu_2", name="apply_patch", arguments="*** Begin Patch", tool_type="custom"),
-    ], usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=3, reasoning_tokens=2,
-                   cache_creation_tokens=1))
+    resp = Response(
+        id="chatcmpl-1",
+        model="claude",
+        created=1700000000,
+        finish_reason="tool_calls",
+        output=[
+            ReasoningNode(summary="hmm", encrypted="sig"),
+            ReasoningNode(),  # no meaningful payload: omitted
+            TextNode(role="assistant", content="Let me check."),
+            RefusalNode(content="partly refused"),
+            ToolCallNode(call_id="toolu_1", name="lookup", arguments='{"q":1}'),
+            ToolCallNode(
+                call_id="toolu_2", name="apply_patch", arguments="*** Begin Patch", tool_type="custom"
+            ),
+        ],
+        usage=Usage(
+            input_tokens=10, output_tokens=5, cache_read_tokens=3, reasoning_tokens=2, cache_creation_tokens=1
+        ),
+    )
     out = responses.encode_response(resp, EncodeContext(model="alias", source_protocol="messages"))
     assert out["object"] == "response" and out["status"] == "completed" and out["model"] == "alias"
     assert out["created_at"] == 1700000000 and out["error"] is None and out["incomplete_details"] is None
     types = [(i["type"], i["id"][: i["id"].index("_") + 1]) for i in out["output"]]
-    assert types == [("reasoning", "rs_"), ("message", "msg_"), ("function_call", "fc_"),
-                     ("custom_tool_call", "ctc_")]
+    assert types == [
+        ("reasoning", "rs_"),
+        ("message", "msg_"),
+        ("function_call", "fc_"),
+        ("custom_tool_call", "ctc_"),
+    ]
     assert out["output"][0]["summary"] == [{"type": "summary_text", "text": "hmm"}]
     assert out["output"][0]["encrypted_content"] == "sig"
     assert out["output"][1]["content"] == [
         {"type": "output_text", "text": "Let me check.", "annotations": []},
-        {"type": "refusal", "refusal": "partly refused"}]
+        {"type": "refusal", "refusal": "partly refused"},
+    ]
     assert out["output"][2]["call_id"] == "toolu_1" and out["output"][2]["status"] == "completed"
     assert out["output"][3]["input"] == "*** Begin Patch" and "status" not in out["output"][3]
-    assert out["usage"] == {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 3, "cache_write_tokens": 1},
-                            "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2},
-                            "total_tokens": 15}
+    assert out["usage"] == {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 3, "cache_write_tokens": 1},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 2},
+        "total_tokens": 15,
+    }
 
 
-@pytest.mark.parametrize("finish,status,details", [
-    ("length", "incomplete", {"reason": "max_output_tokens"}),
-    ("content_filter", "incomplete", {"reason": "content_filter"}),
-    ("stop", "completed", None),
-])
+@pytest.mark.parametrize(
+    "finish,status,details",
+    [
+        ("length", "incomplete", {"reason": "max_output_tokens"}),
+        ("content_filter", "incomplete", {"reason": "content_filter"}),
+        ("stop", "completed", None),
+    ],
+)
 def test_cross_protocol_status(finish, status, details):
     resp = Response(id="x", model="m", finish_reason=finish, output=[TextNode(role="assistant", content="t")])
     out = responses.encode_response(resp, EncodeContext(model="m", source_protocol="chat_completion"))
@@ -151,23 +205,37 @@ def test_cross_protocol_status(finish, status, details):
 
 
 def test_phase_change_splits_message_items():
-    resp = Response(id="x", model="m", finish_reason="stop", output=[
-        TextNode(role="assistant", content="thinking aloud", phase="commentary"),
-        TextNode(role="assistant", content="answer", phase="final_answer")])
+    resp = Response(
+        id="x",
+        model="m",
+        finish_reason="stop",
+        output=[
+            TextNode(role="assistant", content="thinking aloud", phase="commentary"),
+            TextNode(role="assistant", content="answer", phase="final_answer"),
+        ],
+    )
     out = responses.encode_response(resp, EncodeContext(model="m", source_protocol="chat_completion"))
     assert [(i["phase"], i["content"][0]["text"]) for i in out["output"]] == [
-        ("commentary", "thinking aloud"), ("final_answer", "answer")]
+        ("commentary", "thinking aloud"),
+        ("final_answer", "answer"),
+    ]
 
 
 def test_error_body_shape():
     assert responses.error_body(400, "invalid_request_error", "bad", param="input[0]") == {
-        "error": {"message": "bad", "type": "invalid_request_error", "param": "input[0]",
-                  "code": "invalid_request_error"}}
+        "error": {
+            "message": "bad",
+            "type": "invalid_request_error",
+            "param": "input[0]",
+            "code": "invalid_request_error",
+        }
+    }
     body = responses.error_body(502, "upstream_error", "All upstream attempts failed")
     assert body["error"]["type"] == "server_error" and body["error"]["param"] is None
 
 
 # -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
 
 def test_garbage_output_ids_roles_and_absurd_usage_never_crash():
     """An output item with an object as its role was a crash (now an upstream protocol error);
@@ -185,8 +253,12 @@ def test_garbage_output_ids_roles_and_absurd_usage_never_crash():
 
     body = upstream_object()
     body["output"].append({"type": "integer_thing", "id": {"a": 1}})
-    body["usage"] = {"input_tokens": 2 ** 64 - 1, "output_tokens": 2 ** 64 - 1, "total_tokens": 3,
-                     "input_tokens_details": {"cached_tokens": -1}}
+    body["usage"] = {
+        "input_tokens": 2**64 - 1,
+        "output_tokens": 2**64 - 1,
+        "total_tokens": 3,
+        "input_tokens_details": {"cached_tokens": -1},
+    }
     resp = responses.decode_response(body)
     assert resp.usage.input_tokens == 0 and resp.usage.cache_read_tokens is None
     for client in ("chat_completion", "responses", "messages"):
@@ -197,8 +269,17 @@ def test_garbage_output_ids_roles_and_absurd_usage_never_crash():
 
 
 def test_same_protocol_encode_takes_untyped_fields_from_extra_as_rules_left_them():
-    body = {"id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": "m",
-            "service_tier": "priority", "metadata": {"a": "1"}, "output": [], "usage": None}
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "m",
+        "service_tier": "priority",
+        "metadata": {"a": "1"},
+        "output": [],
+        "usage": None,
+    }
     resp = responses.decode_response(body)
     assert resp.extra["service_tier"] == "priority"
     del resp.extra["service_tier"]  # what a field_remove response rule does

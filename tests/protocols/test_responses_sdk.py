@@ -21,35 +21,48 @@ from .test_responses_fixtures import FINAL_OUTPUT, PATCH, _resp, decode_bytes, s
 TOOLS = [
     {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}},
     {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}},
-    {"type": "custom", "name": "apply_patch", "description": "patch",
-     "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/s"}},
+    {
+        "type": "custom",
+        "name": "apply_patch",
+        "description": "patch",
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/s"},
+    },
 ]
 
 
 def _cross_protocol_events() -> list[ev.Event]:
     """What a Chat/Messages upstream decodes to: interleaved deltas, NodeDone at the end."""
-    nodes = [ReasoningNode(summary="Plan the work"), TextNode(role="assistant", content="Hello world"),
-             ToolCallNode(call_id="call_1", name="get_weather", arguments="{\"city\":\"Paris\"}"),
-             ToolCallNode(call_id="call_2", name="get_time", arguments="{\"tz\":\"CET\"}"),
-             ToolCallNode(call_id="call_3", name="apply_patch", arguments=PATCH, tool_type="custom")]
+    nodes = [
+        ReasoningNode(summary="Plan the work"),
+        TextNode(role="assistant", content="Hello world"),
+        ToolCallNode(call_id="call_1", name="get_weather", arguments='{"city":"Paris"}'),
+        ToolCallNode(call_id="call_2", name="get_time", arguments='{"tz":"CET"}'),
+        ToolCallNode(call_id="call_3", name="apply_patch", arguments=PATCH, tool_type="custom"),
+    ]
     out: list[ev.Event] = [ev.ResponseStart(id="msg_01XYZ", model="claude")]
-    out += [ev.NodeStart(index=0, node=ReasoningNode()),
-            ev.NodeDelta(index=0, kind=ev.REASONING_SUMMARY, delta="Plan the work"),
-            ev.NodeStart(index=1, node=TextNode(role="assistant")),
-            ev.NodeDelta(index=1, kind=ev.TEXT, delta="Hello"),
-            ev.NodeDelta(index=1, kind=ev.TEXT, delta=" world"),
-            ev.NodeStart(index=2, node=ToolCallNode(call_id="call_1", name="get_weather")),
-            ev.NodeStart(index=3, node=ToolCallNode(call_id="call_2", name="get_time")),
-            ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"city\":"),
-            ev.NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{\"tz\":\"CET\"}"),
-            ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta="\"Paris\"}"),
-            ev.NodeStart(index=4, node=ToolCallNode(call_id="call_3", name="apply_patch", tool_type="custom")),
-            ev.NodeDelta(index=4, kind=ev.ARGUMENTS, delta=PATCH[:10]),
-            ev.NodeDelta(index=4, kind=ev.ARGUMENTS, delta=PATCH[10:])]
+    out += [
+        ev.NodeStart(index=0, node=ReasoningNode()),
+        ev.NodeDelta(index=0, kind=ev.REASONING_SUMMARY, delta="Plan the work"),
+        ev.NodeStart(index=1, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=1, kind=ev.TEXT, delta="Hello"),
+        ev.NodeDelta(index=1, kind=ev.TEXT, delta=" world"),
+        ev.NodeStart(index=2, node=ToolCallNode(call_id="call_1", name="get_weather")),
+        ev.NodeStart(index=3, node=ToolCallNode(call_id="call_2", name="get_time")),
+        ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta='{"city":'),
+        ev.NodeDelta(index=3, kind=ev.ARGUMENTS, delta='{"tz":"CET"}'),
+        ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta='"Paris"}'),
+        ev.NodeStart(index=4, node=ToolCallNode(call_id="call_3", name="apply_patch", tool_type="custom")),
+        ev.NodeDelta(index=4, kind=ev.ARGUMENTS, delta=PATCH[:10]),
+        ev.NodeDelta(index=4, kind=ev.ARGUMENTS, delta=PATCH[10:]),
+    ]
     out += [ev.NodeDone(index=i, node=n) for i, n in enumerate(nodes)]
-    out.append(ev.ResponseDone(output=nodes, finish_reason="tool_calls",
-                               usage=Usage(input_tokens=120, output_tokens=42, cache_read_tokens=100,
-                                           reasoning_tokens=16)))
+    out.append(
+        ev.ResponseDone(
+            output=nodes,
+            finish_reason="tool_calls",
+            usage=Usage(input_tokens=120, output_tokens=42, cache_read_tokens=100, reasoning_tokens=16),
+        )
+    )
     return out
 
 
@@ -72,12 +85,22 @@ def _client(source: str, events: list[ev.Event], seen: list[dict]) -> openai.Ope
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=raw)
         done = events[-1]
         start = events[0]
-        resp = Response(id=start.id, model=start.model, output=done.output, finish_reason=done.finish_reason,
-                        usage=done.usage, extra=done.extra)
+        resp = Response(
+            id=start.id,
+            model=start.model,
+            output=done.output,
+            finish_reason=done.finish_reason,
+            usage=done.usage,
+            extra=done.extra,
+        )
         return httpx.Response(200, json=responses.encode_response(resp, ctx))
 
-    return openai.OpenAI(api_key="x", base_url="http://t/v1", max_retries=0,
-                         http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return openai.OpenAI(
+        api_key="x",
+        base_url="http://t/v1",
+        max_retries=0,
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
 
 
 def _assert_final(final) -> None:
@@ -86,7 +109,9 @@ def _assert_final(final) -> None:
     assert final.output_text == "Hello world"
     calls = [o for o in final.output if o.type == "function_call"]
     assert [(c.call_id, c.name, c.arguments) for c in calls] == [
-        ("call_1", "get_weather", "{\"city\":\"Paris\"}"), ("call_2", "get_time", "{\"tz\":\"CET\"}")]
+        ("call_1", "get_weather", '{"city":"Paris"}'),
+        ("call_2", "get_time", '{"tz":"CET"}'),
+    ]
     custom = [o for o in final.output if o.type == "custom_tool_call"]
     assert len(custom) == 1 and custom[0].name == "apply_patch" and custom[0].input == PATCH
     assert custom[0].call_id == "call_3"
@@ -121,8 +146,13 @@ def test_sdk_stream_create(scenario):
     custom_input = "".join(e.delta for e in received if e.type == "response.custom_tool_call_input.delta")
     assert custom_input == PATCH
     done_items = [e.item for e in received if e.type == "response.output_item.done"]
-    assert [i.type for i in done_items] == ["reasoning", "message", "function_call", "function_call",
-                                           "custom_tool_call"]
+    assert [i.type for i in done_items] == [
+        "reasoning",
+        "message",
+        "function_call",
+        "function_call",
+        "custom_tool_call",
+    ]
     _assert_final(received[-1].response)
 
 
@@ -140,8 +170,14 @@ def test_sdk_stream_helper_final_response(scenario):
 def test_sdk_sees_failed_and_incomplete_terminals():
     failed = _resp("failed")
     failed["error"] = {"code": "server_error", "message": "boom"}
-    events = decode_bytes(sse([{"type": "response.created", "response": _resp("in_progress")},
-                               {"type": "response.failed", "response": failed}]))
+    events = decode_bytes(
+        sse(
+            [
+                {"type": "response.created", "response": _resp("in_progress")},
+                {"type": "response.failed", "response": failed},
+            ]
+        )
+    )
     client = _client("responses", events, [])
     received = list(client.responses.create(model="alias", input="hi", stream=True))
     assert received[-1].type == "response.failed"
@@ -149,8 +185,14 @@ def test_sdk_sees_failed_and_incomplete_terminals():
 
     inc = _resp("incomplete", [FINAL_OUTPUT[1]])
     inc["incomplete_details"] = {"reason": "max_output_tokens"}
-    events = decode_bytes(sse([{"type": "response.created", "response": _resp("in_progress")},
-                               {"type": "response.incomplete", "response": inc}]))
+    events = decode_bytes(
+        sse(
+            [
+                {"type": "response.created", "response": _resp("in_progress")},
+                {"type": "response.incomplete", "response": inc},
+            ]
+        )
+    )
     client = _client("responses", events, [])
     received = list(client.responses.create(model="alias", input="hi", stream=True))
     assert received[-1].type == "response.incomplete"
@@ -163,11 +205,20 @@ def test_sdk_request_body_decodes():
     seen: list[dict] = []
     source, events = _scenarios()["same_protocol"]
     client = _client(source, events, seen)
-    client.responses.create(model="alias", instructions="be brief", input=[
-        {"role": "developer", "content": "ctx"},
-        {"type": "function_call_output", "call_id": "call_0", "output": "ok"}],
-        tools=TOOLS, reasoning={"effort": "low", "summary": "auto"}, store=False,
-        include=["reasoning.encrypted_content"], tool_choice="auto", parallel_tool_calls=True)
+    client.responses.create(
+        model="alias",
+        instructions="be brief",
+        input=[
+            {"role": "developer", "content": "ctx"},
+            {"type": "function_call_output", "call_id": "call_0", "output": "ok"},
+        ],
+        tools=TOOLS,
+        reasoning={"effort": "low", "summary": "auto"},
+        store=False,
+        include=["reasoning.encrypted_content"],
+        tool_choice="auto",
+        parallel_tool_calls=True,
+    )
     body = seen[0]
     req = responses.decode_request(body)
     assert responses.encode_request(req, EncodeContext(model="alias", source_protocol="responses")) == body

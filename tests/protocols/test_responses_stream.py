@@ -33,7 +33,9 @@ from .test_responses_fixtures import (
 def test_decoder_builds_nodes_usage_and_finish(chunk):
     events = decode_bytes(sse(upstream_events()), chunk=chunk)
     check_invariants(events)
-    assert isinstance(events[0], ev.ResponseStart) and events[0].id == "resp_up" and events[0].model == "gpt-5"
+    assert (
+        isinstance(events[0], ev.ResponseStart) and events[0].id == "resp_up" and events[0].model == "gpt-5"
+    )
     done = events[-1]
     assert isinstance(done, ev.ResponseDone) and done.finish_reason == "tool_calls"
     out = done.output
@@ -41,19 +43,27 @@ def test_decoder_builds_nodes_usage_and_finish(chunk):
     assert out[0].summary == "Plan the work" and out[0].encrypted == "gAAAAenc" and out[0].id == "rs_1"
     assert out[1].content == "Hello world" and out[1].role == "assistant"
     assert [(c.call_id, c.name, c.arguments, c.tool_type) for c in out[2:]] == [
-        ("call_1", "get_weather", "{\"city\":\"Paris\"}", "function"),
-        ("call_2", "get_time", "{\"tz\":\"CET\"}", "function"),
-        ("call_3", "apply_patch", PATCH, "custom")]
-    assert (done.usage.input_tokens, done.usage.cache_read_tokens, done.usage.reasoning_tokens) == (120, 100, 16)
-    deltas = "".join(e.delta for e in events if isinstance(e, ev.NodeDelta) and e.kind == ev.ARGUMENTS
-                     and e.index == 2)
-    assert deltas == "{\"city\":\"Paris\"}"
+        ("call_1", "get_weather", '{"city":"Paris"}', "function"),
+        ("call_2", "get_time", '{"tz":"CET"}', "function"),
+        ("call_3", "apply_patch", PATCH, "custom"),
+    ]
+    assert (done.usage.input_tokens, done.usage.cache_read_tokens, done.usage.reasoning_tokens) == (
+        120,
+        100,
+        16,
+    )
+    deltas = "".join(
+        e.delta for e in events if isinstance(e, ev.NodeDelta) and e.kind == ev.ARGUMENTS and e.index == 2
+    )
+    assert deltas == '{"city":"Paris"}'
 
 
 def test_decoder_parses_several_json_objects_in_one_data_field():
     evs = upstream_events()
-    raw = b"".join(b"data: " + orjson.dumps(evs[i]) + orjson.dumps(evs[i + 1]) + b"\n\n"
-                   for i in range(0, len(evs) - 1, 2))
+    raw = b"".join(
+        b"data: " + orjson.dumps(evs[i]) + orjson.dumps(evs[i + 1]) + b"\n\n"
+        for i in range(0, len(evs) - 1, 2)
+    )
     raw += b"data: " + orjson.dumps(evs[-1]) + b"\n\n"
     events = decode_bytes(raw)
     check_invariants(events)
@@ -61,8 +71,12 @@ def test_decoder_parses_several_json_objects_in_one_data_field():
 
 
 def test_decoder_completion_only_fallback():
-    raw = sse([{"type": "response.created", "response": _resp("in_progress")},
-               {"type": "response.completed", "response": _resp("completed", FINAL_OUTPUT, USAGE)}])
+    raw = sse(
+        [
+            {"type": "response.created", "response": _resp("in_progress")},
+            {"type": "response.completed", "response": _resp("completed", FINAL_OUTPUT, USAGE)},
+        ]
+    )
     events = decode_bytes(raw)
     check_invariants(events)
     out = events[-1].output
@@ -83,8 +97,14 @@ def test_decoder_does_not_duplicate_streamed_classes_on_completion():
 def test_decoder_incomplete_keeps_status():
     resp = _resp("incomplete", [FINAL_OUTPUT[1]], USAGE)
     resp["incomplete_details"] = {"reason": "max_output_tokens"}
-    events = decode_bytes(sse([{"type": "response.created", "response": _resp("in_progress")},
-                               {"type": "response.incomplete", "response": resp}]))
+    events = decode_bytes(
+        sse(
+            [
+                {"type": "response.created", "response": _resp("in_progress")},
+                {"type": "response.incomplete", "response": resp},
+            ]
+        )
+    )
     assert events[-1].finish_reason == "length"
     raw = encode_events(events)
     parsed = check_responses_stream(raw)
@@ -95,14 +115,34 @@ def test_decoder_incomplete_keeps_status():
 def test_decoder_failed_and_error_events_are_stream_errors():
     failed = _resp("failed")
     failed["error"] = {"code": "server_error", "message": "boom"}
-    events = decode_bytes(sse([{"type": "response.created", "response": _resp("in_progress")},
-                               {"type": "response.failed", "response": failed},
-                               {"type": "response.output_item.added", "output_index": 0,
-                                "item": {"type": "message", "id": "m", "role": "assistant", "content": []}}]))
+    events = decode_bytes(
+        sse(
+            [
+                {"type": "response.created", "response": _resp("in_progress")},
+                {"type": "response.failed", "response": failed},
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "item": {"type": "message", "id": "m", "role": "assistant", "content": []},
+                },
+            ]
+        )
+    )
     check_invariants(events)
     assert isinstance(events[-1], ev.StreamError) and events[-1].code == "server_error"
-    events = decode_bytes(sse([{"type": "error", "code": "rate_limit_exceeded", "message": "slow down",
-                                "param": None, "sequence_number": 1}]))
+    events = decode_bytes(
+        sse(
+            [
+                {
+                    "type": "error",
+                    "code": "rate_limit_exceeded",
+                    "message": "slow down",
+                    "param": None,
+                    "sequence_number": 1,
+                }
+            ]
+        )
+    )
     assert isinstance(events[-1], ev.StreamError) and events[-1].code == "rate_limit_exceeded"
 
 
@@ -132,50 +172,68 @@ def test_same_protocol_pipeline_passes_the_lifecycle_checker():
     assert items[0]["encrypted_content"] == "gAAAAenc"
     assert items[0]["summary"] == [{"type": "summary_text", "text": "Plan the work"}]
     assert items[1]["content"][0]["text"] == "Hello world"
-    assert items[4] == {"id": "ctc_1", "type": "custom_tool_call", "call_id": "call_3", "name": "apply_patch",
-                        "input": PATCH}
+    assert items[4] == {
+        "id": "ctc_1",
+        "type": "custom_tool_call",
+        "call_id": "call_3",
+        "name": "apply_patch",
+        "input": PATCH,
+    }
     completed = parsed[-1]["response"]
     assert completed["status"] == "completed" and completed["model"] == "alias"
     assert completed["id"] == "resp_up" and completed["service_tier"] == "auto"
     assert completed["output"] == items
     assert completed["usage"] == USAGE
     # no data: [DONE] after the terminal event, like OpenAI's Responses API (issue 19)
-    assert raw.endswith(b"response.completed\",\"sequence_number\":%d}\n\n" % len(parsed))
+    assert raw.endswith(b'response.completed","sequence_number":%d}\n\n' % len(parsed))
     assert b"[DONE]" not in raw
 
 
 def test_cross_protocol_stream_with_interleaved_nodes():
     """A Chat-style upstream: deltas of several nodes interleave and every NodeDone comes last."""
-    nodes = [ReasoningNode(content="raw thoughts"), TextNode(role="assistant", content="Hi!"),
-             ToolCallNode(call_id="call_a", name="f", arguments="{\"a\":1}"),
-             ToolCallNode(call_id="call_b", name="g", arguments="{}"),
-             ToolCallNode(call_id="call_c", name="apply_patch", arguments=PATCH, tool_type="custom")]
+    nodes = [
+        ReasoningNode(content="raw thoughts"),
+        TextNode(role="assistant", content="Hi!"),
+        ToolCallNode(call_id="call_a", name="f", arguments='{"a":1}'),
+        ToolCallNode(call_id="call_b", name="g", arguments="{}"),
+        ToolCallNode(call_id="call_c", name="apply_patch", arguments=PATCH, tool_type="custom"),
+    ]
     events: list[ev.Event] = [ev.ResponseStart(id="chatcmpl-9", model="x")]
-    events += [ev.NodeStart(index=0, node=ReasoningNode()),
-               ev.NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="raw "),
-               ev.NodeStart(index=1, node=TextNode(role="assistant")),
-               ev.NodeDelta(index=1, kind=ev.TEXT, delta="Hi"),
-               ev.NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="thoughts"),
-               ev.NodeDelta(index=1, kind=ev.TEXT, delta="!"),
-               ev.NodeStart(index=2, node=ToolCallNode(call_id="call_a", name="f")),
-               ev.NodeStart(index=3, node=ToolCallNode(call_id="call_b", name="g")),
-               ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta="{\"a\":"),
-               ev.NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{}"),
-               ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta="1}"),
-               ev.NodeStart(index=4, node=ToolCallNode(call_id="call_c", name="apply_patch", tool_type="custom")),
-               ev.NodeDelta(index=4, kind=ev.ARGUMENTS, delta=PATCH)]
+    events += [
+        ev.NodeStart(index=0, node=ReasoningNode()),
+        ev.NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="raw "),
+        ev.NodeStart(index=1, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=1, kind=ev.TEXT, delta="Hi"),
+        ev.NodeDelta(index=0, kind=ev.REASONING_CONTENT, delta="thoughts"),
+        ev.NodeDelta(index=1, kind=ev.TEXT, delta="!"),
+        ev.NodeStart(index=2, node=ToolCallNode(call_id="call_a", name="f")),
+        ev.NodeStart(index=3, node=ToolCallNode(call_id="call_b", name="g")),
+        ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta='{"a":'),
+        ev.NodeDelta(index=3, kind=ev.ARGUMENTS, delta="{}"),
+        ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta="1}"),
+        ev.NodeStart(index=4, node=ToolCallNode(call_id="call_c", name="apply_patch", tool_type="custom")),
+        ev.NodeDelta(index=4, kind=ev.ARGUMENTS, delta=PATCH),
+    ]
     events += [ev.NodeDone(index=i, node=n) for i, n in enumerate(nodes)]
-    events.append(ev.ResponseDone(output=nodes, finish_reason="tool_calls",
-                                  usage=Usage(input_tokens=3, output_tokens=4)))
+    events.append(
+        ev.ResponseDone(
+            output=nodes, finish_reason="tool_calls", usage=Usage(input_tokens=3, output_tokens=4)
+        )
+    )
     parsed = check_responses_stream(encode_events(events, source="chat_completion"))
     completed = parsed[-1]["response"]
     assert completed["id"].startswith("resp_")
     out = completed["output"]
-    assert [i["type"] for i in out] == ["reasoning", "message", "function_call", "function_call",
-                                       "custom_tool_call"]
+    assert [i["type"] for i in out] == [
+        "reasoning",
+        "message",
+        "function_call",
+        "function_call",
+        "custom_tool_call",
+    ]
     assert out[0]["content"] == [{"type": "reasoning_text", "text": "raw thoughts"}]
     assert [i["id"][:3] for i in out] == ["rs_", "msg", "fc_", "fc_", "ctc"]
-    assert out[4]["input"] == PATCH and out[2]["arguments"] == "{\"a\":1}"
+    assert out[4]["input"] == PATCH and out[2]["arguments"] == '{"a":1}'
     types = [e["type"] for e in parsed]
     assert "response.custom_tool_call_input.done" in types and "response.reasoning_text.delta" in types
 
@@ -184,8 +242,10 @@ def test_empty_reasoning_and_text_nodes_emit_nothing():
     nodes = [ReasoningNode(), TextNode(role="assistant", content=""), TextNode(role="assistant", content="x")]
     events: list[ev.Event] = [ev.ResponseStart(id="r", model="m")]
     for i, n in enumerate(nodes):
-        events += [ev.NodeStart(index=i, node=type(n)(role="assistant") if isinstance(n, TextNode) else n),
-                   ev.NodeDone(index=i, node=n)]
+        events += [
+            ev.NodeStart(index=i, node=type(n)(role="assistant") if isinstance(n, TextNode) else n),
+            ev.NodeDone(index=i, node=n),
+        ]
     events.append(ev.ResponseDone(output=nodes, finish_reason="stop"))
     parsed = check_responses_stream(encode_events(events, source="messages"))
     added = [e for e in parsed if e["type"] == "response.output_item.added"]
@@ -194,9 +254,13 @@ def test_empty_reasoning_and_text_nodes_emit_nothing():
 
 def test_encrypted_only_reasoning_is_emitted_at_done():
     node = ReasoningNode(encrypted="opaque")
-    events = [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=0, node=ReasoningNode()),
-              ev.NodeDelta(index=0, kind=ev.REASONING_ENCRYPTED, delta="opaque"), ev.NodeDone(index=0, node=node),
-              ev.ResponseDone(output=[node], finish_reason="stop")]
+    events = [
+        ev.ResponseStart(id="r", model="m"),
+        ev.NodeStart(index=0, node=ReasoningNode()),
+        ev.NodeDelta(index=0, kind=ev.REASONING_ENCRYPTED, delta="opaque"),
+        ev.NodeDone(index=0, node=node),
+        ev.ResponseDone(output=[node], finish_reason="stop"),
+    ]
     parsed = check_responses_stream(encode_events(events, source="messages"))
     item = next(e["item"] for e in parsed if e["type"] == "response.output_item.done")
     assert item["encrypted_content"] == "opaque" and item["summary"] == []
@@ -207,69 +271,109 @@ def test_phase_change_splits_message_items_in_streams():
     b = TextNode(role="assistant", content="answer", phase="final_answer")
     events = [ev.ResponseStart(id="r", model="m")]
     for i, n in enumerate([a, b]):
-        events += [ev.NodeStart(index=i, node=TextNode(role="assistant", phase=n.phase)),
-                   ev.NodeDelta(index=i, kind=ev.TEXT, delta=n.content), ev.NodeDone(index=i, node=n)]
+        events += [
+            ev.NodeStart(index=i, node=TextNode(role="assistant", phase=n.phase)),
+            ev.NodeDelta(index=i, kind=ev.TEXT, delta=n.content),
+            ev.NodeDone(index=i, node=n),
+        ]
     events.append(ev.ResponseDone(output=[a, b], finish_reason="stop"))
     parsed = check_responses_stream(encode_events(events, source="chat_completion"))
     items = parsed[-1]["response"]["output"]
-    assert [(i["phase"], i["content"][0]["text"]) for i in items] == [("commentary", "let me look"),
-                                                                       ("final_answer", "answer")]
+    assert [(i["phase"], i["content"][0]["text"]) for i in items] == [
+        ("commentary", "let me look"),
+        ("final_answer", "answer"),
+    ]
 
 
 def test_refusal_and_text_share_one_message_item():
     t, r = TextNode(role="assistant", content="I can't"), RefusalNode(content="refused")
-    events = [ev.ResponseStart(id="r", model="m"),
-              ev.NodeStart(index=0, node=TextNode(role="assistant")), ev.NodeDelta(index=0, kind=ev.TEXT, delta="I can't"),
-              ev.NodeStart(index=1, node=RefusalNode()), ev.NodeDelta(index=1, kind=ev.REFUSAL, delta="refused"),
-              ev.NodeDone(index=0, node=t), ev.NodeDone(index=1, node=r),
-              ev.ResponseDone(output=[t, r], finish_reason="stop")]
+    events = [
+        ev.ResponseStart(id="r", model="m"),
+        ev.NodeStart(index=0, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=0, kind=ev.TEXT, delta="I can't"),
+        ev.NodeStart(index=1, node=RefusalNode()),
+        ev.NodeDelta(index=1, kind=ev.REFUSAL, delta="refused"),
+        ev.NodeDone(index=0, node=t),
+        ev.NodeDone(index=1, node=r),
+        ev.ResponseDone(output=[t, r], finish_reason="stop"),
+    ]
     parsed = check_responses_stream(encode_events(events, source="chat_completion"))
     items = parsed[-1]["response"]["output"]
     assert len(items) == 1 and [p["type"] for p in items[0]["content"]] == ["output_text", "refusal"]
 
 
 def test_buffered_synthetic_stream_from_response_done_only():
-    nodes = [ReasoningNode(summary="s"), TextNode(role="assistant", content="text"),
-             ToolCallNode(call_id="c1", name="f", arguments="{}"),
-             ToolCallNode(call_id="c2", name="p", arguments=PATCH, tool_type="custom")]
+    nodes = [
+        ReasoningNode(summary="s"),
+        TextNode(role="assistant", content="text"),
+        ToolCallNode(call_id="c1", name="f", arguments="{}"),
+        ToolCallNode(call_id="c2", name="p", arguments=PATCH, tool_type="custom"),
+    ]
     events = [ev.ResponseStart(id="r", model="m"), ev.ResponseDone(output=nodes, finish_reason="tool_calls")]
     parsed = check_responses_stream(encode_events(events, source="messages"))
     assert [i["type"] for i in parsed[-1]["response"]["output"]] == [
-        "reasoning", "message", "function_call", "custom_tool_call"]
+        "reasoning",
+        "message",
+        "function_call",
+        "custom_tool_call",
+    ]
 
 
 def test_response_done_does_not_duplicate_streamed_items():
     text = TextNode(role="assistant", content="hello")
     call = ToolCallNode(call_id="c1", name="f", arguments="{}")
-    events = [ev.ResponseStart(id="r", model="m"),
-              ev.NodeStart(index=0, node=TextNode(role="assistant")), ev.NodeDelta(index=0, kind=ev.TEXT, delta="hello"),
-              ev.NodeDone(index=0, node=text),
-              ev.NodeStart(index=1, node=ToolCallNode(call_id="c1", name="f")), ev.NodeDone(index=1, node=call),
-              # the authoritative output has the same nodes plus one that never streamed
-              ev.ResponseDone(output=[TextNode(role="assistant", content="hello"), call,
-                                      TextNode(role="assistant", content="late")], finish_reason="stop")]
+    events = [
+        ev.ResponseStart(id="r", model="m"),
+        ev.NodeStart(index=0, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=0, kind=ev.TEXT, delta="hello"),
+        ev.NodeDone(index=0, node=text),
+        ev.NodeStart(index=1, node=ToolCallNode(call_id="c1", name="f")),
+        ev.NodeDone(index=1, node=call),
+        # the authoritative output has the same nodes plus one that never streamed
+        ev.ResponseDone(
+            output=[
+                TextNode(role="assistant", content="hello"),
+                call,
+                TextNode(role="assistant", content="late"),
+            ],
+            finish_reason="stop",
+        ),
+    ]
     parsed = check_responses_stream(encode_events(events, source="chat_completion"))
     out = parsed[-1]["response"]["output"]
     assert [(i["type"], (i.get("content") or [{}])[0].get("text")) for i in out] == [
-        ("message", "hello"), ("function_call", None), ("message", "late")]
+        ("message", "hello"),
+        ("function_call", None),
+        ("message", "late"),
+    ]
 
 
 def test_pre_stream_error_sequence():
     enc = responses.StreamEncoder(EncodeContext(model="m", source_protocol="chat_completion"))
     raw = enc.error(502, "upstream_error", "All upstream attempts failed for model: m")
     parsed = check_responses_stream(raw)
-    assert parsed[0] == {"type": "error", "sequence_number": 1, "code": "upstream_error",
-                         "message": "All upstream attempts failed for model: m", "param": None}
+    assert parsed[0] == {
+        "type": "error",
+        "sequence_number": 1,
+        "code": "upstream_error",
+        "message": "All upstream attempts failed for model: m",
+        "param": None,
+    }
     assert parsed[1]["response"]["status"] == "failed"
-    assert parsed[1]["response"]["error"] == {"code": "upstream_error",
-                                              "message": "All upstream attempts failed for model: m"}
+    assert parsed[1]["response"]["error"] == {
+        "code": "upstream_error",
+        "message": "All upstream attempts failed for model: m",
+    }
     assert enc.close() == b"" and enc.encode(ev.ResponseStart(id="x", model="y")) == b""
 
 
 def test_mid_stream_error_closes_items_then_fails():
-    events = [ev.ResponseStart(id="r", model="m"),
-              ev.NodeStart(index=0, node=TextNode(role="assistant")), ev.NodeDelta(index=0, kind=ev.TEXT, delta="par"),
-              ev.StreamError(message="upstream reset", code="upstream_idle_timeout")]
+    events = [
+        ev.ResponseStart(id="r", model="m"),
+        ev.NodeStart(index=0, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=0, kind=ev.TEXT, delta="par"),
+        ev.StreamError(message="upstream reset", code="upstream_idle_timeout"),
+    ]
     raw = encode_events(events, source="chat_completion")
     parsed = check_responses_stream(raw)
     failed = parsed[-1]
@@ -309,10 +413,15 @@ def test_keepalive_is_a_comment_without_sequence_number():
 def test_encoder_owns_coordinates_regardless_of_urp_indices():
     """URP indices may be sparse or reordered after transforms; wire indices stay contiguous."""
     n = TextNode(role="assistant", content="a")
-    events = [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=7, node=ReasoningNode()),
-              ev.NodeDone(index=7, node=ReasoningNode()), ev.NodeStart(index=3, node=TextNode(role="assistant")),
-              ev.NodeDelta(index=3, kind=ev.TEXT, delta="a"), ev.NodeDone(index=3, node=n),
-              ev.ResponseDone(output=[n], finish_reason="stop")]
+    events = [
+        ev.ResponseStart(id="r", model="m"),
+        ev.NodeStart(index=7, node=ReasoningNode()),
+        ev.NodeDone(index=7, node=ReasoningNode()),
+        ev.NodeStart(index=3, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=3, kind=ev.TEXT, delta="a"),
+        ev.NodeDone(index=3, node=n),
+        ev.ResponseDone(output=[n], finish_reason="stop"),
+    ]
     parsed = check_responses_stream(encode_events(events, source="chat_completion"))
     assert {e["output_index"] for e in parsed if "output_index" in e} == {0}
 
@@ -323,7 +432,9 @@ def test_checker_rejects_broken_streams():
     # drop one output_item.done
     broken = b"".join(
         (b"event: " + n.encode() + b"\n" if n else b"") + b"data: " + d.encode() + b"\n\n"
-        for n, d in frames if '"response.output_item.done"' not in d or '"output_index":2' not in d)
+        for n, d in frames
+        if '"response.output_item.done"' not in d or '"output_index":2' not in d
+    )
     with pytest.raises(AssertionError):
         check_responses_stream(broken)
     with pytest.raises(AssertionError):
@@ -334,10 +445,19 @@ def test_checker_rejects_broken_streams():
 
 def test_same_protocol_native_items_and_their_events_are_replayed():
     ws_added = {"id": "ws_1", "type": "web_search_call", "status": "in_progress"}
-    ws_done = {"id": "ws_1", "type": "web_search_call", "status": "completed",
-               "action": {"type": "search", "query": "paris weather"}}
-    msg = {"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
-           "content": [{"type": "output_text", "text": "Sunny", "annotations": []}]}
+    ws_done = {
+        "id": "ws_1",
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": "paris weather"},
+    }
+    msg = {
+        "id": "msg_1",
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Sunny", "annotations": []}],
+    }
     upstream = [
         {"type": "response.created", "response": _resp("in_progress")},
         {"type": "response.output_item.added", "output_index": 0, "item": ws_added},
@@ -346,8 +466,13 @@ def test_same_protocol_native_items_and_their_events_are_replayed():
         {"type": "response.output_item.done", "output_index": 0, "item": ws_done},
         {"type": "response.web_search_call.completed", "output_index": 0, "item_id": "ws_1"},  # after done
         {"type": "response.output_item.added", "output_index": 1, "item": {**msg, "content": []}},
-        {"type": "response.output_text.delta", "output_index": 1, "item_id": "msg_1", "content_index": 0,
-         "delta": "Sunny"},
+        {
+            "type": "response.output_text.delta",
+            "output_index": 1,
+            "item_id": "msg_1",
+            "content_index": 0,
+            "delta": "Sunny",
+        },
         {"type": "response.output_item.done", "output_index": 1, "item": msg},
         {"type": "response.completed", "response": _resp("completed", [ws_done, msg])},
     ]
@@ -362,29 +487,52 @@ def test_same_protocol_native_items_and_their_events_are_replayed():
 def test_foreign_provider_items_are_not_streamed_to_responses_clients():
     from gateway.urp.nodes import ProviderItemNode
 
-    node = ProviderItemNode(origin_protocol="messages", item_type="server_tool_use", body={"type": "server_tool_use"})
+    node = ProviderItemNode(
+        origin_protocol="messages", item_type="server_tool_use", body={"type": "server_tool_use"}
+    )
     text = TextNode(role="assistant", content="ok")
-    events = [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=0, node=node), ev.NodeDone(index=0, node=node),
-              ev.NodeStart(index=1, node=TextNode(role="assistant")), ev.NodeDelta(index=1, kind=ev.TEXT, delta="ok"),
-              ev.NodeDone(index=1, node=text), ev.ResponseDone(output=[node, text], finish_reason="stop")]
+    events = [
+        ev.ResponseStart(id="r", model="m"),
+        ev.NodeStart(index=0, node=node),
+        ev.NodeDone(index=0, node=node),
+        ev.NodeStart(index=1, node=TextNode(role="assistant")),
+        ev.NodeDelta(index=1, kind=ev.TEXT, delta="ok"),
+        ev.NodeDone(index=1, node=text),
+        ev.ResponseDone(output=[node, text], finish_reason="stop"),
+    ]
     parsed = check_responses_stream(encode_events(events, source="messages"))
     assert [i["type"] for i in parsed[-1]["response"]["output"]] == ["message"]
 
 
 def _two_part_reasoning_stream() -> list[dict]:
-    rs_done = {"id": "rs_9", "type": "reasoning", "summary": [{"type": "summary_text", "text": "**One**"},
-                                                              {"type": "summary_text", "text": "**Two**"}]}
+    rs_done = {
+        "id": "rs_9",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "**One**"}, {"type": "summary_text", "text": "**Two**"}],
+    }
     base = {"item_id": "rs_9", "output_index": 0}
     return [
         {"type": "response.created", "response": _resp("in_progress")},
         {"type": "response.output_item.added", "output_index": 0, "item": {**rs_done, "summary": []}},
-        {"type": "response.reasoning_summary_part.added", **base, "summary_index": 0,
-         "part": {"type": "summary_text", "text": ""}},
+        {
+            "type": "response.reasoning_summary_part.added",
+            **base,
+            "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""},
+        },
         {"type": "response.reasoning_summary_text.delta", **base, "summary_index": 0, "delta": "**One**"},
-        {"type": "response.reasoning_summary_part.done", **base, "summary_index": 0,
-         "part": {"type": "summary_text", "text": "**One**"}},
-        {"type": "response.reasoning_summary_part.added", **base, "summary_index": 1,
-         "part": {"type": "summary_text", "text": ""}},
+        {
+            "type": "response.reasoning_summary_part.done",
+            **base,
+            "summary_index": 0,
+            "part": {"type": "summary_text", "text": "**One**"},
+        },
+        {
+            "type": "response.reasoning_summary_part.added",
+            **base,
+            "summary_index": 1,
+            "part": {"type": "summary_text", "text": ""},
+        },
         {"type": "response.reasoning_summary_text.delta", **base, "summary_index": 1, "delta": "**Two**"},
         {"type": "response.output_item.done", "output_index": 0, "item": rs_done},
         {"type": "response.completed", "response": _resp("completed", [rs_done])},
@@ -396,35 +544,60 @@ def test_reasoning_summary_parts_survive_same_protocol_and_join_for_others():
     node = events[-1].output[0]
     assert node.summary == "**One**\n\n**Two**"  # what Chat/Messages clients see
     parsed = check_responses_stream(encode_events(events))
-    deltas = [(e["summary_index"], e["delta"]) for e in parsed
-              if e["type"] == "response.reasoning_summary_text.delta"]
+    deltas = [
+        (e["summary_index"], e["delta"])
+        for e in parsed
+        if e["type"] == "response.reasoning_summary_text.delta"
+    ]
     assert deltas == [(0, "**One**"), (1, "**Two**")]
-    assert parsed[-1]["response"]["output"][0]["summary"] == [{"type": "summary_text", "text": "**One**"},
-                                                              {"type": "summary_text", "text": "**Two**"}]
+    assert parsed[-1]["response"]["output"][0]["summary"] == [
+        {"type": "summary_text", "text": "**One**"},
+        {"type": "summary_text", "text": "**Two**"},
+    ]
     # buffered (ResponseDone only) same-protocol stream restores the parts too
     parsed = check_responses_stream(encode_events([events[0], events[-1]]))
     assert len(parsed[-1]["response"]["output"][0]["summary"]) == 2
     # a foreign summary (no part markers) stays one part, blank lines and all
     foreign = ReasoningNode(summary="**One**\n\n**Two**")
-    parsed = check_responses_stream(encode_events(
-        [ev.ResponseStart(id="r", model="m"), ev.NodeStart(index=0, node=ReasoningNode()),
-         ev.NodeDelta(index=0, kind=ev.REASONING_SUMMARY, delta=foreign.summary), ev.NodeDone(index=0, node=foreign),
-         ev.ResponseDone(output=[foreign], finish_reason="stop")], source="messages"))
-    assert parsed[-1]["response"]["output"][0]["summary"] == [{"type": "summary_text",
-                                                               "text": "**One**\n\n**Two**"}]
+    parsed = check_responses_stream(
+        encode_events(
+            [
+                ev.ResponseStart(id="r", model="m"),
+                ev.NodeStart(index=0, node=ReasoningNode()),
+                ev.NodeDelta(index=0, kind=ev.REASONING_SUMMARY, delta=foreign.summary),
+                ev.NodeDone(index=0, node=foreign),
+                ev.ResponseDone(output=[foreign], finish_reason="stop"),
+            ],
+            source="messages",
+        )
+    )
+    assert parsed[-1]["response"]["output"][0]["summary"] == [
+        {"type": "summary_text", "text": "**One**\n\n**Two**"}
+    ]
 
 
 def test_image_generation_call_becomes_an_image_node_and_replays_once():
     from gateway.urp.nodes import ImageNode
 
     added = {"id": "ig_1", "type": "image_generation_call", "status": "in_progress"}
-    done = {"id": "ig_1", "type": "image_generation_call", "status": "completed", "result": "iVBORw0K",
-            "output_format": "webp", "revised_prompt": "a cat"}
+    done = {
+        "id": "ig_1",
+        "type": "image_generation_call",
+        "status": "completed",
+        "result": "iVBORw0K",
+        "output_format": "webp",
+        "revised_prompt": "a cat",
+    }
     upstream = [
         {"type": "response.created", "response": _resp("in_progress")},
         {"type": "response.output_item.added", "output_index": 0, "item": added},
-        {"type": "response.image_generation_call.partial_image", "output_index": 0, "item_id": "ig_1",
-         "partial_image_index": 0, "partial_image_b64": "AAAA"},
+        {
+            "type": "response.image_generation_call.partial_image",
+            "output_index": 0,
+            "item_id": "ig_1",
+            "partial_image_index": 0,
+            "partial_image_b64": "AAAA",
+        },
         {"type": "response.output_item.done", "output_index": 0, "item": done},
         {"type": "response.completed", "response": _resp("completed", [done])},
     ]
@@ -441,8 +614,11 @@ def test_image_generation_call_becomes_an_image_node_and_replays_once():
 
 
 def test_decoder_fills_lost_deltas_from_done_snapshots():
-    evs = [e for e in upstream_events()
-           if not (e["type"] == "response.output_text.delta" and e["delta"] == " world")]
+    evs = [
+        e
+        for e in upstream_events()
+        if not (e["type"] == "response.output_text.delta" and e["delta"] == " world")
+    ]
     events = decode_bytes(sse(evs))
     check_invariants(events)
     text = "".join(e.delta for e in events if isinstance(e, ev.NodeDelta) and e.kind == ev.TEXT)
@@ -452,13 +628,16 @@ def test_decoder_fills_lost_deltas_from_done_snapshots():
 def test_include_encrypted_option():
     from gateway.urp import Request
 
-    ctx = EncodeContext(model="m", source_protocol="chat_completion", options={"responses_include_encrypted": True})
+    ctx = EncodeContext(
+        model="m", source_protocol="chat_completion", options={"responses_include_encrypted": True}
+    )
     out = responses.encode_request(Request(model="x", input=[TextNode(role="user", content="q")]), ctx)
     assert out["include"] == ["reasoning.encrypted_content"]
     assert "include" not in responses.encode_request(Request(model="x"), EncodeContext(model="m"))
 
 
 # -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
 
 def test_non_string_event_types_and_deep_events_do_not_crash_the_decoder():
     """A payload whose ``type`` is an object used to crash the terminal lookup; an event nested
@@ -467,8 +646,10 @@ def test_non_string_event_types_and_deep_events_do_not_crash_the_decoder():
     dec = responses.StreamDecoder()
     assert all(isinstance(e, ev.Event.__args__) for e in dec.feed("response.created", '{"type": ["x"]}'))
     assert not dec.finished
-    for data in ('{"type":"response.output_text.delta","delta":' + "[" * 300 + "]" * 300 + "}",
-                 "[" * 5000 + "]" * 5000):
+    for data in (
+        '{"type":"response.output_text.delta","delta":' + "[" * 300 + "]" * 300 + "}",
+        "[" * 5000 + "]" * 5000,
+    ):
         dec = responses.StreamDecoder()
         out = dec.feed("response.output_text.delta", data)
         assert dec.finished and isinstance(out[-1], ev.StreamError)
@@ -481,10 +662,18 @@ def test_encoder_ignores_non_string_item_ids_from_upstream():
 
     enc = responses.StreamEncoder(EncodeContext(model="alias", source_protocol="responses"))
     out = enc.encode(ev.ResponseStart(id="resp_1", model="up"))
-    out += enc.encode(ev.ProviderControl(protocol="responses", event_name="response.web_search_call.searching",
-                                         data={"item_id": {"a": 1}, "output_index": 0}))
-    item = ProviderItemNode(origin_protocol="responses", item_type="web_search_call",
-                            body={"type": "web_search_call", "id": {"x": 1}})
+    out += enc.encode(
+        ev.ProviderControl(
+            protocol="responses",
+            event_name="response.web_search_call.searching",
+            data={"item_id": {"a": 1}, "output_index": 0},
+        )
+    )
+    item = ProviderItemNode(
+        origin_protocol="responses",
+        item_type="web_search_call",
+        body={"type": "web_search_call", "id": {"x": 1}},
+    )
     out += enc.encode(ev.ResponseDone(output=[item], finish_reason="stop"))
     out += enc.close()
     assert b"response.completed" in out

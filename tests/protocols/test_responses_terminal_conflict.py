@@ -13,23 +13,81 @@ from gateway.urp import events as ev
 
 def _run(final_text: str, final_args: str = '{"a":1}') -> list:
     events = [
-        ("response.created", {"type": "response.created", "response": {"id": "r1", "model": "m", "status": "in_progress"}}),
-        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                        "item": {"id": "m1", "type": "message", "role": "assistant", "content": []}}),
-        ("response.content_part.added", {"type": "response.content_part.added", "item_id": "m1", "output_index": 0,
-                                         "content_index": 0, "part": {"type": "output_text", "text": ""}}),
-        ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": "m1", "output_index": 0,
-                                        "content_index": 0, "delta": "Hello world"}),
-        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 1,
-                                        "item": {"id": "f1", "type": "function_call", "call_id": "c1", "name": "t",
-                                                 "arguments": ""}}),
-        ("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta",
-                                                    "item_id": "f1", "output_index": 1, "delta": '{"a":1}'}),
-        ("response.completed", {"type": "response.completed", "response": {
-            "id": "r1", "model": "m", "status": "completed",
-            "output": [{"id": "m1", "type": "message", "role": "assistant",
-                        "content": [{"type": "output_text", "text": final_text}]},
-                       {"id": "f1", "type": "function_call", "call_id": "c1", "name": "t", "arguments": final_args}]}}),
+        (
+            "response.created",
+            {"type": "response.created", "response": {"id": "r1", "model": "m", "status": "in_progress"}},
+        ),
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"id": "m1", "type": "message", "role": "assistant", "content": []},
+            },
+        ),
+        (
+            "response.content_part.added",
+            {
+                "type": "response.content_part.added",
+                "item_id": "m1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": "output_text", "text": ""},
+            },
+        ),
+        (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "item_id": "m1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": "Hello world",
+            },
+        ),
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 1,
+                "item": {"id": "f1", "type": "function_call", "call_id": "c1", "name": "t", "arguments": ""},
+            },
+        ),
+        (
+            "response.function_call_arguments.delta",
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": "f1",
+                "output_index": 1,
+                "delta": '{"a":1}',
+            },
+        ),
+        (
+            "response.completed",
+            {
+                "type": "response.completed",
+                "response": {
+                    "id": "r1",
+                    "model": "m",
+                    "status": "completed",
+                    "output": [
+                        {
+                            "id": "m1",
+                            "type": "message",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": final_text}],
+                        },
+                        {
+                            "id": "f1",
+                            "type": "function_call",
+                            "call_id": "c1",
+                            "name": "t",
+                            "arguments": final_args,
+                        },
+                    ],
+                },
+            },
+        ),
     ]
     decoder = codec("responses").StreamDecoder()
     out = []

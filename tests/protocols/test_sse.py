@@ -3,7 +3,7 @@ from gateway.protocols.sse import SSEParser, frame
 
 def test_parser_handles_split_reads_crlf_and_multiline_data():
     p = SSEParser()
-    raw = b"event: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\n: comment\n\ndata: [DONE]\n\n"
+    raw = b'event: a\r\ndata: {"x":\r\ndata: 1}\r\n\r\n: comment\n\ndata: [DONE]\n\n'
     out = []
     for i in range(len(raw)):
         out.extend(p.feed(raw[i : i + 1]))

@@ -17,30 +17,88 @@ from gateway.proxy.snapshot import ChannelSnap, KeySnap, ProviderSnap, Route, Se
 SECRET = "sk-test-secret-0001"
 
 
-def channel(cid: int, *, base_url: str, models: dict[str, str], weight: int = 1, provider_id: int = 1,
-            protocol: str = "chat_completion", name: str | None = None, api_key: str = "upstream-key-123",
-            extra_headers: tuple = ()) -> ChannelSnap:
-    return ChannelSnap(id=cid, name=name or f"ch{cid}", provider_id=provider_id, protocol=protocol,
-                       base_url=base_url, api_key=api_key, weight=weight, extra_headers=extra_headers, models=models)
+def channel(
+    cid: int,
+    *,
+    base_url: str,
+    models: dict[str, str],
+    weight: int = 1,
+    provider_id: int = 1,
+    protocol: str = "chat_completion",
+    name: str | None = None,
+    api_key: str = "upstream-key-123",
+    extra_headers: tuple = (),
+) -> ChannelSnap:
+    return ChannelSnap(
+        id=cid,
+        name=name or f"ch{cid}",
+        provider_id=provider_id,
+        protocol=protocol,
+        base_url=base_url,
+        api_key=api_key,
+        weight=weight,
+        extra_headers=extra_headers,
+        models=models,
+    )
 
 
-def provider(pid: int, channels: list[ChannelSnap], *, priority: int = 0, max_retries: int = -1,
-             channel_max_retries: int = 0, breaker: bool = True, chain: tuple = (), name: str | None = None
-             ) -> ProviderSnap:
-    return ProviderSnap(id=pid, name=name or f"p{pid}", priority=priority, max_retries=max_retries,
-                        channel_max_retries=channel_max_retries, channel_retry_interval_ms=0, request_timeout=None,
-                        circuit_breaker_enabled=breaker, strip_nested=None, extra_fields_whitelist=None, chain=chain,
-                        channels=tuple(channels))
+def provider(
+    pid: int,
+    channels: list[ChannelSnap],
+    *,
+    priority: int = 0,
+    max_retries: int = -1,
+    channel_max_retries: int = 0,
+    breaker: bool = True,
+    chain: tuple = (),
+    name: str | None = None,
+) -> ProviderSnap:
+    return ProviderSnap(
+        id=pid,
+        name=name or f"p{pid}",
+        priority=priority,
+        max_retries=max_retries,
+        channel_max_retries=channel_max_retries,
+        channel_retry_interval_ms=0,
+        request_timeout=None,
+        circuit_breaker_enabled=breaker,
+        strip_nested=None,
+        extra_fields_whitelist=None,
+        chain=chain,
+        channels=tuple(channels),
+    )
 
 
-def key(*, kid: int = 1, allowed: tuple | None = None, redirects: tuple = (), chain: tuple = (),
-        capture_mode: str = "off", enabled: bool = True, expires_at: float | None = None) -> KeySnap:
-    return KeySnap(id=kid, name=f"key{kid}", enabled=enabled, expires_at=expires_at, allowed_models=allowed,
-                   redirects=tuple((re.compile(p), r) for p, r in redirects), capture_mode=capture_mode, chain=chain)
+def key(
+    *,
+    kid: int = 1,
+    allowed: tuple | None = None,
+    redirects: tuple = (),
+    chain: tuple = (),
+    capture_mode: str = "off",
+    enabled: bool = True,
+    expires_at: float | None = None,
+) -> KeySnap:
+    return KeySnap(
+        id=kid,
+        name=f"key{kid}",
+        enabled=enabled,
+        expires_at=expires_at,
+        allowed_models=allowed,
+        redirects=tuple((re.compile(p), r) for p, r in redirects),
+        capture_mode=capture_mode,
+        chain=chain,
+    )
 
 
-def snapshot(providers: list[ProviderSnap], keys: dict[str, KeySnap] | None = None, *, global_chain: tuple = (),
-             settings: SettingsSnap | None = None, version: int = 7) -> Snapshot:
+def snapshot(
+    providers: list[ProviderSnap],
+    keys: dict[str, KeySnap] | None = None,
+    *,
+    global_chain: tuple = (),
+    settings: SettingsSnap | None = None,
+    version: int = 7,
+) -> Snapshot:
     routes: dict[str, list[Route]] = {}
     for p in sorted(providers, key=lambda p: (p.priority, p.id)):
         per: dict[str, list] = {}
@@ -53,10 +111,16 @@ def snapshot(providers: list[ProviderSnap], keys: dict[str, KeySnap] | None = No
             routes.setdefault(logical, []).append(Route(provider=p, channels=tuple(pairs)))
     if keys is None:
         keys = {hash_api_key(SECRET): key()}
-    return Snapshot(version=version, redis_version=0, built_at=0.0, keys_by_hash=keys,
-                    providers=tuple(sorted(providers, key=lambda p: (p.priority, p.id))),
-                    global_chain=tuple(global_chain), settings=settings or SettingsSnap(request_timeout=10.0),
-                    routes={m: tuple(r) for m, r in routes.items()})
+    return Snapshot(
+        version=version,
+        redis_version=0,
+        built_at=0.0,
+        keys_by_hash=keys,
+        providers=tuple(sorted(providers, key=lambda p: (p.priority, p.id))),
+        global_chain=tuple(global_chain),
+        settings=settings or SettingsSnap(request_timeout=10.0),
+        routes={m: tuple(r) for m, r in routes.items()},
+    )
 
 
 @dataclass
@@ -70,8 +134,17 @@ class Reply:
         return orjson.loads(self.body)
 
 
-async def call(app, method: str, path: str, body: bytes | dict | None = None, *, headers: dict | None = None,
-               query: bytes = b"", secret: str | None = SECRET, disconnect_after: int | None = None) -> Reply:
+async def call(
+    app,
+    method: str,
+    path: str,
+    body: bytes | dict | None = None,
+    *,
+    headers: dict | None = None,
+    query: bytes = b"",
+    secret: str | None = SECRET,
+    disconnect_after: int | None = None,
+) -> Reply:
     """Drive the ASGI app like a server would. ``disconnect_after``: report a client disconnect
     once that many body chunks were received."""
     if isinstance(body, dict):
@@ -81,8 +154,17 @@ async def call(app, method: str, path: str, body: bytes | dict | None = None, *,
         hdrs.append((b"authorization", f"Bearer {secret}".encode()))
     if body is not None:
         hdrs.append((b"content-length", str(len(body)).encode()))
-    scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": hdrs,
-             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5)}
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": query,
+        "headers": hdrs,
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5),
+    }
     sent_body = False
     gone = asyncio.Event()
     out = Reply(status=0, headers={}, body=b"")
@@ -123,18 +205,32 @@ def sse_events(raw: bytes) -> list[str]:
 
 
 def chat_completion(content: str, model: str = "up") -> dict:
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
 
 
 def chat_chunks(content_parts: list[str], model: str = "up") -> list[bytes]:
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model}
-    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    out = [
+        {
+            **base,
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+        }
+    ]
     for part in content_parts:
         out.append({**base, "choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]})
     out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    out.append({**base, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+    out.append(
+        {**base, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+    )
     return [b"data: " + orjson.dumps(o) + b"\n\n" for o in out] + [b"data: [DONE]\n\n"]
 
 
@@ -178,10 +274,20 @@ class FakeUpstream:
         last = body["messages"][-1]["content"]
         text = last if isinstance(last, str) else "".join(p.get("text", "") for p in last)
         if mode.startswith("s") and mode[1:].isdigit():
-            return web.json_response({"error": {"message": "boom at https://internal.example.com/x key sk-abcdefghijklmnop",
-                                                "type": "server_error", "code": "boom"}}, status=int(mode[1:]))
+            return web.json_response(
+                {
+                    "error": {
+                        "message": "boom at https://internal.example.com/x key sk-abcdefghijklmnop",
+                        "type": "server_error",
+                        "code": "boom",
+                    }
+                },
+                status=int(mode[1:]),
+            )
         if mode == "flaky429" and self.hits[mode] == 1:
-            return web.json_response({"error": {"message": "slow down", "code": "rate_limit_exceeded"}}, status=429)
+            return web.json_response(
+                {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}, status=429
+            )
         if mode.startswith("slow"):  # think for a while before answering (keep-alive tests)
             await asyncio.sleep(0.4)
             if mode == "slow500":

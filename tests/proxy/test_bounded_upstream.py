@@ -86,7 +86,9 @@ async def test_gzip_answer_is_limited_by_its_decompressed_size():
     bomb = gzip.compress(b"0" * (8 * 1024 * 1024))  # ~8 KB on the wire
 
     async def handler(request):
-        return web.Response(body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        return web.Response(
+            body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        )
 
     runner, port = await _serve(handler)
     try:
@@ -119,10 +121,18 @@ async def test_an_over_long_sse_line_fails_the_attempt_not_the_worker(monkeypatc
     runner, port = await _serve(handler)
     proxy = build_proxy_app()
     try:
-        proxy.holder.set(snapshot([provider(1, [channel(1, base_url=f"http://127.0.0.1:{port}/long/v1",
-                                                        models={"m": "m"})]),
-                                   provider(2, [channel(2, base_url=f"http://127.0.0.1:{port}/ok/v1",
-                                                        models={"m": "m"})], priority=1)]))
+        proxy.holder.set(
+            snapshot(
+                [
+                    provider(1, [channel(1, base_url=f"http://127.0.0.1:{port}/long/v1", models={"m": "m"})]),
+                    provider(
+                        2,
+                        [channel(2, base_url=f"http://127.0.0.1:{port}/ok/v1", models={"m": "m"})],
+                        priority=1,
+                    ),
+                ]
+            )
+        )
         body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
         reply = await call(proxy, "POST", "/v1/chat/completions", body)
         assert reply.status == 200 and b"fine" in reply.body  # failed over past the bad upstream

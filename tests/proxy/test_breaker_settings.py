@@ -32,10 +32,14 @@ async def app():
 
 
 async def test_provider_threshold_overrides_the_global_default(app, upstream):
-    strict = dataclasses.replace(provider(1, [channel(1, base_url=f"{upstream.base}/s500/v1", models={"m": "m"})],
-                                          max_retries=0), breaker_failures=1, breaker_cooldown=5.0)
-    lenient = provider(2, [channel(2, base_url=f"{upstream.base}/s500/v1", models={"m": "m"})], max_retries=0,
-                       priority=1)
+    strict = dataclasses.replace(
+        provider(1, [channel(1, base_url=f"{upstream.base}/s500/v1", models={"m": "m"})], max_retries=0),
+        breaker_failures=1,
+        breaker_cooldown=5.0,
+    )
+    lenient = provider(
+        2, [channel(2, base_url=f"{upstream.base}/s500/v1", models={"m": "m"})], max_retries=0, priority=1
+    )
     app.holder.set(snapshot([strict, lenient]))
     reply = await call(app, "POST", "/v1/chat/completions", BODY)
     assert reply.status == 502

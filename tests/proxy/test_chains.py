@@ -31,7 +31,10 @@ class Marker(Transform):
     category = "field"
     name = description = {"en": "marker", "zh": "marker"}
     phases = ("request", "response")
-    config_schema = {"type": "object", "properties": {"tag": {"type": "string"}, "whole": {"type": "boolean"}}}
+    config_schema = {
+        "type": "object",
+        "properties": {"tag": {"type": "string"}, "whole": {"type": "boolean"}},
+    }
 
     def apply_request(self, req, ctx):
         for node in reversed(req.input):
@@ -76,7 +79,9 @@ def test_transforms():
 
 
 def rule(scope, tag, phase="request", models=None, **cfg):
-    return CompiledRule(rule_id=None, scope=scope, phase=phase, models=models, transform=Marker({"tag": tag, **cfg}))
+    return CompiledRule(
+        rule_id=None, scope=scope, phase=phase, models=models, transform=Marker({"tag": tag, **cfg})
+    )
 
 
 @pytest.fixture
@@ -98,20 +103,34 @@ def body(model="alias", text="q", **kw):
     return {"model": model, "messages": [{"role": "user", "content": text}], **kw}
 
 
-def install(app, upstream, *, pchain=(), gchain=(), kchain=(), redirects=(("alias", "logical-x"),), mode="ok"):
+def install(
+    app, upstream, *, pchain=(), gchain=(), kchain=(), redirects=(("alias", "logical-x"),), mode="ok"
+):
     k = key(redirects=redirects, chain=tuple(kchain))
-    app.holder.set(snapshot(
-        [provider(1, [channel(1, base_url=f"{upstream.base}/{mode}", models={"logical-x": "upstream-x"})],
-                  chain=tuple(pchain))],
-        keys={hash_api_key(SECRET): k}, global_chain=tuple(gchain)))
+    app.holder.set(
+        snapshot(
+            [
+                provider(
+                    1,
+                    [channel(1, base_url=f"{upstream.base}/{mode}", models={"logical-x": "upstream-x"})],
+                    chain=tuple(pchain),
+                )
+            ],
+            keys={hash_api_key(SECRET): k},
+            global_chain=tuple(gchain),
+        )
+    )
 
 
 async def test_request_and_response_chain_order(app, upstream):
     # Declared out of order on purpose: scope order wins over declaration order.
-    install(app, upstream,
-            kchain=[rule("api_key", "K1"), rule("api_key", "K2"), rule("api_key", "k-resp", "response")],
-            gchain=[rule("global", "G"), rule("global", "g-resp", "response")],
-            pchain=[rule("provider", "P"), rule("provider", "p-resp", "response")])
+    install(
+        app,
+        upstream,
+        kchain=[rule("api_key", "K1"), rule("api_key", "K2"), rule("api_key", "k-resp", "response")],
+        gchain=[rule("global", "G"), rule("global", "g-resp", "response")],
+        pchain=[rule("provider", "P"), rule("provider", "p-resp", "response")],
+    )
     reply = await call(app, "POST", CHAT, body(text="q"))
     assert reply.status == 200, reply.body
     assert upstream.bodies[0]["messages"][-1]["content"] == "q|P|G|K1|K2"
@@ -120,21 +139,33 @@ async def test_request_and_response_chain_order(app, upstream):
 
 
 async def test_stream_chain_order(app, upstream):
-    install(app, upstream, pchain=[rule("provider", "p", "response")], gchain=[rule("global", "g", "response")],
-            kchain=[rule("api_key", "k", "response")])
+    install(
+        app,
+        upstream,
+        pchain=[rule("provider", "p", "response")],
+        gchain=[rule("global", "g", "response")],
+        kchain=[rule("api_key", "k", "response")],
+    )
     reply = await call(app, "POST", CHAT, body(stream=True))
-    text = "".join(orjson.loads(e)["choices"][0]["delta"].get("content") or ""
-                   for e in sse_events(reply.body) if e != "[DONE]" and orjson.loads(e)["choices"])
+    text = "".join(
+        orjson.loads(e)["choices"][0]["delta"].get("content") or ""
+        for e in sse_events(reply.body)
+        if e != "[DONE]" and orjson.loads(e)["choices"]
+    )
     assert text == "echo: q|p|g|k"
 
 
 async def test_globs_match_logical_model_not_upstream_or_client_alias(app, upstream):
-    install(app, upstream, gchain=[
-        rule("global", "LOGICAL", models=("logical-*",)),
-        rule("global", "UPSTREAM", models=("upstream-*",)),
-        rule("global", "ALIAS", models=("alias",)),
-        rule("global", "ANY", models=None),
-    ])
+    install(
+        app,
+        upstream,
+        gchain=[
+            rule("global", "LOGICAL", models=("logical-*",)),
+            rule("global", "UPSTREAM", models=("upstream-*",)),
+            rule("global", "ALIAS", models=("alias",)),
+            rule("global", "ANY", models=None),
+        ],
+    )
     reply = await call(app, "POST", CHAT, body(text="q"))
     assert reply.status == 200
     assert upstream.bodies[0]["messages"][-1]["content"] == "q|LOGICAL|ANY"
@@ -147,8 +178,11 @@ async def test_whole_response_rule_synthesises_the_stream(app, upstream):
     assert reply.status == 200 and reply.headers["content-type"].startswith("text/event-stream")
     assert upstream.bodies[0].get("stream") in (None, False)  # the upstream was called without streaming
     events = sse_events(reply.body)
-    text = "".join(orjson.loads(e)["choices"][0]["delta"].get("content") or ""
-                   for e in events if e != "[DONE]" and orjson.loads(e)["choices"])
+    text = "".join(
+        orjson.loads(e)["choices"][0]["delta"].get("content") or ""
+        for e in events
+        if e != "[DONE]" and orjson.loads(e)["choices"]
+    )
     assert text == "echo: q|W"
     assert events[-1] == "[DONE]"
 
@@ -156,8 +190,9 @@ async def test_whole_response_rule_synthesises_the_stream(app, upstream):
 async def test_forced_stream_is_collected_for_a_whole_client(app, upstream):
     from transforms.builtin.stream_force import StreamForce
 
-    force = CompiledRule(rule_id=None, scope="global", phase="request", models=None,
-                         transform=StreamForce({"enabled": True}))
+    force = CompiledRule(
+        rule_id=None, scope="global", phase="request", models=None, transform=StreamForce({"enabled": True})
+    )
     install(app, upstream, gchain=[force])
     reply = await call(app, "POST", CHAT, body(text="z"))
     assert reply.status == 200, reply.body
@@ -166,8 +201,13 @@ async def test_forced_stream_is_collected_for_a_whole_client(app, upstream):
 
 
 async def test_unknown_transform_is_500_transform_init_failed(app, upstream):
-    broken = CompiledRule(rule_id=9, scope="global", phase="request", models=None,
-                          transform=BrokenTransform("no_such_transform", "unknown transform"))
+    broken = CompiledRule(
+        rule_id=9,
+        scope="global",
+        phase="request",
+        models=None,
+        transform=BrokenTransform("no_such_transform", "unknown transform"),
+    )
     install(app, upstream, gchain=[broken])
     reply = await call(app, "POST", CHAT, body())
     assert reply.status == 500
@@ -193,18 +233,25 @@ async def test_capture_records_attempts_and_chain(app, upstream, monkeypatch):
     got = []
     monkeypatch.setattr(capture_mod.sink, "submit", lambda rec: got.append(materialize(rec)))
     k = key(capture_mode="all", chain=(rule("api_key", "K"),))
-    app.holder.set(snapshot(
-        [provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"})]),
-         provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1)],
-        keys={hash_api_key(SECRET): k}, settings=SettingsSnap(capture_enabled=True)))
+    app.holder.set(
+        snapshot(
+            [
+                provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"})]),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ],
+            keys={hash_api_key(SECRET): k},
+            settings=SettingsSnap(capture_enabled=True),
+        )
+    )
     reply = await call(app, "POST", CHAT, body(model="m", text="c"))
     assert reply.status == 200
     [rec] = got
     assert rec.client_request["model"] == "m" and rec.client_status == 200 and rec.usage_seen
     assert [a.upstream_status for a in rec.attempts] == [500, 200]
     assert rec.attempts[0].error and rec.attempts[1].error is None
-    assert rec.attempts[1].executed_chain == [{"scope": "api_key", "transform": "test_marker", "phase": "request",
-                                               "rule_id": None}]
+    assert rec.attempts[1].executed_chain == [
+        {"scope": "api_key", "transform": "test_marker", "phase": "request", "rule_id": None}
+    ]
     assert rec.attempts[1].upstream_request["messages"][-1]["content"] == "c|K"
     assert rec.client_response["choices"][0]["message"]["content"] == "echo: c|K"
     orjson.dumps(rec.attempts[1].internal_request)
@@ -217,9 +264,13 @@ async def test_capture_abnormal_only_submits_abnormal(app, upstream, monkeypatch
 
     got = []
     monkeypatch.setattr(capture_mod.sink, "submit", lambda rec: got.append(materialize(rec)))
-    app.holder.set(snapshot(
-        [provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"m": "m"})])],
-        keys={hash_api_key(SECRET): key(capture_mode="abnormal")}, settings=SettingsSnap(capture_enabled=True)))
+    app.holder.set(
+        snapshot(
+            [provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"m": "m"})])],
+            keys={hash_api_key(SECRET): key(capture_mode="abnormal")},
+            settings=SettingsSnap(capture_enabled=True),
+        )
+    )
     assert (await call(app, "POST", CHAT, body(model="m"))).status == 200
     assert got == []
     assert (await call(app, "POST", CHAT, body(model="nope"))).status == 404
@@ -228,11 +279,24 @@ async def test_capture_abnormal_only_submits_abnormal(app, upstream, monkeypatch
 
 async def test_each_attempt_starts_from_the_clients_request(app, upstream):
     k = key(chain=(rule("api_key", "K"),))
-    app.holder.set(snapshot(
-        [provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "up-1"})], chain=(rule("provider", "P1"),)),
-         provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "up-2"})], priority=1,
-                  chain=(rule("provider", "P2"),))],
-        keys={hash_api_key(SECRET): k}))
+    app.holder.set(
+        snapshot(
+            [
+                provider(
+                    1,
+                    [channel(1, base_url=f"{upstream.base}/s500", models={"m": "up-1"})],
+                    chain=(rule("provider", "P1"),),
+                ),
+                provider(
+                    2,
+                    [channel(2, base_url=f"{upstream.base}/ok", models={"m": "up-2"})],
+                    priority=1,
+                    chain=(rule("provider", "P2"),),
+                ),
+            ],
+            keys={hash_api_key(SECRET): k},
+        )
+    )
     reply = await call(app, "POST", CHAT, body(model="m", text="q"))
     assert reply.status == 200
     assert [b["messages"][-1]["content"] for b in upstream.bodies] == ["q|P1|K", "q|P2|K"]

@@ -48,7 +48,9 @@ async def test_disconnect_cancels_a_slow_non_stream_call():
     app.watch_delay = 0.1
     finished: list = []
     app.runtime.recorders = RecorderSet([lambda ex, snap, key, raw: Finished(finished)])
-    app.holder.set(snapshot([provider(1, [channel(1, base_url=f"http://127.0.0.1:{port}/v1", models={"m": "m"})])]))
+    app.holder.set(
+        snapshot([provider(1, [channel(1, base_url=f"http://127.0.0.1:{port}/v1", models={"m": "m"})])])
+    )
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     sent = []
 
@@ -62,9 +64,20 @@ async def test_disconnect_cancels_a_slow_non_stream_call():
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
-             "headers": [(b"authorization", f"Bearer {SECRET}".encode()), (b"content-length", str(len(body)).encode())],
-             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query_string": b"",
+        "headers": [
+            (b"authorization", f"Bearer {SECRET}".encode()),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5),
+    }
     t = time.monotonic()
     try:
         await asyncio.wait_for(app(scope, receive, send), 4)

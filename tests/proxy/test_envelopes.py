@@ -13,7 +13,12 @@ def test_round_trip_and_no_double_wrap():
     value = wrap("gAAAA-cipher", "responses", "o3", "rs_1")
     assert value.startswith("mz2.") and "=" not in value
     env = unwrap(value)
-    assert (env.provider_type, env.model, env.item_id, env.payload) == ("responses", "o3", "rs_1", "gAAAA-cipher")
+    assert (env.provider_type, env.model, env.item_id, env.payload) == (
+        "responses",
+        "o3",
+        "rs_1",
+        "gAAAA-cipher",
+    )
     assert wrap(value, "messages", "x", None) == value
     assert unwrap("mz2.!!!") is None and unwrap("raw") is None
 
@@ -31,14 +36,20 @@ def test_unwrap_request_keeps_own_drops_foreign_passes_raw():
 
 
 def test_whole_response_wrapped():
-    resp = Response(id="r", model="m", output=[ReasoningNode(id="rs_1", summary="s", encrypted="cipher"),
-                                              ReasoningNode(content="plain")])
+    resp = Response(
+        id="r",
+        model="m",
+        output=[ReasoningNode(id="rs_1", summary="s", encrypted="cipher"), ReasoningNode(content="plain")],
+    )
     EnvelopeWrap("responses", "o3").apply_response(resp, None)
     assert unwrap(resp.output[0].encrypted).payload == "cipher" and resp.output[1].encrypted is None
 
 
 def test_stream_buffers_fragments_and_wraps_once():
-    nodes = [ReasoningNode(id="rs_1", summary="thought", encrypted="abcdefgh"), TextNode(role="assistant", content="x")]
+    nodes = [
+        ReasoningNode(id="rs_1", summary="thought", encrypted="abcdefgh"),
+        TextNode(role="assistant", content="x"),
+    ]
     out = run_stream(EnvelopeWrap("responses", "o3"), stream_of(nodes, cuts=[2, 4, 6]))
     check_lifecycle(out)
     enc = [e.delta for e in out if isinstance(e, ev.NodeDelta) and e.kind == ev.REASONING_ENCRYPTED]

@@ -98,8 +98,10 @@ def test_client_ip_believes_forwarded_for_only_from_trusted_proxies():
     trusted = (ipaddress.ip_network("127.0.0.0/8"),)
     headers = {"x-forwarded-for": "203.0.113.9, 10.0.0.2"}
     assert client_ip({"client": ("127.0.0.1", 5)}, headers, trusted) == "10.0.0.2"
-    assert client_ip({"client": ("127.0.0.1", 5)}, headers, (*trusted, ipaddress.ip_network("10.0.0.0/8"))) == \
-        "203.0.113.9"
+    assert (
+        client_ip({"client": ("127.0.0.1", 5)}, headers, (*trusted, ipaddress.ip_network("10.0.0.0/8")))
+        == "203.0.113.9"
+    )
     assert client_ip({"client": ("198.51.100.7", 5)}, headers, trusted) == "198.51.100.7"  # spoof ignored
     assert client_ip({"client": ("127.0.0.1", 5)}, {}, ()) == "127.0.0.1"
 
@@ -109,7 +111,9 @@ async def test_spend_caps_start_from_the_logs_and_settle_with_costs(limiters):
 
     a, b = limiters
     day = utc_day(T0)
-    limits = KeyLimits(daily_spend=1_000, total_spend=5_000, spent_day=day, spent_today=400, spent_total=4_000)
+    limits = KeyLimits(
+        daily_spend=1_000, total_spend=5_000, spent_day=day, spent_today=400, spent_total=4_000
+    )
     assert await a.admit(9, limits, T0) is None
     await a.settle(9, limits, 0, T0, cost=600)  # today 1000: the daily cap is reached
     refused = await b.admit(9, limits, T0 + 1)

@@ -42,7 +42,9 @@ def install(app: ProxyApp, snap) -> None:
 
 
 async def test_non_stream_round_trip_with_headers(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"})])]))
+    install(
+        app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"})])])
+    )
     reply = await call(app, "POST", CHAT, chat_body(text="hello"), headers={"x-request-id": "rid-1"})
     assert reply.status == 200, reply.body
     data = reply.json()
@@ -56,8 +58,12 @@ async def test_non_stream_round_trip_with_headers(app, upstream):
 
 
 async def test_keyless_channel_sends_no_credentials(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"},
-                                                api_key="")])]))
+    install(
+        app,
+        snapshot(
+            [provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"}, api_key="")])]
+        ),
+    )
     reply = await call(app, "POST", CHAT, chat_body(text="hello"))
     assert reply.status == 200, reply.body
     sent = {name.lower() for name in upstream.headers[0]}
@@ -73,33 +79,63 @@ async def test_stream_round_trip(app, upstream):
     assert reply.headers["x-accel-buffering"] == "no"
     events = sse_events(reply.body)
     assert events[-1] == "[DONE]"
-    text = "".join(__import__("orjson").loads(e)["choices"][0]["delta"].get("content") or ""
-                   for e in events[:-1] if '"choices":[{' in e)
+    text = "".join(
+        __import__("orjson").loads(e)["choices"][0]["delta"].get("content") or ""
+        for e in events[:-1]
+        if '"choices":[{' in e
+    )
     assert text == "echo: yo"
 
 
 async def test_failover_to_next_provider_after_server_error(app, upstream):
-    install(app, snapshot([
-        provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"})], priority=0),
-        provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
-    ]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"})], priority=0),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ]
+        ),
+    )
     reply = await call(app, "POST", CHAT, chat_body())
     assert reply.status == 200
     assert upstream.hits == {"s500": 1, "ok": 1}
 
 
 async def test_retry_same_channel_on_429_then_success(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/flaky429", models={"m": "m"})],
-                                    channel_max_retries=1)]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(
+                    1,
+                    [channel(1, base_url=f"{upstream.base}/flaky429", models={"m": "m"})],
+                    channel_max_retries=1,
+                )
+            ]
+        ),
+    )
     reply = await call(app, "POST", CHAT, chat_body())
     assert reply.status == 200
     assert upstream.hits["flaky429"] == 2
 
 
 async def test_non_retryable_status_moves_on_without_same_channel_retry(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/s400", models={"m": "m"}),
-                                        channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"}, weight=1)],
-                                    channel_max_retries=3)]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(
+                    1,
+                    [
+                        channel(1, base_url=f"{upstream.base}/s400", models={"m": "m"}),
+                        channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"}, weight=1),
+                    ],
+                    channel_max_retries=3,
+                )
+            ]
+        ),
+    )
     # Whatever the weighted order, the 400 channel is tried at most once.
     for _ in range(4):
         reply = await call(app, "POST", CHAT, chat_body())
@@ -108,8 +144,25 @@ async def test_non_retryable_status_moves_on_without_same_channel_retry(app, ups
 
 
 async def test_everything_failed_is_sanitised_502(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/s503", models={"m": "m"},
-                                                api_key="sk-abcdefghijklmnop")], channel_max_retries=1)]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(
+                    1,
+                    [
+                        channel(
+                            1,
+                            base_url=f"{upstream.base}/s503",
+                            models={"m": "m"},
+                            api_key="sk-abcdefghijklmnop",
+                        )
+                    ],
+                    channel_max_retries=1,
+                )
+            ]
+        ),
+    )
     reply = await call(app, "POST", CHAT, chat_body())
     assert reply.status == 502
     err = reply.json()["error"]
@@ -122,19 +175,29 @@ async def test_everything_failed_is_sanitised_502(app, upstream):
 
 
 async def test_connect_error_fails_over(app, upstream):
-    install(app, snapshot([
-        provider(1, [channel(1, base_url="http://127.0.0.1:1/ok", models={"m": "m"})], priority=0),
-        provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
-    ]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(1, [channel(1, base_url="http://127.0.0.1:1/ok", models={"m": "m"})], priority=0),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ]
+        ),
+    )
     reply = await call(app, "POST", CHAT, chat_body())
     assert reply.status == 200
 
 
 async def test_breaker_opens_and_skips_channel(app, upstream):
-    install(app, snapshot([
-        provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"})], priority=0),
-        provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
-    ]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"})], priority=0),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ]
+        ),
+    )
     for _ in range(5):
         assert (await call(app, "POST", CHAT, chat_body())).status == 200
     assert upstream.hits["s500"] == 3  # opened after the third failure, then skipped
@@ -152,8 +215,15 @@ async def test_all_open_channels_are_still_tried(app, upstream):
 
 
 async def test_no_switch_after_first_byte_and_disconnect_frees_upstream(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/hang", models={"m": "m"})]),
-                           provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1)]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(1, [channel(1, base_url=f"{upstream.base}/hang", models={"m": "m"})]),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ]
+        ),
+    )
     reply = await asyncio.wait_for(call(app, "POST", CHAT, chat_body(stream=True), disconnect_after=1), 10)
     assert reply.status == 200
     assert b"first" in reply.body
@@ -162,9 +232,16 @@ async def test_no_switch_after_first_byte_and_disconnect_frees_upstream(app, ups
 
 
 async def test_idle_timeout_after_first_byte_is_an_error_frame(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/silent", models={"m": "m"})]),
-                           provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1)],
-                          settings=SettingsSnap(idle_timeout=0.3)))
+    install(
+        app,
+        snapshot(
+            [
+                provider(1, [channel(1, base_url=f"{upstream.base}/silent", models={"m": "m"})]),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ],
+            settings=SettingsSnap(idle_timeout=0.3),
+        ),
+    )
     reply = await asyncio.wait_for(call(app, "POST", CHAT, chat_body(stream=True)), 10)
     assert reply.status == 200
     events = sse_events(reply.body)
@@ -175,8 +252,15 @@ async def test_idle_timeout_after_first_byte_is_an_error_frame(app, upstream):
 
 
 async def test_keepalive_before_first_byte_then_failover(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/slow500", models={"m": "m"})]),
-                           provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1)]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(1, [channel(1, base_url=f"{upstream.base}/slow500", models={"m": "m"})]),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ]
+        ),
+    )
     app.runtime.keepalive_seconds = 0.05
     reply = await asyncio.wait_for(call(app, "POST", CHAT, chat_body(stream=True, text="later")), 10)
     assert reply.status == 200
@@ -186,7 +270,9 @@ async def test_keepalive_before_first_byte_then_failover(app, upstream):
 
 
 async def test_keepalive_then_exhausted_is_pre_stream_error_frame(app, upstream):
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/slow500", models={"m": "m"})])]))
+    install(
+        app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/slow500", models={"m": "m"})])])
+    )
     app.runtime.keepalive_seconds = 0.05
     reply = await asyncio.wait_for(call(app, "POST", CHAT, chat_body(stream=True)), 10)
     assert reply.status == 200
@@ -203,8 +289,10 @@ async def test_stream_failure_before_first_byte_is_plain_http_error(app, upstrea
     assert reply.json()["error"]["upstream_status"] == 500
 
 
-@pytest.mark.parametrize(("path", "expect_shape"), [
-    ("/v1/chat/completions", "openai"), ("/v1/messages", "anthropic"), ("/v1/responses", "openai")])
+@pytest.mark.parametrize(
+    ("path", "expect_shape"),
+    [("/v1/chat/completions", "openai"), ("/v1/messages", "anthropic"), ("/v1/responses", "openai")],
+)
 async def test_bad_key_is_401_in_client_shape(app, path, expect_shape):
     install(app, snapshot([]))
     reply = await call(app, "POST", path, {"model": "m"}, secret="nope")
@@ -234,22 +322,46 @@ async def test_body_too_large_is_413(app):
 
 
 async def test_unknown_model_404_and_disallowed_model_403(app, upstream):
-    keys = {__import__("gateway.crypto", fromlist=["x"]).hash_api_key("sk-test-secret-0001"): key(allowed=("gpt-*",))}
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"gpt-4": "g"})])],
-                          keys=keys))
+    keys = {
+        __import__("gateway.crypto", fromlist=["x"]).hash_api_key("sk-test-secret-0001"): key(
+            allowed=("gpt-*",)
+        )
+    }
+    install(
+        app,
+        snapshot(
+            [provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"gpt-4": "g"})])], keys=keys
+        ),
+    )
     assert (await call(app, "POST", CHAT, chat_body(model="gpt-5"))).status == 404
     reply = await call(app, "POST", CHAT, chat_body(model="claude"))
     assert reply.status == 403 and reply.json()["error"]["code"] == "model_not_allowed"
 
 
 async def test_models_list_and_healthz(app, upstream):
-    keys = {__import__("gateway.crypto", fromlist=["x"]).hash_api_key("sk-test-secret-0001"): key(allowed=("a*",))}
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok", models={"b": "b", "a1": "x",
-                                                                                          "a0": "y"})])], keys=keys))
+    keys = {
+        __import__("gateway.crypto", fromlist=["x"]).hash_api_key("sk-test-secret-0001"): key(allowed=("a*",))
+    }
+    install(
+        app,
+        snapshot(
+            [
+                provider(
+                    1, [channel(1, base_url=f"{upstream.base}/ok", models={"b": "b", "a1": "x", "a0": "y"})]
+                )
+            ],
+            keys=keys,
+        ),
+    )
     reply = await call(app, "GET", "/v1/models")
-    assert reply.json() == {"object": "list", "data": [
-        {"id": "a0", "object": "model", "created": 0, "owned_by": "gateway"},
-        {"id": "a1", "object": "model", "created": 0, "owned_by": "gateway"}], "models": []}
+    assert reply.json() == {
+        "object": "list",
+        "data": [
+            {"id": "a0", "object": "model", "created": 0, "owned_by": "gateway"},
+            {"id": "a1", "object": "model", "created": 0, "owned_by": "gateway"},
+        ],
+        "models": [],
+    }
     health = await call(app, "GET", "/healthz", secret=None)
     assert health.json()["status"] == "ok" and health.json()["config_version"] == 7
 
@@ -261,12 +373,24 @@ async def test_query_string_is_accepted(app, upstream):
 
 
 async def test_provider_attempt_budget_then_next_provider(app, upstream):
-    install(app, snapshot([
-        provider(1, [channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"}),
-                     channel(2, base_url=f"{upstream.base}/s502", models={"m": "m"})],
-                 max_retries=1, channel_max_retries=5, breaker=False),
-        provider(2, [channel(3, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
-    ]))
+    install(
+        app,
+        snapshot(
+            [
+                provider(
+                    1,
+                    [
+                        channel(1, base_url=f"{upstream.base}/s500", models={"m": "m"}),
+                        channel(2, base_url=f"{upstream.base}/s502", models={"m": "m"}),
+                    ],
+                    max_retries=1,
+                    channel_max_retries=5,
+                    breaker=False,
+                ),
+                provider(2, [channel(3, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ]
+        ),
+    )
     reply = await call(app, "POST", CHAT, chat_body())
     assert reply.status == 200
     assert upstream.hits["s500"] + upstream.hits["s502"] == 2  # max_retries + 1 attempts in provider 1
@@ -290,10 +414,13 @@ async def test_messages_client_gets_anthropic_shapes(app, upstream):
 
 # -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
 
+
 async def test_body_nested_deeper_than_encoders_can_write_is_400(app, upstream):
     """orjson reads 1024 levels but writes only 254: such a body decoded, then crashed the
     upstream encoder (500). It is the client's mistake: a 400 before anything is sent."""
-    install(app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"})])]))
+    install(
+        app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"})])])
+    )
     deep: object = "x"
     for _ in range(300):
         deep = [deep]

@@ -31,6 +31,7 @@ class Log(Recorder):
 def _logging(name):
     def hook(self, *args):
         self.seen.append(name)
+
     return hook
 
 
@@ -48,10 +49,15 @@ async def upstream():
 
 def make_app(upstream, factories, *, first="ok"):
     app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet(factories))
-    app.holder.set(snapshot(
-        [provider(1, [channel(1, base_url=f"{upstream.base}/{first}", models={"m": "m"})]),
-         provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1)],
-        keys={hash_api_key(SECRET): key()}))
+    app.holder.set(
+        snapshot(
+            [
+                provider(1, [channel(1, base_url=f"{upstream.base}/{first}", models={"m": "m"})]),
+                provider(2, [channel(2, base_url=f"{upstream.base}/ok", models={"m": "m"})], priority=1),
+            ],
+            keys={hash_api_key(SECRET): key()},
+        )
+    )
     return app
 
 
@@ -66,8 +72,17 @@ async def test_whole_request_walks_the_hooks_in_order(upstream):
         assert (await call(app, "POST", CHAT, body())).status == 200
     finally:
         await app.client.close()
-    assert logs[0].seen == ["on_request_body", "on_request_decoded", "on_attempt_start", "on_upstream_response",
-                            "on_upstream_body", "on_response", "on_client_response", "on_attempt_done", "on_finish"]
+    assert logs[0].seen == [
+        "on_request_body",
+        "on_request_decoded",
+        "on_attempt_start",
+        "on_upstream_response",
+        "on_upstream_body",
+        "on_response",
+        "on_client_response",
+        "on_attempt_done",
+        "on_finish",
+    ]
 
 
 async def test_stream_with_failover_walks_the_hooks(upstream):
@@ -79,8 +94,14 @@ async def test_stream_with_failover_walks_the_hooks(upstream):
     finally:
         await app.client.close()
     seen = logs[0].seen
-    assert seen[:6] == ["on_request_body", "on_request_decoded", "on_attempt_start", "on_upstream_response",
-                        "on_upstream_body", "on_attempt_failed"]
+    assert seen[:6] == [
+        "on_request_body",
+        "on_request_decoded",
+        "on_attempt_start",
+        "on_upstream_response",
+        "on_upstream_body",
+        "on_attempt_failed",
+    ]
     assert seen[6:8] == ["on_attempt_start", "on_upstream_response"]
     assert "on_upstream_frame" in seen and "on_response_events" in seen and "on_client_frame" in seen
     assert seen.count("on_usage") == 1

@@ -36,14 +36,27 @@ async def test_a_chunked_body_is_held_once_at_the_peak():
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    assert len(body) == size and body[:piece] == b"B" * piece and body[-piece:] == bytes([65 + count % 26]) * piece
+    assert (
+        len(body) == size
+        and body[:piece] == b"B" * piece
+        and body[-piece:] == bytes([65 + count % 26]) * piece
+    )
     assert peak < 1.3 * size, peak  # the old reader held every chunk and their join: 2x
 
 
 async def _send(app, body: bytes, port: int, results: list[int]) -> None:
     hdrs = [(b"authorization", f"Bearer {SECRET}".encode()), (b"content-length", str(len(body)).encode())]
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"", "headers": hdrs,
-             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query_string": b"",
+        "headers": hdrs,
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5),
+    }
     sent = False
 
     async def receive():
@@ -82,8 +95,9 @@ async def test_large_bodies_are_served_a_bounded_number_at_a_time():
     app.large_body_bytes = 10_000
     app.large_bodies = asyncio.Semaphore(2)
     try:
-        app.holder.set(snapshot([provider(1, [channel(1, base_url=f"http://127.0.0.1:{port}/v1",
-                                                        models={"m": "m"})])]))
+        app.holder.set(
+            snapshot([provider(1, [channel(1, base_url=f"http://127.0.0.1:{port}/v1", models={"m": "m"})])])
+        )
         big = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 50_000}]})
         small = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         results: list[int] = []

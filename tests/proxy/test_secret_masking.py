@@ -46,9 +46,15 @@ class EchoingUpstream:
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await resp.prepare(request)
         chunks = chat_chunks(["hello"])
-        leak = (f"invalid credentials {request.headers['authorization']} for {request.url} "
-                f"(host 127.0.0.1:{self.port}, token {TOKEN})")
-        error = b"data: " + orjson.dumps({"error": {"message": leak, "type": "server_error", "code": "boom"}}) + b"\n\n"
+        leak = (
+            f"invalid credentials {request.headers['authorization']} for {request.url} "
+            f"(host 127.0.0.1:{self.port}, token {TOKEN})"
+        )
+        error = (
+            b"data: "
+            + orjson.dumps({"error": {"message": leak, "type": "server_error", "code": "boom"}})
+            + b"\n\n"
+        )
         if mode == "mid":
             await resp.write(chunks[0] + chunks[1] + error)
         else:
@@ -75,7 +81,12 @@ async def app():
 BODIES = {
     "/v1/chat/completions": {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
     "/v1/responses": {"model": "m", "stream": True, "input": "hi"},
-    "/v1/messages": {"model": "m", "stream": True, "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]},
+    "/v1/messages": {
+        "model": "m",
+        "stream": True,
+        "max_tokens": 20,
+        "messages": [{"role": "user", "content": "hi"}],
+    },
 }
 
 
@@ -87,8 +98,9 @@ def _leaks(text: str, port: int) -> list[str]:
 @pytest.mark.parametrize("path", list(BODIES))
 @pytest.mark.parametrize("mode", ["mid", "first"])
 async def test_stream_error_never_shows_channel_secrets(app, upstream, path, mode, caplog):
-    app.holder.set(snapshot([provider(1, [channel(1, base_url=upstream.base(mode), models={"m": "m"},
-                                                   api_key=KEY)])]))
+    app.holder.set(
+        snapshot([provider(1, [channel(1, base_url=upstream.base(mode), models={"m": "m"}, api_key=KEY)])])
+    )
     with caplog.at_level(logging.INFO):
         reply = await call(app, "POST", path, BODIES[path])
     text = reply.body.decode()
@@ -103,17 +115,32 @@ async def test_stream_error_never_shows_channel_secrets(app, upstream, path, mod
 
 
 def test_channel_secrets_cover_url_parts():
-    found = channel_secrets("k" * 12, "https://user:pw1234@internal.corp:8443/abc/deployments12345?key=zzzz9999", ())
+    found = channel_secrets(
+        "k" * 12, "https://user:pw1234@internal.corp:8443/abc/deployments12345?key=zzzz9999", ()
+    )
     for part in ("k" * 12, "internal.corp", "internal.corp:8443", "pw1234", "zzzz9999", "deployments12345"):
         assert part in found
     assert found == tuple(sorted(found, key=len, reverse=True))
 
 
 def test_capture_dump_masks_channel_secrets_in_raw_upstream_bodies():
-    record = CaptureRecord(request_id="r", created_at=0.0, api_key_id=1, api_key_name="k", client_protocol="chat",
-                           stream=True, logical_model="m")
-    attempt = AttemptRecord(provider="p", channel="c", upstream_protocol="chat_completion", logical_model="m",
-                            upstream_model="m", started_at=0.0)
+    record = CaptureRecord(
+        request_id="r",
+        created_at=0.0,
+        api_key_id=1,
+        api_key_name="k",
+        client_protocol="chat",
+        stream=True,
+        logical_model="m",
+    )
+    attempt = AttemptRecord(
+        provider="p",
+        channel="c",
+        upstream_protocol="chat_completion",
+        logical_model="m",
+        upstream_model="m",
+        started_at=0.0,
+    )
     attempt.upstream_response = f'{{"error": "bad key {KEY} at http://10.1.2.3/{TOKEN}"}}'
     attempt.upstream_frames.append(f'data: {{"error": {{"message": "key {KEY}"}}}}')
     record.attempts.append(attempt)

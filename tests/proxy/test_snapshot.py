@@ -21,8 +21,15 @@ pytestmark = pytest.mark.django_db
 
 
 def _channel(provider, name, *, key="upkey", weight=1, enabled=True, models=(("m", ""),), headers=None):
-    ch = Channel(provider=provider, name=name, protocol="chat_completion", base_url="http://up.example/v1",
-                 weight=weight, enabled=enabled, extra_headers=headers)
+    ch = Channel(
+        provider=provider,
+        name=name,
+        protocol="chat_completion",
+        base_url="http://up.example/v1",
+        weight=weight,
+        enabled=enabled,
+        extra_headers=headers,
+    )
     ch.set_api_key(key)
     ch.save()
     for logical, upstream in models:
@@ -32,24 +39,50 @@ def _channel(provider, name, *, key="upkey", weight=1, enabled=True, models=(("m
 
 def test_build_snapshot_from_database():
     p_late = Provider.objects.create(name="late", priority=5)
-    p_early = Provider.objects.create(name="early", priority=1, max_retries=2, channel_max_retries=1,
-                                      strip_cross_protocol_nested="false", extra_fields_whitelist=["foo"])
+    p_early = Provider.objects.create(
+        name="early",
+        priority=1,
+        max_retries=2,
+        channel_max_retries=1,
+        strip_cross_protocol_nested="false",
+        extra_fields_whitelist=["foo"],
+    )
     Provider.objects.create(name="off", priority=0, enabled=False)
-    c1 = _channel(p_early, "a", key="secret-a", models=(("m", "m-up"), ("other", "")), headers={"X-Org": "o1"})
+    c1 = _channel(
+        p_early, "a", key="secret-a", models=(("m", "m-up"), ("other", "")), headers={"X-Org": "o1"}
+    )
     _channel(p_early, "zero", weight=0)
     _channel(p_early, "disabled", enabled=False)
     _channel(p_late, "b")
-    key = ApiKey(name="k", allowed_models=["m*"], model_redirects=[{"pattern": "alias-.*", "replace": "m"}],
-                 capture_mode="abnormal", expires_at=timezone.now() + dt.timedelta(days=1))
+    key = ApiKey(
+        name="k",
+        allowed_models=["m*"],
+        model_redirects=[{"pattern": "alias-.*", "replace": "m"}],
+        capture_mode="abnormal",
+        expires_at=timezone.now() + dt.timedelta(days=1),
+    )
     secret = key.set_secret()
     key.save()
     TransformRule.objects.create(scope="global", transform="no_such_transform", position=0)
-    TransformRule.objects.create(scope="global", transform="stream_force", position=1, enabled=False,
-                                 config={"enabled": True})
-    TransformRule.objects.create(scope="provider", provider=p_early, transform="stream_force", position=0,
-                                 config={"enabled": True}, models=None)
-    TransformRule.objects.create(scope="provider", provider=p_early, transform="stream_force", position=1,
-                                 config={"enabled": False}, models=[])
+    TransformRule.objects.create(
+        scope="global", transform="stream_force", position=1, enabled=False, config={"enabled": True}
+    )
+    TransformRule.objects.create(
+        scope="provider",
+        provider=p_early,
+        transform="stream_force",
+        position=0,
+        config={"enabled": True},
+        models=None,
+    )
+    TransformRule.objects.create(
+        scope="provider",
+        provider=p_early,
+        transform="stream_force",
+        position=1,
+        config={"enabled": False},
+        models=[],
+    )
     gs = GlobalSettings.load()
     gs.capture_enabled = True
     gs.save()
@@ -66,7 +99,9 @@ def test_build_snapshot_from_database():
     assert ch.extra_headers == (("X-Org", "o1"),) and ch.id == c1.id
     # routes: weight-0 channels never routed, providers in priority order
     assert [(r.provider.name, [c.name for c, _ in r.channels]) for r in snap.routes["m"]] == [
-        ("early", ["a"]), ("late", ["b"])]
+        ("early", ["a"]),
+        ("late", ["b"]),
+    ]
     assert snap.model_names == ["m", "other"]
     # chains: the unknown transform becomes a rule that fails at run time; disabled rules are omitted
     [broken] = snap.global_chain
@@ -89,7 +124,9 @@ def test_key_scope_rules_not_allowed_for_keys_are_dropped():
     key = ApiKey(name="k")
     key.set_secret()
     key.save()
-    TransformRule.objects.create(scope="api_key", api_key=key, transform="stream_force", config={"enabled": True})
+    TransformRule.objects.create(
+        scope="api_key", api_key=key, transform="stream_force", config={"enabled": True}
+    )
     snap = build_snapshot()
     assert snap.keys_by_hash[key.key_hash].chain == ()
 

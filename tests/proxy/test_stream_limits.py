@@ -57,8 +57,9 @@ async def app():
 
 
 def _use(app, base: str, mode: str) -> None:
-    app.holder.set(snapshot([provider(1, [channel(1, base_url=f"{base}/{mode}/v1", models={"m": "m"})],
-                                      breaker=False)]))
+    app.holder.set(
+        snapshot([provider(1, [channel(1, base_url=f"{base}/{mode}/v1", models={"m": "m"})], breaker=False)])
+    )
 
 
 async def test_first_byte_timeout_fails_the_attempt_before_anything_is_sent(app, upstream):

@@ -21,14 +21,21 @@ from gateway.urp.synth import response_to_events
 from .helpers import channel, key, provider, snapshot
 
 
-@pytest.mark.parametrize(("base", "path", "expected"), [
-    ("https://api.x.com", "/v1/chat/completions", "https://api.x.com/v1/chat/completions"),
-    ("https://api.x.com/v1", "/v1/chat/completions", "https://api.x.com/v1/chat/completions"),
-    ("https://api.x.com/v1/", "/v1/messages", "https://api.x.com/v1/messages"),
-    ("https://gw.x.com/openai/v1", "/v1/responses", "https://gw.x.com/openai/v1/responses"),
-    ("https://g.x.com/v1beta", "/v1beta/models/gem:generateContent", "https://g.x.com/v1beta/models/gem:generateContent"),
-    ("https://api.x.com/v10", "/v1/chat/completions", "https://api.x.com/v10/v1/chat/completions"),
-])
+@pytest.mark.parametrize(
+    ("base", "path", "expected"),
+    [
+        ("https://api.x.com", "/v1/chat/completions", "https://api.x.com/v1/chat/completions"),
+        ("https://api.x.com/v1", "/v1/chat/completions", "https://api.x.com/v1/chat/completions"),
+        ("https://api.x.com/v1/", "/v1/messages", "https://api.x.com/v1/messages"),
+        ("https://gw.x.com/openai/v1", "/v1/responses", "https://gw.x.com/openai/v1/responses"),
+        (
+            "https://g.x.com/v1beta",
+            "/v1beta/models/gem:generateContent",
+            "https://g.x.com/v1beta/models/gem:generateContent",
+        ),
+        ("https://api.x.com/v10", "/v1/chat/completions", "https://api.x.com/v10/v1/chat/completions"),
+    ],
+)
 def test_join_url(base, path, expected):
     assert join_url(base, path) == expected
 
@@ -64,11 +71,15 @@ def test_candidates_by_priority_skip_open_and_fall_back_when_all_open():
     a = channel(1, base_url="http://a", models={"m": "m-up"})
     b = channel(2, base_url="http://b", models={"m": "m"}, provider_id=2)
     c = channel(3, base_url="http://c", models={"m": "m"}, provider_id=3, weight=0)
-    snap = snapshot([provider(2, [b], priority=5), provider(1, [a], priority=1), provider(3, [c], priority=0)])
+    snap = snapshot(
+        [provider(2, [b], priority=5), provider(1, [a], priority=1), provider(3, [c], priority=0)]
+    )
     board = BreakerBoard()
     plan = candidates(snap, "m", board)
     assert [(r.provider.id, [(ch.id, up) for ch, up in chans]) for r, chans in plan] == [
-        (1, [(1, "m-up")]), (2, [(2, "m")])]  # weight 0 is never routed
+        (1, [(1, "m-up")]),
+        (2, [(2, "m")]),
+    ]  # weight 0 is never routed
     for _ in range(3):
         board.record_failure(1)
     assert [r.provider.id for r, _ in candidates(snap, "m", board)] == [2]
@@ -139,34 +150,56 @@ def test_success_resets_failure_count():
 
 
 def test_mask_and_describe_upstream_errors():
-    text = mask("failed calling https://api.secret-host.com/v1/x?key=1 from 10.0.0.7 api_key: abc123 sk-live_abcdefghijklmnop",
-                ("hunter2-channel-key",))
+    text = mask(
+        "failed calling https://api.secret-host.com/v1/x?key=1 from 10.0.0.7 api_key: abc123 sk-live_abcdefghijklmnop",
+        ("hunter2-channel-key",),
+    )
     assert "secret-host" not in text and "10.0.0.7" not in text and "abc123" not in text
     assert "abcdefghijklmnop" not in text
     assert mask("leak hunter2-channel-key here", ("hunter2-channel-key",)) == "leak *** here"
-    msg, code, etype = describe_upstream_error(500, b'{"error":{"message":"db at db.internal.net down","code":"srv_err","type":"server_error"}}')
+    msg, code, etype = describe_upstream_error(
+        500, b'{"error":{"message":"db at db.internal.net down","code":"srv_err","type":"server_error"}}'
+    )
     assert msg.startswith("upstream status 500: ") and "internal.net" not in msg
     assert (code, etype) == ("srv_err", "server_error")
     assert describe_upstream_error(502, b"<html>bad gateway</html>")[0] == "upstream status 502"
-    assert describe_upstream_error(429, b'{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}')[0] == QUOTA_TEXT
+    assert (
+        describe_upstream_error(
+            429, b'{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}'
+        )[0]
+        == QUOTA_TEXT
+    )
     assert describe_upstream_error(400, b'{"error":{"message":"x","code":"has spaces in it"}}')[1] is None
 
 
 def test_error_body_shapes_and_diagnostics():
-    err = ClientError(502, "upstream_error", "All failed", upstream={"upstream_status": 503, "upstream_code": None})
+    err = ClientError(
+        502, "upstream_error", "All failed", upstream={"upstream_status": 503, "upstream_code": None}
+    )
     openai = error_body("chat_completion", err)
     assert openai["error"]["code"] == "upstream_error" and openai["error"]["upstream_status"] == 503
     assert "upstream_code" not in openai["error"]
-    anthropic = error_body("messages", ClientError(403, "model_not_allowed", "no", error_type="permission_error"),
-                           request_id="rid")
+    anthropic = error_body(
+        "messages",
+        ClientError(403, "model_not_allowed", "no", error_type="permission_error"),
+        request_id="rid",
+    )
     assert anthropic["type"] == "error" and anthropic["error"]["type"] == "permission_error"
     assert anthropic["error"]["message"] == "no" and anthropic["request_id"] == "rid"
 
 
 def test_synth_events_rebuild_the_response():
-    resp = Response(id="r1", model="m", finish_reason="tool_calls", usage=Usage(input_tokens=1, output_tokens=2),
-                    output=[ReasoningNode(summary="think", encrypted="sig"), TextNode(role="assistant", content="hi"),
-                            ToolCallNode(call_id="c1", name="f", arguments='{"a":1}')])
+    resp = Response(
+        id="r1",
+        model="m",
+        finish_reason="tool_calls",
+        usage=Usage(input_tokens=1, output_tokens=2),
+        output=[
+            ReasoningNode(summary="think", encrypted="sig"),
+            TextNode(role="assistant", content="hi"),
+            ToolCallNode(call_id="c1", name="f", arguments='{"a":1}'),
+        ],
+    )
     events = response_to_events(resp)
     assert isinstance(events[0], ev.ResponseStart) and isinstance(events[-1], ev.ResponseDone)
     starts = [e.index for e in events if isinstance(e, ev.NodeStart)]
@@ -184,13 +217,22 @@ def test_synth_events_rebuild_the_response():
 
 def test_to_jsonable():
     data = to_jsonable(Response(id="r", model="m", output=[TextNode(content="x")], extra={"k": (1, b"\x00")}))
-    assert data["output"][0] == {"type": "text", "id": None, "extra": {}, "role": "user", "content": "x", "phase": None}
+    assert data["output"][0] == {
+        "type": "text",
+        "id": None,
+        "extra": {},
+        "role": "user",
+        "content": "x",
+        "phase": None,
+    }
     assert data["extra"] == {"k": [1, "AA=="]}
     import orjson
+
     orjson.dumps(data)
 
 
 # -- fuzz regressions (tests/fuzz) ----------------------------------------------------------------
+
 
 def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt():
     """Such an answer decoded and then crashed the client encoder (500); it is upstream garbage:
@@ -207,8 +249,14 @@ def test_upstream_body_nested_deeper_than_encoders_can_write_is_a_failed_attempt
     deep: object = "x"
     for _ in range(300):
         deep = [deep]
-    body = {"id": "c", "object": "chat.completion", "created": 1, "model": "up", "extra": deep,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "up",
+        "extra": deep,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    }
     att = SimpleNamespace(upstream_stream=False, codec=chat_completions, channel=SimpleNamespace(api_key="k"))
     import json  # orjson itself refuses to write such a body
 

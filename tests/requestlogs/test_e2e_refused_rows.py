@@ -27,9 +27,15 @@ KEYLESS_PER_SECOND = 5
 @pytest.fixture(scope="module")
 def refusing_gateway(django_db_setup, django_db_blocker, celery_worker, capture_redis, tmp_path_factory):
     with django_db_blocker.unblock():
-        server = start_gateway(tmp_path_factory, {
-            "REDIS_URL": capture_redis, "GATEWAY_MAX_BODY_BYTES": "4096", "GATEWAY_LOG_FORMAT": "json",
-            "GATEWAY_REQUEST_LOG_KEYLESS_PER_SECOND": str(KEYLESS_PER_SECOND)})
+        server = start_gateway(
+            tmp_path_factory,
+            {
+                "REDIS_URL": capture_redis,
+                "GATEWAY_MAX_BODY_BYTES": "4096",
+                "GATEWAY_LOG_FORMAT": "json",
+                "GATEWAY_REQUEST_LOG_KEYLESS_PER_SECOND": str(KEYLESS_PER_SECOND),
+            },
+        )
     yield server
     server.stop()
 
@@ -58,14 +64,18 @@ def _one_row(reply: httpx.Response) -> Any:
     """The single row of this answer, by the gateway's own id (echoed as x-request-id)."""
     rid = reply.headers["x-request-id"]
     rows = wait_rows(1, request_id=rid)
-    assert len(rows) == 1, f"no request-log row for {reply.request.method} {reply.request.url} -> {reply.status_code}"
+    assert len(rows) == 1, (
+        f"no request-log row for {reply.request.method} {reply.request.url} -> {reply.status_code}"
+    )
     return rows[0]
 
 
 def _access_line(server: GatewayServer, rid: str) -> dict[str, Any]:
     deadline = time.monotonic() + 10
     while True:
-        lines = [json.loads(line) for line in server.log_tail(limit=400_000).splitlines() if line.startswith("{")]
+        lines = [
+            json.loads(line) for line in server.log_tail(limit=400_000).splitlines() if line.startswith("{")
+        ]
         mine = [r for r in lines if r.get("logger") == "gateway.access" and r.get("request_id") == rid]
         if mine or time.monotonic() > deadline:
             assert len(mine) == 1, f"access lines for {rid}: {mine}"
@@ -77,7 +87,8 @@ def _holds(row: Any, secret: str) -> bool:
     from django.forms.models import model_to_dict
 
     return secret in json.dumps(model_to_dict(row), default=str) or secret[:12] in json.dumps(
-        model_to_dict(row), default=str)
+        model_to_dict(row), default=str
+    )
 
 
 def test_missing_and_bad_keys_leave_one_row_each_without_the_secret(gw):
@@ -92,19 +103,37 @@ def test_missing_and_bad_keys_leave_one_row_each_without_the_secret(gw):
     rows = [_one_row(r) for r in (missing, wrong, anthropic)]
     assert [(r.status, r.http_status, r.error_code) for r in rows] == [("error", 401, "unauthorized")] * 3
     assert [(r.endpoint, r.client_protocol) for r in rows] == [
-        ("/v1/chat/completions", "chat_completion"), ("/v1/chat/completions", "chat_completion"),
-        ("/v1/messages", "messages")]
+        ("/v1/chat/completions", "chat_completion"),
+        ("/v1/chat/completions", "chat_completion"),
+        ("/v1/messages", "messages"),
+    ]
     assert all(r.api_key_id is None and r.owner_id is None and r.api_key_name == "" for r in rows)
     assert all(r.client_ip == "127.0.0.1" and r.duration_ms > 0 and r.logical_model == "" for r in rows)
     assert not any(_holds(r, bad) for r in rows)
-    assert _moved(before, after, "gateway_requests_total", protocol="chat_completion", model="", status="401") == 2
+    assert (
+        _moved(before, after, "gateway_requests_total", protocol="chat_completion", model="", status="401")
+        == 2
+    )
     assert _moved(before, after, "gateway_requests_total", protocol="messages", status="401") == 1
-    assert _moved(before, after, "gateway_request_errors_total", endpoint="/v1/chat/completions", status="401",
-                  code="unauthorized") == 2
+    assert (
+        _moved(
+            before,
+            after,
+            "gateway_request_errors_total",
+            endpoint="/v1/chat/completions",
+            status="401",
+            code="unauthorized",
+        )
+        == 2
+    )
     assert _moved(before, after, "gateway_request_duration_seconds_count", protocol="messages") == 1
     line = _access_line(gw, wrong.headers["x-request-id"])
-    assert line["status"] == 401 and line["endpoint"] == "/v1/chat/completions" and line["error"].startswith(
-        "unauthorized") and bad not in json.dumps(line)
+    assert (
+        line["status"] == 401
+        and line["endpoint"] == "/v1/chat/completions"
+        and line["error"].startswith("unauthorized")
+        and bad not in json.dumps(line)
+    )
 
 
 def test_a_key_refused_for_its_address_is_logged_with_the_key(gw, mock_upstream):
@@ -112,13 +141,23 @@ def test_a_key_refused_for_its_address_is_logged_with_the_key(gw, mock_upstream)
     key, secret = make_key("rr-ip", ip_allow=["10.0.0.0/8"])
     gw.wait_config()
     before = _metrics(gw)
-    reply = gw.client.post("/v1/chat/completions", headers={"authorization": f"Bearer {secret}"},
-                           json={"model": "rr-ip", "messages": [{"role": "user", "content": "x"}]})
+    reply = gw.client.post(
+        "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "rr-ip", "messages": [{"role": "user", "content": "x"}]},
+    )
     assert reply.status_code == 403 and reply.json()["error"]["code"] == "ip_not_allowed"
     row = _one_row(reply)
-    assert (row.status, row.http_status, row.error_code, row.api_key_id) == ("error", 403, "ip_not_allowed", key.pk)
+    assert (row.status, row.http_status, row.error_code, row.api_key_id) == (
+        "error",
+        403,
+        "ip_not_allowed",
+        key.pk,
+    )
     assert row.api_key_name == key.name and row.owner_id == key.owner_id and not _holds(row, secret)
-    assert _moved(before, _metrics(gw), "gateway_request_errors_total", code="ip_not_allowed", status="403") == 1
+    assert (
+        _moved(before, _metrics(gw), "gateway_request_errors_total", code="ip_not_allowed", status="403") == 1
+    )
     assert _access_line(gw, row.request_id)["key"] == key.name
 
 
@@ -126,12 +165,19 @@ def test_a_body_over_the_limit_is_logged(gw, mock_upstream):
     key, secret = make_key("rr-big")
     gw.wait_config()
     before = _metrics(gw)
-    reply = gw.client.post("/v1/chat/completions", headers={"authorization": f"Bearer {secret}"},
-                           json={"model": "m", "messages": [{"role": "user", "content": "x" * 8000}]})
+    reply = gw.client.post(
+        "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "m", "messages": [{"role": "user", "content": "x" * 8000}]},
+    )
     assert reply.status_code == 413
     row = _one_row(reply)
     assert (row.http_status, row.error_code, row.api_key_id, row.endpoint) == (
-        413, "request_too_large", key.pk, "/v1/chat/completions")
+        413,
+        "request_too_large",
+        key.pk,
+        "/v1/chat/completions",
+    )
     assert not _holds(row, secret)
     assert _moved(before, _metrics(gw), "gateway_request_errors_total", code="request_too_large") == 1
 
@@ -148,8 +194,17 @@ def test_unknown_paths_and_methods_collapse_to_bounded_labels(gw):
     rows = [_one_row(r) for r in replies]
     assert [(r.endpoint, r.http_status, r.error_code) for r in rows] == [("other", 404, "not_found")] * 2
     row = _one_row(wrong_method)
-    assert (row.endpoint, row.http_status, row.error_code) == ("/v1/chat/completions", 405, "method_not_allowed")
-    assert _moved(before, after, "gateway_request_errors_total", endpoint="other", status="404", code="not_found") == 2
+    assert (row.endpoint, row.http_status, row.error_code) == (
+        "/v1/chat/completions",
+        405,
+        "method_not_allowed",
+    )
+    assert (
+        _moved(
+            before, after, "gateway_request_errors_total", endpoint="other", status="404", code="not_found"
+        )
+        == 2
+    )
     assert "no-such-" not in after  # the raw path is no label
 
 
@@ -162,21 +217,38 @@ def test_models_list_and_non_generation_endpoints_are_logged(gw, mock_upstream):
     listed = gw.client.get("/v1/models", headers=auth)
     one = gw.client.get("/v1/models/rr-models", headers=auth)
     keyless = gw.client.get("/v1/models")
-    not_json = gw.client.post("/v1/embeddings", headers={**auth, "content-type": "application/json"},
-                              content=b"{not json")
-    gemini = gw.client.post("/v1beta/models/rr-models:generateContent", headers={"x-goog-api-key": secret},
-                            content=b"[1, 2")
+    not_json = gw.client.post(
+        "/v1/embeddings", headers={**auth, "content-type": "application/json"}, content=b"{not json"
+    )
+    gemini = gw.client.post(
+        "/v1beta/models/rr-models:generateContent", headers={"x-goog-api-key": secret}, content=b"[1, 2"
+    )
     after = _metrics(gw)
     assert [r.status_code for r in (listed, one, keyless, not_json, gemini)] == [200, 200, 401, 400, 400]
     rows = [_one_row(r) for r in (listed, one, keyless, not_json, gemini)]
     assert [(r.endpoint, r.status, r.http_status, r.api_key_id) for r in rows] == [
-        ("/v1/models", "success", 200, key.pk), ("/v1/models/{id}", "success", 200, key.pk),
-        ("/v1/models", "error", 401, None), ("/v1/embeddings", "error", 400, key.pk),
-        ("/v1beta/models/{model}:generateContent", "error", 400, key.pk)]
+        ("/v1/models", "success", 200, key.pk),
+        ("/v1/models/{id}", "success", 200, key.pk),
+        ("/v1/models", "error", 401, None),
+        ("/v1/embeddings", "error", 400, key.pk),
+        ("/v1beta/models/{model}:generateContent", "error", 400, key.pk),
+    ]
     assert rows[4].client_protocol == "gemini" and rows[3].error_code == "invalid_request"
-    assert _moved(before, after, "gateway_requests_total", protocol="chat_completion", model="", status="200") == 2
-    assert _moved(before, after, "gateway_request_errors_total", endpoint="/v1beta/models/{model}:generateContent",
-                  protocol="gemini", status="400") == 1
+    assert (
+        _moved(before, after, "gateway_requests_total", protocol="chat_completion", model="", status="200")
+        == 2
+    )
+    assert (
+        _moved(
+            before,
+            after,
+            "gateway_request_errors_total",
+            endpoint="/v1beta/models/{model}:generateContent",
+            protocol="gemini",
+            status="400",
+        )
+        == 1
+    )
 
 
 def test_keyless_flood_is_counted_and_logged_within_the_budget(gw):
@@ -212,8 +284,14 @@ def test_admin_and_rest_list_rows_without_a_key_or_a_model(gw, django_user_model
     admin_user = django_user_model.objects.create_superuser("rr-admin", "a@example.com", "pw-12345678")
     web = Client()
     web.force_login(admin_user)
-    for query in ({}, {"status": "error"}, {"endpoint": "other"}, {"q": rows[0].request_id},
-                  {"model": "x", "api_key": "1"}, {"api_key__isnull": "True"}):
+    for query in (
+        {},
+        {"status": "error"},
+        {"endpoint": "other"},
+        {"q": rows[0].request_id},
+        {"model": "x", "api_key": "1"},
+        {"api_key__isnull": "True"},
+    ):
         page = web.get("/admin/requestlogs/requestlog/", query)
         assert page.status_code == 200, (query, page.status_code)
     page = web.get("/admin/requestlogs/requestlog/", {"endpoint": "other"})
@@ -225,7 +303,11 @@ def test_admin_and_rest_list_rows_without_a_key_or_a_model(gw, django_user_model
     assert listed.status_code == 200, listed.content
     (item,) = listed.json()["results"]
     assert (item["api_key"], item["logical_model"], item["endpoint"], item["cost"]) == (
-        None, "", "/v1/chat/completions", None)
+        None,
+        "",
+        "/v1/chat/completions",
+        None,
+    )
     assert web.get("/api/request-logs/", {"endpoint": "other"}).json()["count"] >= 1
     assert web.get("/api/request-logs/", {"endpoint": "x" * 300}).status_code == 400
     assert web.get(f"/api/request-logs/{rows[1].request_id}/").json()["endpoint"] == "other"
@@ -241,11 +323,18 @@ def test_refused_websocket_handshakes_are_logged(gw):
     tags = [uuid.uuid4().hex, uuid.uuid4().hex]
     before = _metrics(gw)
     for tag, auth in zip(tags, ("Bearer sk-gw-wrong-000000000000", f"Bearer {secret}"), strict=True):
-        with pytest.raises(InvalidStatus), connect(url, additional_headers={"authorization": auth, "x-request-id": tag}):
+        with (
+            pytest.raises(InvalidStatus),
+            connect(url, additional_headers={"authorization": auth, "x-request-id": tag}),
+        ):
             pass
     rows = [wait_rows(1, client_request_id=tag)[0] for tag in tags]
     assert [(r.http_status, r.error_code, r.api_key_id, r.endpoint, r.client_protocol) for r in rows] == [
         (401, "unauthorized", None, "/v1/responses (websocket)", "responses"),
-        (403, "ip_not_allowed", key.pk, "/v1/responses (websocket)", "responses")]
+        (403, "ip_not_allowed", key.pk, "/v1/responses (websocket)", "responses"),
+    ]
     assert not _holds(rows[1], secret)
-    assert _moved(before, _metrics(gw), "gateway_request_errors_total", endpoint="/v1/responses (websocket)") == 2
+    assert (
+        _moved(before, _metrics(gw), "gateway_request_errors_total", endpoint="/v1/responses (websocket)")
+        == 2
+    )

@@ -300,6 +300,7 @@ def test_redis_outage_loses_no_row(mock_upstream, transactional_db, private_redi
             client.chat.completions.create(
                 model="rl-outage", messages=[{"role": "user", "content": "during"}]
             )
+
         def spooled() -> int:  # a file being retried is renamed to .claim<pid> meanwhile
             return len(list(spool.glob("*.row"))) + len(list(spool.glob("*.claim*")))
 

@@ -87,8 +87,14 @@ class Topology:
     def spooled(self) -> int:
         """Payloads waiting in the instances' spools (captures and request logs)."""
         assert self.data is not None
-        return sum(1 for p in self.data.glob("*/**/*") if p.is_file() and p.suffix not in (".tmp",)
-                   and "spool" in str(p.relative_to(self.data)) and "dead" not in p.parts)
+        return sum(
+            1
+            for p in self.data.glob("*/**/*")
+            if p.is_file()
+            and p.suffix not in (".tmp",)
+            and "spool" in str(p.relative_to(self.data))
+            and "dead" not in p.parts
+        )
 
 
 def _database() -> tuple[Postgres, PrivateCluster | None]:
@@ -227,7 +233,8 @@ def capture_ids(topo: Topology, prefix: str) -> list[str]:
         r[0]
         for r in topo.pg.query(
             # the client's x-request-id is data (client_request_id); the capture's own id is the gateway's
-            "SELECT client_request_id FROM captures_capture WHERE client_request_id LIKE %s", prefix + "%"
+            "SELECT client_request_id FROM captures_capture WHERE client_request_id LIKE %s",
+            prefix + "%",
         )
     ]
 
@@ -289,5 +296,3 @@ def worker_pids(inst: Instance) -> list[int]:
         if b"multiprocessing" in cmdline and b"resource_tracker" not in cmdline:
             pids.append(int(child))
     return pids
-
-

@@ -31,15 +31,22 @@ pytestmark = [pytest.mark.e2e, pytest.mark.resilience, pytest.mark.timeout(180)]
 CONNECTIONS = int(os.environ.get("RESILIENCE_CHURN_CONNECTIONS", "2000"))
 ROUNDS = 2
 CONCURRENCY = 200
-KINDS = (["close"] * 6 + ["keepalive"] * 4 + ["stream"] * 3 + ["abort-body"] * 3 + ["abort-stream"] * 3
-         + ["idle"])
+KINDS = (
+    ["close"] * 6 + ["keepalive"] * 4 + ["stream"] * 3 + ["abort-body"] * 3 + ["abort-stream"] * 3 + ["idle"]
+)
 
 
-def _request(model: str = "topo-chat", stream: bool = False, keep_alive: bool = False, body_cut: int = 0) -> bytes:
-    body = json.dumps({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {SECRET}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            f"connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n").encode()
+def _request(
+    model: str = "topo-chat", stream: bool = False, keep_alive: bool = False, body_cut: int = 0
+) -> bytes:
+    body = json.dumps(
+        {"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {SECRET}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    ).encode()
     return head + (body[:body_cut] if body_cut else body)
 
 
@@ -140,8 +147,11 @@ def _worker_state(pids: list[int], mock_port: int) -> dict[int, dict[str, int]]:
     for pid in pids:
         status = Path(f"/proc/{pid}/status").read_text()
         rss = int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
-        state[pid] = {"fds": len(os.listdir(f"/proc/{pid}/fd")), "rss_mib": round(rss / 1024),
-                      "upstream": _upstream_sockets(pid, mock_port)}
+        state[pid] = {
+            "fds": len(os.listdir(f"/proc/{pid}/fd")),
+            "rss_mib": round(rss / 1024),
+            "upstream": _upstream_sockets(pid, mock_port),
+        }
     return state
 
 
@@ -151,10 +161,14 @@ def _settle(pids: list[int], mock_port: int, mock_upstream, limit: dict[int, dic
     keep-alive timeout (5 s)."""
     until(lambda: mock_upstream.stats()["in_flight"] <= 1, 20, step=0.2)  # the stats request itself
     if limit is not None:
+
         def back() -> bool:
             now = _worker_state(pids, mock_port)
-            return all(now[p]["fds"] <= limit[p]["fds"] + 4 and now[p]["upstream"] <= limit[p]["upstream"] + 2
-                       for p in pids)
+            return all(
+                now[p]["fds"] <= limit[p]["fds"] + 4 and now[p]["upstream"] <= limit[p]["upstream"] + 2
+                for p in pids
+            )
+
         try:
             until(back, 20, step=0.5)
         except AssertionError:
@@ -181,17 +195,37 @@ def test_two_thousand_connections_opening_and_dropping_leave_no_leak(topo, mock_
     elapsed = time.monotonic() - t0
     bad = {k: v for k, v in outcomes.items() if not k.endswith((":ok", ":aborted"))}
     first, last = after[0], after[-1]
-    FIGURES[f"Connection churn: {CONNECTIONS} connections against instance a ({ROUNDS} rounds, {CONCURRENCY} open at once)"] = {
+    FIGURES[
+        f"Connection churn: {CONNECTIONS} connections against instance a ({ROUNDS} rounds, {CONCURRENCY} open at once)"
+    ] = {
         "connections": sum(outcomes.values()),
         "outcomes": dict(sorted(outcomes.items())),
         "wall time, both rounds with settling (s)": round(elapsed, 1),
         "workers of a": len(pids),
-        **{f"worker {i + 1}: fds idle / after round 1 / after round 2": [idle[p]["fds"], first[p]["fds"], last[p]["fds"]]
-           for i, p in enumerate(pids)},
-        **{f"worker {i + 1}: upstream connections idle / after 1 / after 2":
-           [idle[p]["upstream"], first[p]["upstream"], last[p]["upstream"]] for i, p in enumerate(pids)},
-        **{f"worker {i + 1}: RSS MiB idle / after 1 / after 2": [idle[p]["rss_mib"], first[p]["rss_mib"], last[p]["rss_mib"]]
-           for i, p in enumerate(pids)},
+        **{
+            f"worker {i + 1}: fds idle / after round 1 / after round 2": [
+                idle[p]["fds"],
+                first[p]["fds"],
+                last[p]["fds"],
+            ]
+            for i, p in enumerate(pids)
+        },
+        **{
+            f"worker {i + 1}: upstream connections idle / after 1 / after 2": [
+                idle[p]["upstream"],
+                first[p]["upstream"],
+                last[p]["upstream"],
+            ]
+            for i, p in enumerate(pids)
+        },
+        **{
+            f"worker {i + 1}: RSS MiB idle / after 1 / after 2": [
+                idle[p]["rss_mib"],
+                first[p]["rss_mib"],
+                last[p]["rss_mib"],
+            ]
+            for i, p in enumerate(pids)
+        },
         "upstream connections of both workers as each round ended": at_end,
         "upstream requests in flight afterwards (mock)": max(0, mock_upstream.stats()["in_flight"] - 1),
         "note": "idle pooled upstream connections close within the mock's keep-alive (5 s); a leak would grow per round",

@@ -119,7 +119,9 @@ def _held_unacked(topo) -> int:
 
 def _limit_probe(topo, n: int = 40) -> Counter:
     """``n`` requests of the limited key straight to the instances (a, b, a, ...)."""
-    return Counter(chat(inst.url, OUTAGE_LIMITED).status_code for _ in range(n // 2) for inst in (topo.a, topo.b))
+    return Counter(
+        chat(inst.url, OUTAGE_LIMITED).status_code for _ in range(n // 2) for inst in (topo.a, topo.b)
+    )
 
 
 def _fragile_calls(mock_upstream) -> int:
@@ -169,24 +171,34 @@ def test_redis_down_for_30_seconds_under_load(topo, mock_upstream):
         "requests": len(load.results),
         "answers by status": _statuses(load),
         **rows,
-        f"limited key (rpm {OUTAGE_RPM}) during the outage, 40 requests to a and b": dict(sorted(limits.items())),
+        f"limited key (rpm {OUTAGE_RPM}) during the outage, 40 requests to a and b": dict(
+            sorted(limits.items())
+        ),
         "limit fallback bound (per worker x workers x windows)": OUTAGE_RPM * WORKERS * windows,
         "breaker during the outage: requests to a model whose first channel fails": sum(fragile.values()),
         "breaker during the outage: their statuses": dict(fragile),
         "breaker during the outage: calls to the failing channel (per-worker breakers, 3 failures each)": fragile_calls,
         "limits counted in Redis again after its return (s)": limits_back,
-        "Celery worker restarted by its supervisor (kombu crash on the lost connection)": topo.celery.restarts - restarts,
+        "Celery worker restarted by its supervisor (kombu crash on the lost connection)": topo.celery.restarts
+        - restarts,
     }
     assert not load.failed(), load.failed()[:10]  # no client error caused by Redis
-    held = rows["tasks held in Redis's unacked set (a crashed Celery worker's prefetch; redelivered after "
-                "the broker's visibility timeout)"]
+    held = rows[
+        "tasks held in Redis's unacked set (a crashed Celery worker's prefetch; redelivered after "
+        "the broker's visibility timeout)"
+    ]
     assert rows["captures missing"] <= held and rows["duplicate captures"] == 0, rows  # nothing lost
     assert (rows["request-log rows missing"] == 0 or held) and rows["duplicate request-log rows"] == 0, rows
     # limits fall back to per-worker counting: refusals are 429s, and at most each worker's own limit
     assert set(limits) <= {200, 429} and 0 < limits[200] <= OUTAGE_RPM * WORKERS * windows, limits
     # each worker's own breaker opens: the failing channel stops being called, every request answered
-    assert set(fragile) == {200} and fragile_calls <= 3 * WORKERS < sum(fragile.values()), (fragile, fragile_calls)
-    assert limits_back <= RECOVERY_BOUND + 2.0, limits_back  # 5 s of per-worker counting after the last failure
+    assert set(fragile) == {200} and fragile_calls <= 3 * WORKERS < sum(fragile.values()), (
+        fragile,
+        fragile_calls,
+    )
+    assert limits_back <= RECOVERY_BOUND + 2.0, (
+        limits_back
+    )  # 5 s of per-worker counting after the last failure
     _assert_recovered(rows)
 
 
@@ -195,8 +207,15 @@ def _admin_session(topo) -> httpx.Client:
     client = httpx.Client(base_url=topo.a.url, timeout=10, follow_redirects=False)
     client.get("/admin/login/")
     token = client.cookies.get("csrftoken")
-    reply = client.post("/admin/login/?next=/admin/", data={
-        "username": "topo", "password": "pw-topo-0001", "csrfmiddlewaretoken": token, "next": "/admin/"})
+    reply = client.post(
+        "/admin/login/?next=/admin/",
+        data={
+            "username": "topo",
+            "password": "pw-topo-0001",
+            "csrfmiddlewaretoken": token,
+            "next": "/admin/",
+        },
+    )
     assert reply.status_code == 302, reply.text[:500]
     assert client.get("/admin/").status_code == 200
     return client
@@ -212,7 +231,9 @@ def _during_pg_outage(topo, admin: httpx.Client, seconds: float) -> dict[str, Co
             seen["readyz"][httpx.get(inst.url + "/readyz", timeout=5).status_code] += 1
         page = admin.get("/admin/keys/apikey/")
         seen["admin"][page.status_code] += 1
-        api = httpx.get(topo.b.url + "/api/api-keys/", headers={"authorization": f"Token {topo.token}"}, timeout=10)
+        api = httpx.get(
+            topo.b.url + "/api/api-keys/", headers={"authorization": f"Token {topo.token}"}, timeout=10
+        )
         seen["api"][api.status_code] += 1
         if page.status_code == 503:
             messages.add(re.sub(r"<[^>]+>", " ", page.text).split("Database unreachable")[-1].strip()[:120])
@@ -228,7 +249,8 @@ def _pg_recovered(topo, admin: httpx.Client, t_up: float) -> dict[str, float]:
 
     def check() -> bool:
         if "readyz" not in back and all(
-                httpx.get(i.url + "/readyz", timeout=5).status_code == 200 for i in (topo.a, topo.b)):
+            httpx.get(i.url + "/readyz", timeout=5).status_code == 200 for i in (topo.a, topo.b)
+        ):
             back["readyz"] = round(time.monotonic() - t_up, 2)
         if "admin" not in back and admin.get("/admin/keys/apikey/").status_code == 200:
             back["admin"] = round(time.monotonic() - t_up, 2)

@@ -31,6 +31,7 @@ from tests.resilience.topology import Instance
 
 pytestmark = [pytest.mark.e2e, pytest.mark.resilience, pytest.mark.timeout(180)]
 
+
 def test_a_config_change_through_one_instance_reaches_both_within_a_second(topo):
     new_secret = f"sk-topo-late-{secrets.token_hex(6)}"
     t0 = time.monotonic()

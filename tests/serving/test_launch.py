@@ -29,14 +29,31 @@ async def pid_app(scope, receive, send):
         await send({"type": "lifespan.shutdown.complete"})
         return
     body = str(os.getpid()).encode()
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]})
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]}
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 def _launch(app: str, port: int, workers: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gateway.launch", "--app", app, "--port", str(port),
-                             "--workers", str(workers), "--log-level", "warning"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway.launch",
+            "--app",
+            app,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _ask(port: int) -> int | None:

@@ -54,8 +54,11 @@ def stream_of(nodes: list[Node], cuts: list[int] | None = None) -> list[ev.Event
         elif isinstance(node, ToolCallNode):
             fields = [(ev.ARGUMENTS, node.arguments)]
         elif isinstance(node, ReasoningNode):
-            fields = [(ev.REASONING_CONTENT, node.content), (ev.REASONING_SUMMARY, node.summary),
-                      (ev.REASONING_ENCRYPTED, node.encrypted if isinstance(node.encrypted, str) else None)]
+            fields = [
+                (ev.REASONING_CONTENT, node.content),
+                (ev.REASONING_SUMMARY, node.summary),
+                (ev.REASONING_ENCRYPTED, node.encrypted if isinstance(node.encrypted, str) else None),
+            ]
         for kind, value in fields:
             for piece in chunks(value or "", cuts):
                 out.append(ev.NodeDelta(index=i, kind=kind, delta=piece))
@@ -65,13 +68,19 @@ def stream_of(nodes: list[Node], cuts: list[int] | None = None) -> list[ev.Event
 
 
 def ctx(**fields: Any) -> TransformContext:
-    base: dict[str, Any] = {"logical_model": "m", "client_protocol": "responses", "upstream_protocol": "chat_completion",
-                            "stream": True}
+    base: dict[str, Any] = {
+        "logical_model": "m",
+        "client_protocol": "responses",
+        "upstream_protocol": "chat_completion",
+        "stream": True,
+    }
     base.update(fields)
     return TransformContext(**base)
 
 
-def run_stream(transform: Transform, events: list[ev.Event], context: TransformContext | None = None) -> list[ev.Event]:
+def run_stream(
+    transform: Transform, events: list[ev.Event], context: TransformContext | None = None
+) -> list[ev.Event]:
     rule = CompiledRule(1, "provider", "response", None, transform)
     chain = StreamChain([rule], context or ctx())
     out: list[ev.Event] = []
@@ -82,7 +91,9 @@ def run_stream(transform: Transform, events: list[ev.Event], context: TransformC
 
 def run_whole(transform: Transform, nodes: list[Node], context: TransformContext | None = None) -> list[Node]:
     resp = Response(id="resp_1", model="m", output=deepcopy(nodes))
-    run_response([CompiledRule(1, "provider", "response", None, transform)], resp, context or ctx(stream=False))
+    run_response(
+        [CompiledRule(1, "provider", "response", None, transform)], resp, context or ctx(stream=False)
+    )
     return resp.output
 
 

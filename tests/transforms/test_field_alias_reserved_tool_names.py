@@ -21,41 +21,67 @@ def chains(config=None, request=True):
 
 
 def ctx():
-    return TransformContext(logical_model=MODEL, client_protocol="chat_completion", upstream_protocol="chat_completion")
+    return TransformContext(
+        logical_model=MODEL, client_protocol="chat_completion", upstream_protocol="chat_completion"
+    )
 
 
 def test_request_renames_function_and_custom_tools_history_and_choice():
     req = Request(
         model=MODEL,
-        tools=[ToolDef(kind="function", name="view_image"), ToolDef(kind="web_search", name="view_image"),
-               ToolDef(kind="custom", name="view_image")],
-        input=[ToolCallNode(call_id="c1", name="view_image", arguments="{}"),
-               ToolCallNode(call_id="c2", name="exec", arguments="{}")],
-        tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
-            {"type": "function", "function": {"name": "view_image"}}, {"type": "function", "name": "exec"}]}},
+        tools=[
+            ToolDef(kind="function", name="view_image"),
+            ToolDef(kind="web_search", name="view_image"),
+            ToolDef(kind="custom", name="view_image"),
+        ],
+        input=[
+            ToolCallNode(call_id="c1", name="view_image", arguments="{}"),
+            ToolCallNode(call_id="c2", name="exec", arguments="{}"),
+        ],
+        tool_choice={
+            "type": "allowed_tools",
+            "allowed_tools": {
+                "mode": "auto",
+                "tools": [
+                    {"type": "function", "function": {"name": "view_image"}},
+                    {"type": "function", "name": "exec"},
+                ],
+            },
+        },
     )
     c = ctx()
     run_request(select(chains(), "request", MODEL), req, c)
     assert [t.name for t in req.tools] == ["client_view_image", "view_image", "client_view_image"]
     assert [n.name for n in req.input] == ["client_view_image", "exec"]
     assert req.tool_choice["allowed_tools"]["tools"] == [
-        {"type": "function", "function": {"name": "client_view_image"}}, {"type": "function", "name": "exec"}]
+        {"type": "function", "function": {"name": "client_view_image"}},
+        {"type": "function", "name": "exec"},
+    ]
 
 
 def test_response_restores_names_non_stream_and_stream():
     c = ctx()
     req = Request(model=MODEL, tools=[ToolDef(kind="function", name="view_image")])
     run_request(select(chains(), "request", MODEL), req, c)
-    resp = Response(id="r", model="m", output=[ToolCallNode(call_id="a", name="client_view_image"),
-                                              ToolCallNode(call_id="b", name="exec_command")])
+    resp = Response(
+        id="r",
+        model="m",
+        output=[
+            ToolCallNode(call_id="a", name="client_view_image"),
+            ToolCallNode(call_id="b", name="exec_command"),
+        ],
+    )
     run_response(select(chains(), "response", MODEL), resp, c)
     assert [n.name for n in resp.output] == ["view_image", "exec_command"]
 
     chain = StreamChain(select(chains(), "response", MODEL), c)
     done = ToolCallNode(call_id="a", name="client_view_image", arguments="{}")
-    events = [NodeStart(index=0, node=ToolCallNode(call_id="a", name="client_view_image")),
-              NodeDelta(index=0, kind="arguments", delta="{}"), NodeDone(index=0, node=done),
-              ResponseDone(output=[done, TextNode(role="assistant", content="x")])]
+    events = [
+        NodeStart(index=0, node=ToolCallNode(call_id="a", name="client_view_image")),
+        NodeDelta(index=0, kind="arguments", delta="{}"),
+        NodeDone(index=0, node=done),
+        ResponseDone(output=[done, TextNode(role="assistant", content="x")]),
+    ]
     out = [o for e in events for o in chain.process(e)]
     assert out[0].node.name == "view_image" and out[1].delta == "{}" and out[2].node.name == "view_image"
     assert out[3].output[0].name == "view_image" and out[3].output[1].content == "x"
@@ -79,10 +105,21 @@ def test_empty_map_is_a_no_op():
 
 def test_validation():
     def errors(config):
-        return validate_rule(transform="field_alias_reserved_tool_names", scope="api_key", phase="request",
-                             models=None, config=config)
+        return validate_rule(
+            transform="field_alias_reserved_tool_names",
+            scope="api_key",
+            phase="request",
+            models=None,
+            config=config,
+        )
 
     assert errors({}) == {} and errors({"aliases": {"a": "b"}}) == {}
-    for bad in ({"aliases": {"a": "b", "c": "b"}}, {"aliases": {"a": "b", "b": "c"}}, {"aliases": {"a": 1}},
-                {"aliases": {"a": "a"}}, {"aliases": {"a": ""}}, {"aliases": {"": "x"}}):
+    for bad in (
+        {"aliases": {"a": "b", "c": "b"}},
+        {"aliases": {"a": "b", "b": "c"}},
+        {"aliases": {"a": 1}},
+        {"aliases": {"a": "a"}},
+        {"aliases": {"a": ""}},
+        {"aliases": {"": "x"}},
+    ):
         assert "config" in errors(bad), bad

@@ -33,12 +33,18 @@ def chains(config: dict | None = None, *, request: bool = True, response: bool =
 
 
 def ctx() -> TransformContext:
-    return TransformContext(logical_model=MODEL, client_protocol="responses", upstream_protocol="chat_completion")
+    return TransformContext(
+        logical_model=MODEL, client_protocol="responses", upstream_protocol="chat_completion"
+    )
 
 
 def custom_tool(name: str = "apply_patch", description: str | None = "Edit files") -> ToolDef:
-    return ToolDef(kind="custom", name=name, description=description,
-                   format={"type": "grammar", "syntax": "lark", "definition": "start: /.+/"})
+    return ToolDef(
+        kind="custom",
+        name=name,
+        description=description,
+        format={"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+    )
 
 
 def responses_request(**kw) -> Request:
@@ -58,6 +64,7 @@ def run_req(req: Request, config: dict | None = None) -> TransformContext:
 
 
 # -- request rule ------------------------------------------------------------------------------
+
 
 def test_custom_apply_patch_becomes_function_with_required_string_input():
     req = responses_request()
@@ -106,17 +113,29 @@ def test_history_calls_results_and_tool_choice_are_rewritten():
     req = responses_request(
         input=[
             TextNode(role="user", content="go"),
-            ToolCallNode(id="ctc_1", call_id="call_1", name="apply_patch", arguments=patch, tool_type="custom"),
-            ToolResultNode(id="ctco_1", call_id="call_1", tool_type="custom",
-                           content=[TextNode(role="user", content="Done")]),
+            ToolCallNode(
+                id="ctc_1", call_id="call_1", name="apply_patch", arguments=patch, tool_type="custom"
+            ),
+            ToolResultNode(
+                id="ctco_1",
+                call_id="call_1",
+                tool_type="custom",
+                content=[TextNode(role="user", content="Done")],
+            ),
             ToolCallNode(id="fc_2", call_id="call_2", name="exec_command", arguments='{"cmd":"ls"}'),
             ToolResultNode(id="fco_2", call_id="call_2", content=[]),
         ],
-        tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
-            {"type": "custom", "custom": {"name": "apply_patch"}},
-            {"type": "custom", "name": "apply_patch"},
-            {"type": "function", "function": {"name": "exec_command"}},
-        ]}},
+        tool_choice={
+            "type": "allowed_tools",
+            "allowed_tools": {
+                "mode": "required",
+                "tools": [
+                    {"type": "custom", "custom": {"name": "apply_patch"}},
+                    {"type": "custom", "name": "apply_patch"},
+                    {"type": "function", "function": {"name": "exec_command"}},
+                ],
+            },
+        },
     )
     run_req(req)
     call, result, fcall, fresult = req.input[1], req.input[2], req.input[3], req.input[4]
@@ -124,11 +143,17 @@ def test_history_calls_results_and_tool_choice_are_rewritten():
     assert orjson.loads(call.arguments) == {"input": patch}  # kept whole although it contains JSON
     assert result.tool_type == "function" and result.id is None and result.call_id == "call_1"
     assert fcall.id == "fc_2" and fcall.arguments == '{"cmd":"ls"}' and fresult.id == "fco_2"
-    assert req.tool_choice == {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
-        {"type": "function", "function": {"name": "apply_patch"}},
-        {"type": "function", "name": "apply_patch"},
-        {"type": "function", "function": {"name": "exec_command"}},
-    ]}}
+    assert req.tool_choice == {
+        "type": "allowed_tools",
+        "allowed_tools": {
+            "mode": "required",
+            "tools": [
+                {"type": "function", "function": {"name": "apply_patch"}},
+                {"type": "function", "name": "apply_patch"},
+                {"type": "function", "function": {"name": "exec_command"}},
+            ],
+        },
+    }
 
 
 def test_specific_tool_choice_is_rewritten():
@@ -141,28 +166,45 @@ def test_specific_tool_choice_is_rewritten():
 
 
 def test_same_named_function_rejects_the_request():
-    req = responses_request(tools=[custom_tool(), ToolDef(kind="function", name="apply_patch", parameters={})])
+    req = responses_request(
+        tools=[custom_tool(), ToolDef(kind="function", name="apply_patch", parameters={})]
+    )
     with pytest.raises(TransformRejected) as info:
         run_req(req)
     assert "apply_patch" in info.value.message and info.value.param == "tools"
 
 
 def test_same_name_in_another_namespace_is_not_a_clash():
-    req = responses_request(tools=[
-        custom_tool(),
-        ToolDef(kind="namespace", name="ns", tools=[ToolDef(kind="function", name="apply_patch", parameters={})]),
-    ])
+    req = responses_request(
+        tools=[
+            custom_tool(),
+            ToolDef(
+                kind="namespace",
+                name="ns",
+                tools=[ToolDef(kind="function", name="apply_patch", parameters={})],
+            ),
+        ]
+    )
     run_req(req)
     assert req.tools[0].kind == "function"
-    req = responses_request(tools=[
-        ToolDef(kind="namespace", name="ns", tools=[custom_tool("apply_patch"),
-                                                     ToolDef(kind="function", name="apply_patch", parameters={})]),
-    ])
+    req = responses_request(
+        tools=[
+            ToolDef(
+                kind="namespace",
+                name="ns",
+                tools=[
+                    custom_tool("apply_patch"),
+                    ToolDef(kind="function", name="apply_patch", parameters={}),
+                ],
+            ),
+        ]
+    )
     with pytest.raises(TransformRejected):
         run_req(req)
 
 
 # -- response rule -----------------------------------------------------------------------------
+
 
 def response_with(*nodes) -> Response:
     return Response(id="r1", model="up", output=list(nodes), finish_reason="tool_calls")
@@ -174,8 +216,12 @@ def fcall(arguments: str, name: str = "apply_patch", call_id: str = "call_9", na
 
 def test_response_restores_and_normalises_apply_patch():
     c = run_req(responses_request())
-    args = orjson.dumps({"input": "*** Begin Patch ***\n*** Add File: a.txt\nhello\n*** End Patch ***"}).decode()
-    resp = response_with(TextNode(role="assistant", content="ok"), fcall(args), fcall('{"cmd":"ls"}', "exec_command"))
+    args = orjson.dumps(
+        {"input": "*** Begin Patch ***\n*** Add File: a.txt\nhello\n*** End Patch ***"}
+    ).decode()
+    resp = response_with(
+        TextNode(role="assistant", content="ok"), fcall(args), fcall('{"cmd":"ls"}', "exec_command")
+    )
     run_response(select(chains(), "response", MODEL), resp, c)
     call = resp.output[1]
     assert call.tool_type == "custom" and call.name == "apply_patch" and call.call_id == "call_9"
@@ -210,8 +256,10 @@ def test_omitted_namespace_is_restored_only_when_the_name_is_unique():
     run_response(select(chains(config), "response", MODEL), resp, c)
     assert resp.output[0].tool_type == "custom" and resp.output[0].namespace == "fs"
 
-    tools = [ToolDef(kind="namespace", name="a", tools=[custom_tool("note")]),
-             ToolDef(kind="namespace", name="b", tools=[custom_tool("note")])]
+    tools = [
+        ToolDef(kind="namespace", name="a", tools=[custom_tool("note")]),
+        ToolDef(kind="namespace", name="b", tools=[custom_tool("note")]),
+    ]
     c = run_req(responses_request(tools=tools), config)
     resp = response_with(fcall('{"input":"hi"}', "note"), fcall('{"input":"yo"}', "note", "c2", "b"))
     run_response(select(chains(config), "response", MODEL), resp, c)
@@ -221,26 +269,43 @@ def test_omitted_namespace_is_restored_only_when_the_name_is_unique():
 
 def test_update_hunk_without_effect_is_removed():
     c = run_req(responses_request())
-    patch = "*** Begin Patch\n*** Update File: f\n@@\n-x\n+x\n*** Update File: g\n@@ ctx\n-a\n+b\n*** End Patch"
+    patch = (
+        "*** Begin Patch\n*** Update File: f\n@@\n-x\n+x\n*** Update File: g\n@@ ctx\n-a\n+b\n*** End Patch"
+    )
     resp = response_with(fcall(orjson.dumps({"input": patch}).decode()))
     run_response(select(chains(), "response", MODEL), resp, c)
     assert resp.output[0].arguments == "*** Begin Patch\n*** Update File: g\n@@ ctx\n-a\n+b\n*** End Patch\n"
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ('<invoke name="apply_patch">\n*** Begin Patch\n*** Add File: a\nx\n*** End of File\n*** End Patch\n</invoke>',
-     "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n"),
-    ("*** Begin Patch\n*** Add File: a.yml\nlist:\n  - item\n+kept\n-kept\n\\ No newline\n*** End Patch",
-     "*** Begin Patch\n*** Add File: a.yml\n+list:\n+  - item\n+kept\n-kept\n\\ No newline\n*** End Patch\n"),
-    ("*** Begin Patch\n*** Add File: a\nline\n@@ stop\nctx\n*** End Patch",
-     "*** Begin Patch\n*** Add File: a\n+line\n@@ stop\nctx\n*** End Patch\n"),
-    ("*** Begin Patch\n*** Update File: f\n@@\n ctx\n-old\n+new\n*** END OF FILE ***\n*** End Patch",
-     "*** Begin Patch\n*** Update File: f\n@@\n ctx\n-old\n+new\n*** End Patch\n"),
-    ("*** Begin Patch\n*** Update File: f\n*** Move to: g\n@@\n-same\n+same\n*** End Patch",
-     "*** Begin Patch\n*** Update File: f\n*** Move to: g\n*** End Patch\n"),
-    ("*** Begin Patch\n*** Update File: f\n@@\n-gone\n*** End Patch",
-     "*** Begin Patch\n*** Update File: f\n@@\n-gone\n*** End Patch\n"),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            '<invoke name="apply_patch">\n*** Begin Patch\n*** Add File: a\nx\n*** End of File\n*** End Patch\n</invoke>',
+            "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n",
+        ),
+        (
+            "*** Begin Patch\n*** Add File: a.yml\nlist:\n  - item\n+kept\n-kept\n\\ No newline\n*** End Patch",
+            "*** Begin Patch\n*** Add File: a.yml\n+list:\n+  - item\n+kept\n-kept\n\\ No newline\n*** End Patch\n",
+        ),
+        (
+            "*** Begin Patch\n*** Add File: a\nline\n@@ stop\nctx\n*** End Patch",
+            "*** Begin Patch\n*** Add File: a\n+line\n@@ stop\nctx\n*** End Patch\n",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: f\n@@\n ctx\n-old\n+new\n*** END OF FILE ***\n*** End Patch",
+            "*** Begin Patch\n*** Update File: f\n@@\n ctx\n-old\n+new\n*** End Patch\n",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: f\n*** Move to: g\n@@\n-same\n+same\n*** End Patch",
+            "*** Begin Patch\n*** Update File: f\n*** Move to: g\n*** End Patch\n",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: f\n@@\n-gone\n*** End Patch",
+            "*** Begin Patch\n*** Update File: f\n@@\n-gone\n*** End Patch\n",
+        ),
+    ],
+)
 def test_patch_normalisation(raw, expected):
     assert normalize_patch(raw) == expected
 
@@ -256,8 +321,9 @@ def wire_arguments(patch: str = PATCH) -> str:
     return '{"input": ' + orjson.dumps(patch).decode().replace("é", "\\u00e9") + "}"
 
 
-def stream_events(fragments: list[str], *, name: str = "apply_patch", start_name: str | None = None,
-                  call_id: str = "call_1") -> list:
+def stream_events(
+    fragments: list[str], *, name: str = "apply_patch", start_name: str | None = None, call_id: str = "call_1"
+) -> list:
     args = "".join(fragments)
     header = ToolCallNode(call_id=call_id, name=name if start_name is None else start_name)
     done = ToolCallNode(call_id=call_id, name=name, arguments=args)
@@ -330,7 +396,7 @@ def test_stream_plain_function_streams_unchanged():
 
 
 def test_stream_late_name_is_held_then_restored():
-    out = run_stream(stream_events(["{\"input\": \"*** Begin", " Patch\\n*** End Patch\"}"], start_name=""))
+    out = run_stream(stream_events(['{"input": "*** Begin', ' Patch\\n*** End Patch"}'], start_name=""))
     check_restored(out, "*** Begin Patch\n*** End Patch\n")
     # nothing of the tool went out before its completion
     first_tool = next(i for i, e in enumerate(out) if getattr(e, "index", None) == 1)
@@ -370,13 +436,14 @@ def test_stream_error_discards_buffers_and_ends_the_stream():
 
 
 def test_stream_without_conversion_record_passes_everything_through():
-    events = stream_events(["{\"input\":", "\"x\"}"])
+    events = stream_events(['{"input":', '"x"}'])
     chain = StreamChain(select(chains(request=False), "response", MODEL), ctx())
     out = [o for e in events for o in chain.process(e)]
     assert out == events
 
 
 # -- config ------------------------------------------------------------------------------------
+
 
 def test_config_validation_and_defaults():
     from transforms.registry import registry
@@ -388,8 +455,13 @@ def test_config_validation_and_defaults():
     assert FieldCustomToolsToFunction({}).config == {"names": ["apply_patch"]}
 
     def errors(config, phase="request"):
-        return validate_rule(transform="field_custom_tools_to_function", scope="api_key", phase=phase, models=None,
-                             config=config)
+        return validate_rule(
+            transform="field_custom_tools_to_function",
+            scope="api_key",
+            phase=phase,
+            models=None,
+            config=config,
+        )
 
     for ok in ({}, {"names": []}, {"names": ["*"]}, {"names": ["apply_patch", "*", "other"]}):
         assert errors(ok) == {} and errors(ok, "response") == {}, ok
@@ -406,14 +478,22 @@ def test_default_config_converts_only_apply_patch():
 
 # -- issue 19 fidelity fixes -------------------------------------------------------------------
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    # a Markdown rule and bold text in a new file are content, not the end of the section
-    ("*** Begin Patch\n*** Add File: notes.md\n# Notes\n***\n*** bold ***\nend\n*** End Patch",
-     "*** Begin Patch\n*** Add File: notes.md\n+# Notes\n+***\n+*** bold ***\n+end\n*** End Patch\n"),
-    # the grammar's own markers still end it
-    ("*** Begin Patch\n*** Add File: a\nx\n*** Delete File: b\n*** Update File: c\n@@\n-o\n+n\n*** End Patch",
-     "*** Begin Patch\n*** Add File: a\n+x\n*** Delete File: b\n*** Update File: c\n@@\n-o\n+n\n*** End Patch\n"),
-])
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # a Markdown rule and bold text in a new file are content, not the end of the section
+        (
+            "*** Begin Patch\n*** Add File: notes.md\n# Notes\n***\n*** bold ***\nend\n*** End Patch",
+            "*** Begin Patch\n*** Add File: notes.md\n+# Notes\n+***\n+*** bold ***\n+end\n*** End Patch\n",
+        ),
+        # the grammar's own markers still end it
+        (
+            "*** Begin Patch\n*** Add File: a\nx\n*** Delete File: b\n*** Update File: c\n@@\n-o\n+n\n*** End Patch",
+            "*** Begin Patch\n*** Add File: a\n+x\n*** Delete File: b\n*** Update File: c\n@@\n-o\n+n\n*** End Patch\n",
+        ),
+    ],
+)
 def test_only_patch_markers_end_an_add_file_section(raw, expected):
     assert normalize_patch(raw) == expected
 
@@ -486,5 +566,6 @@ def test_stream_calls_without_call_id_are_matched_by_their_rank_among_calls():
     final = run_stream(events)[-1]
     assert [n.arguments for n in final.output[:2]] == [
         "*** Begin Patch\n*** Add File: a\n+one\n*** End Patch\n",
-        "*** Begin Patch\n*** Add File: b\n+two\n*** End Patch\n"]
+        "*** Begin Patch\n*** Add File: b\n+two\n*** End Patch\n",
+    ]
     assert all(n.tool_type == "custom" for n in final.output[:2]) and final.output[2] is text

@@ -23,22 +23,35 @@ NORMALISED = '*** Begin Patch\n*** Add File: "café".txt\n+say "hi"\n*** End Pat
 BODY = {
     "model": MODEL,
     "input": "patch it",
-    "tools": [{"type": "custom", "name": "apply_patch", "description": "Edit files",
-               "format": {"type": "grammar", "syntax": "lark", "definition": "start: /(.|\\n)+/"}}],
+    "tools": [
+        {
+            "type": "custom",
+            "name": "apply_patch",
+            "description": "Edit files",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: /(.|\\n)+/"},
+        }
+    ],
 }
 
 
 def chains():
-    rules = (CompiledRule(1, "provider", "request", (MODEL,), FieldCustomToolsToFunction({"names": ["apply_patch"]})),
-             CompiledRule(2, "provider", "response", (MODEL,), FieldCustomToolsToFunction({"names": ["apply_patch"]})))
+    rules = (
+        CompiledRule(
+            1, "provider", "request", (MODEL,), FieldCustomToolsToFunction({"names": ["apply_patch"]})
+        ),
+        CompiledRule(
+            2, "provider", "response", (MODEL,), FieldCustomToolsToFunction({"names": ["apply_patch"]})
+        ),
+    )
     return [rules, (), ()]
 
 
 def upstream_request(stream: bool):
     body = dict(BODY, stream=stream)
     req = responses.decode_request(body)
-    ctx = TransformContext(logical_model=MODEL, client_protocol="responses", upstream_protocol="chat_completion",
-                           stream=stream)
+    ctx = TransformContext(
+        logical_model=MODEL, client_protocol="responses", upstream_protocol="chat_completion", stream=stream
+    )
     run_request(select(chains(), "request", MODEL), req, ctx)
     wire = chat.encode_request(req, EncodeContext(model="up-model", source_protocol="responses"))
     return wire, ctx
@@ -54,13 +67,45 @@ def check_upstream_body(wire: dict) -> None:
 
 def chat_sse(fragments: list[str]) -> list[str]:
     base = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": "up-model"}
-    chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
-        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "apply_patch", "arguments": ""}}]},
-        "finish_reason": None}]}]
-    chunks += [{**base, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": f}}]},
-                                     "finish_reason": None}]} for f in fragments]
+    chunks = [
+        {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "apply_patch", "arguments": ""},
+                            }
+                        ],
+                    },
+                    "finish_reason": None,
+                }
+            ],
+        }
+    ]
+    chunks += [
+        {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": f}}]},
+                    "finish_reason": None,
+                }
+            ],
+        }
+        for f in fragments
+    ]
     chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
-    chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 34, "total_tokens": 46}})
+    chunks.append(
+        {**base, "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 34, "total_tokens": 46}}
+    )
     return [orjson.dumps(c).decode() for c in chunks] + ["[DONE]"]
 
 
@@ -68,12 +113,16 @@ def sdk_client(payload: bytes, content_type: str) -> openai.OpenAI:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=payload, headers={"content-type": content_type})
 
-    return openai.OpenAI(api_key="sk-test", base_url="http://gw.test/v1",
-                         http_client=httpx.Client(transport=httpx.MockTransport(handler)), max_retries=0)
+    return openai.OpenAI(
+        api_key="sk-test",
+        base_url="http://gw.test/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+        max_retries=0,
+    )
 
 
 def fragments_of(args: str, size: int) -> list[str]:
-    return [args[i:i + size] for i in range(0, len(args), size)]
+    return [args[i : i + size] for i in range(0, len(args), size)]
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 1000])
@@ -113,10 +162,30 @@ def test_non_stream_through_codecs_reaches_the_sdk_as_custom_tool_call():
     wire, ctx = upstream_request(stream=False)
     check_upstream_body(wire)
     upstream_reply = {
-        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "up-model",
-        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-            "role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
-                "name": "apply_patch", "arguments": orjson.dumps({"input": PATCH}).decode()}}]}}],
+        "id": "chatcmpl-up",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "up-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {
+                                "name": "apply_patch",
+                                "arguments": orjson.dumps({"input": PATCH}).decode(),
+                            },
+                        }
+                    ],
+                },
+            }
+        ],
         "usage": {"prompt_tokens": 12, "completion_tokens": 34, "total_tokens": 46},
     }
     resp = chat.decode_response(upstream_reply)

@@ -13,8 +13,11 @@ MODEL = "m"
 
 def run(config: dict, req: Request) -> Request:
     chain = (CompiledRule(1, "provider", "request", None, FieldOverrideMaxTokens(config)),)
-    run_request(select([chain, (), ()], "request", MODEL), req,
-                TransformContext(logical_model=MODEL, client_protocol="messages"))
+    run_request(
+        select([chain, (), ()], "request", MODEL),
+        req,
+        TransformContext(logical_model=MODEL, client_protocol="messages"),
+    )
     return req
 
 
@@ -25,8 +28,9 @@ def test_replaces_and_creates():
 
 def test_validation():
     def errors(config, scope="provider", phase="request"):
-        return validate_rule(transform="field_override_max_tokens", scope=scope, phase=phase, models=None,
-                             config=config)
+        return validate_rule(
+            transform="field_override_max_tokens", scope=scope, phase=phase, models=None, config=config
+        )
 
     assert errors({"value": 1}) == {}
     assert "config" in errors({})

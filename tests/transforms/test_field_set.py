@@ -16,7 +16,9 @@ MODEL = "m"
 
 
 def run(config: dict, req: Request) -> Request:
-    rules = select([(CompiledRule(1, "provider", "request", None, FieldSet(config)),), (), ()], "request", MODEL)
+    rules = select(
+        [(CompiledRule(1, "provider", "request", None, FieldSet(config)),), (), ()], "request", MODEL
+    )
     run_request(rules, req, TransformContext(logical_model=MODEL, client_protocol="responses"))
     return req
 
@@ -28,25 +30,34 @@ def req_with(**extra) -> Request:
 PRIORITY_RULE = {"path": "service_tier", "when_equals": "priority", "value": "fast"}
 
 
-@pytest.mark.parametrize(("before", "after"), [
-    ({"service_tier": "priority"}, {"service_tier": "fast"}),
-    ({"service_tier": "default"}, {"service_tier": "default"}),
-    ({"service_tier": "fast"}, {"service_tier": "fast"}),
-    ({"service_tier": None}, {"service_tier": None}),
-    ({"service_tier": 1}, {"service_tier": 1}),
-    ({}, {}),
-])
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"service_tier": "priority"}, {"service_tier": "fast"}),
+        ({"service_tier": "default"}, {"service_tier": "default"}),
+        ({"service_tier": "fast"}, {"service_tier": "fast"}),
+        ({"service_tier": None}, {"service_tier": None}),
+        ({"service_tier": 1}, {"service_tier": 1}),
+        ({}, {}),
+    ],
+)
 def test_conditional_write(before, after):
     assert run(PRIORITY_RULE, req_with(**before)).extra == after
 
 
-@pytest.mark.parametrize(("before", "after"), [
-    ({}, {}),
-    ({"service_tier": "priority"}, {"service_tier": "priority"}),
-    ({"service_tier": None}, {"service_tier": "default"}),
-])
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({}, {}),
+        ({"service_tier": "priority"}, {"service_tier": "priority"}),
+        ({"service_tier": None}, {"service_tier": "default"}),
+    ],
+)
 def test_when_equals_null_matches_only_an_existing_null(before, after):
-    assert run({"path": "service_tier", "when_equals": None, "value": "default"}, req_with(**before)).extra == after
+    assert (
+        run({"path": "service_tier", "when_equals": None, "value": "default"}, req_with(**before)).extra
+        == after
+    )
 
 
 def test_true_is_not_one():
@@ -97,7 +108,9 @@ def test_validation():
     assert registry["field_set"].scopes == ("provider", "global")
 
     def errors(config):
-        return validate_rule(transform="field_set", scope="provider", phase="request", models=None, config=config)
+        return validate_rule(
+            transform="field_set", scope="provider", phase="request", models=None, config=config
+        )
 
     assert errors({"path": "a", "value": None}) == {}
     assert "config" in errors({"path": "a"})
@@ -105,5 +118,6 @@ def test_validation():
     assert "config" in errors({"path": "...", "value": 1})
     assert "config" in errors({"path": "_gw_marker", "value": 1})
     assert "config" in errors({"path": "reasoning.effort", "value": "extreme"})
-    assert "transform" in validate_rule(transform="field_set", scope="api_key", phase="request", models=None,
-                                        config={"path": "a", "value": 1})
+    assert "transform" in validate_rule(
+        transform="field_set", scope="api_key", phase="request", models=None, config={"path": "a", "value": 1}
+    )

@@ -13,8 +13,11 @@ MODEL = "m"
 
 def run(config: dict, req: Request) -> Request:
     chain = (CompiledRule(1, "api_key", "request", None, FieldStripSampling(config)),)
-    run_request(select([(), (), chain], "request", MODEL), req,
-                TransformContext(logical_model=MODEL, client_protocol="chat_completion"))
+    run_request(
+        select([(), (), chain], "request", MODEL),
+        req,
+        TransformContext(logical_model=MODEL, client_protocol="chat_completion"),
+    )
     return req
 
 
@@ -25,22 +28,62 @@ def test_strips_only_listed_fields():
 
 def test_strips_everything_listed_and_nothing_else():
     tools = [ToolDef(kind="function", name="f")]
-    req = Request(model=MODEL, temperature=1.0, top_p=0.5, stop=["x"], verbosity="low", parallel_tool_calls=False,
-                  max_output_tokens=10, response_format=ResponseFormat(type="json_object"), user="u",
-                  stream=True, tools=tools, tool_choice="auto", extra={"temperature": 3})
-    run({"fields": ["temperature", "top_p", "stop", "verbosity", "parallel_tool_calls", "max_output_tokens",
-                    "response_format", "user", "user"]}, req)
-    assert (req.temperature, req.top_p, req.stop, req.verbosity, req.parallel_tool_calls, req.max_output_tokens,
-            req.response_format, req.user) == (None,) * 8
-    assert req.stream is True and req.tools == tools and req.tool_choice == "auto" and req.extra == {"temperature": 3}
+    req = Request(
+        model=MODEL,
+        temperature=1.0,
+        top_p=0.5,
+        stop=["x"],
+        verbosity="low",
+        parallel_tool_calls=False,
+        max_output_tokens=10,
+        response_format=ResponseFormat(type="json_object"),
+        user="u",
+        stream=True,
+        tools=tools,
+        tool_choice="auto",
+        extra={"temperature": 3},
+    )
+    run(
+        {
+            "fields": [
+                "temperature",
+                "top_p",
+                "stop",
+                "verbosity",
+                "parallel_tool_calls",
+                "max_output_tokens",
+                "response_format",
+                "user",
+                "user",
+            ]
+        },
+        req,
+    )
+    assert (
+        req.temperature,
+        req.top_p,
+        req.stop,
+        req.verbosity,
+        req.parallel_tool_calls,
+        req.max_output_tokens,
+        req.response_format,
+        req.user,
+    ) == (None,) * 8
+    assert (
+        req.stream is True
+        and req.tools == tools
+        and req.tool_choice == "auto"
+        and req.extra == {"temperature": 3}
+    )
     run({"fields": ["temperature"]}, req)  # idempotent on absent fields
     assert req.temperature is None
 
 
 def test_validation():
     def errors(config):
-        return validate_rule(transform="field_strip_sampling", scope="api_key", phase="request", models=None,
-                             config=config)
+        return validate_rule(
+            transform="field_strip_sampling", scope="api_key", phase="request", models=None, config=config
+        )
 
     assert errors({"fields": ["temperature"]}) == {}
     for bad in ({"fields": []}, {"fields": ["model"]}, {}, {"fields": ["temperature"], "extra": 1}):

@@ -58,18 +58,39 @@ def user_url(url, detail=None):
 
 # -- reference examples ----------------------------------------------------------------------------
 
+
 def test_example_1_tool_results_and_function_arguments():
-    args = orjson.dumps({"nested": [f"data:image/jpeg;base64,{PNG_RGB_8}", {
-        "type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": PNG_RGB_8},
-        "detail": "high"}], "untouched": "keep"}).decode()
+    args = orjson.dumps(
+        {
+            "nested": [
+                f"data:image/jpeg;base64,{PNG_RGB_8}",
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/jpeg", "data": PNG_RGB_8},
+                    "detail": "high",
+                },
+            ],
+            "untouched": "keep",
+        }
+    ).decode()
     custom_args = f"data:image/jpeg;base64,{PNG_RGB_8}"
-    req = Request(model="m", input=[
-        user_b64(PNG_RGB_8),
-        ToolResultNode(call_id="c1", content=[ImageNode(role="user", source=MediaSource(
-            kind="base64", media_type="image/jpeg", data=PNG_RGB_8))]),
-        ToolCallNode(call_id="c2", name="f", arguments=args),
-        ToolCallNode(call_id="c3", name="g", arguments=custom_args, tool_type="custom"),
-    ])
+    req = Request(
+        model="m",
+        input=[
+            user_b64(PNG_RGB_8),
+            ToolResultNode(
+                call_id="c1",
+                content=[
+                    ImageNode(
+                        role="user",
+                        source=MediaSource(kind="base64", media_type="image/jpeg", data=PNG_RGB_8),
+                    )
+                ],
+            ),
+            ToolCallNode(call_id="c2", name="f", arguments=args),
+            ToolCallNode(call_id="c3", name="g", arguments=custom_args, tool_type="custom"),
+        ],
+    )
     make({"output_format": "png", "skip_if_smaller": False}).apply_request(req, ctx())
     assert req.input[0].source.media_type == "image/png"
     assert req.input[1].content[0].source.media_type == "image/png"
@@ -90,8 +111,11 @@ def test_example_2_alpha_never_becomes_jpeg():
 def test_example_3_a_mask_leaves_the_whole_request_alone():
     big = b64_image(Image.new("RGB", (64, 64), "blue"))
     user = user_b64(big)
-    mask = ImageNode(role="user", source=MediaSource(kind="base64", media_type="image/png", data=big),
-                     extra={"metadata": {"image_mask": True}})
+    mask = ImageNode(
+        role="user",
+        source=MediaSource(kind="base64", media_type="image/png", data=big),
+        extra={"metadata": {"image_mask": True}},
+    )
     req = Request(model="m", input=[user, ToolResultNode(call_id="c", content=[mask])])
     make({"output_format": "png", "max_edge_px": 8, "skip_if_smaller": False}).apply_request(req, ctx())
     assert user.source.data == big and mask.source.data == big
@@ -105,6 +129,7 @@ def test_example_4_declared_jpeg_png_bytes_keeps_bytes_fixes_type():
 
 
 # -- the pipeline ------------------------------------------------------------------------------------
+
 
 def test_resize_fits_max_edge_keeping_aspect_and_representation():
     data = b64_image(Image.effect_noise((400, 200), 60).convert("RGB"))
@@ -121,7 +146,9 @@ def test_exif_orientation_applied():
     exif[0x0112] = 6  # rotate 90 degrees clockwise on display
     data = b64_image(img, "JPEG", exif=exif.tobytes())
     node = user_b64(data, "image/jpeg")
-    make({"output_format": "png", "skip_if_smaller": False}).apply_request(Request(model="m", input=[node]), ctx())
+    make({"output_format": "png", "skip_if_smaller": False}).apply_request(
+        Request(model="m", input=[node]), ctx()
+    )
     assert decode(node.source.data).size == (20, 40)
 
 
@@ -138,34 +165,51 @@ def test_original_format_and_skip_if_smaller():
 
 def test_other_roles_urls_and_unsupported_types_untouched():
     gif = base64.b64encode(b"GIF89a....").decode()
-    nodes = [ImageNode(role="assistant", source=MediaSource(kind="base64", media_type="image/png", data=PNG_RGB_8)),
-             user_url("https://example.com/a.png"), user_b64(gif, "image/gif"),
-             user_url("data:text/plain;base64,QUJD"), TextNode(role="user", content="hi")]
+    nodes = [
+        ImageNode(
+            role="assistant", source=MediaSource(kind="base64", media_type="image/png", data=PNG_RGB_8)
+        ),
+        user_url("https://example.com/a.png"),
+        user_b64(gif, "image/gif"),
+        user_url("data:text/plain;base64,QUJD"),
+        TextNode(role="user", content="hi"),
+    ]
     before = [(getattr(n, "source", None) and (n.source.url, n.source.data)) for n in nodes]
-    make({"output_format": "png", "skip_if_smaller": False}).apply_request(Request(model="m", input=nodes), ctx())
+    make({"output_format": "png", "skip_if_smaller": False}).apply_request(
+        Request(model="m", input=nodes), ctx()
+    )
     assert [(getattr(n, "source", None) and (n.source.url, n.source.data)) for n in nodes] == before
 
 
 def _png_header_only(width: int, height: int) -> str:
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(
-        b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
+
+    data = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\0" * 16))
+        + chunk(b"IEND", b"")
+    )
     return base64.b64encode(data).decode()
 
 
-@pytest.mark.parametrize("data,note", [
-    (_png_header_only(7000, 7000), "decode limit"),  # 49 Mpx: over the 40 Mpx guard, never decoded
-    (_png_header_only(30000, 30000), "bomb"),  # over Pillow's own bomb limit too
-    (_png_header_only(64, 64), "corrupt"),  # valid header, truncated pixel data
-    (base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode(), "corrupt"),
-    ("!!!not base64!!!", "invalid base64"),
-])
+@pytest.mark.parametrize(
+    "data,note",
+    [
+        (_png_header_only(7000, 7000), "decode limit"),  # 49 Mpx: over the 40 Mpx guard, never decoded
+        (_png_header_only(30000, 30000), "bomb"),  # over Pillow's own bomb limit too
+        (_png_header_only(64, 64), "corrupt"),  # valid header, truncated pixel data
+        (base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode(), "corrupt"),
+        ("!!!not base64!!!", "invalid base64"),
+    ],
+)
 def test_bombs_and_corrupt_images_left_untouched_and_noted(data, note):
     node = user_b64(data)
     c = ctx()
     make({"output_format": "webp", "max_edge_px": 10, "skip_if_smaller": False}).apply_request(
-        Request(model="m", input=[node]), c)
+        Request(model="m", input=[node]), c
+    )
     assert node.source.data == data
     assert any(note in n for n in c.shared["notes"]), c.shared
 
@@ -173,12 +217,14 @@ def test_bombs_and_corrupt_images_left_untouched_and_noted(data, note):
 def test_jpeg_xl_refused_at_save_and_at_apply():
     cls = registry()[TYPE_ID]
     assert cls.validate_config({"output_format": "jpegxl"}) == [
-        ("output_format", "jpeg xl support is disabled in this build")]
+        ("output_format", "jpeg xl support is disabled in this build")
+    ]
     assert cls.validate_config({"max_edge_px": 0})
     assert cls.validate_config({"jpegxl_quality": 100})
     with pytest.raises(TransformFailed, match="jpeg xl"):
         cls({"output_format": "jpegxl_lossless"}).apply_request(
-            Request(model="m", input=[user_b64(PNG_RGB_8)]), ctx())
+            Request(model="m", input=[user_b64(PNG_RGB_8)]), ctx()
+        )
 
 
 def test_metadata_and_scopes():

@@ -47,7 +47,9 @@ def test_assistant_and_tool_result_images_compressed_masks_and_user_images_not()
     data = noisy()
     assistant, user = img("assistant", data), img("user", data)
     entry, mask = img("user", data), img("user", data, extra={"metadata": {"image_mask": True}})
-    resp = Response(id="r", model="m", output=[assistant, user, ToolResultNode(call_id="c", content=[entry, mask])])
+    resp = Response(
+        id="r", model="m", output=[assistant, user, ToolResultNode(call_id="c", content=[entry, mask])]
+    )
     registry()[TYPE_ID]({"max_edge_px": 30, "output_format": "webp"}).apply_response(resp, ctx())
     assert assistant.source.media_type == "image/webp" and size_of(assistant.source.data) == (30, 20)
     assert entry.source.media_type == "image/webp"
@@ -56,7 +58,9 @@ def test_assistant_and_tool_result_images_compressed_masks_and_user_images_not()
 
 def test_function_call_arguments_and_terminal_stream_mode():
     data = noisy()
-    call = ToolCallNode(call_id="c", name="f", arguments=orjson.dumps({"image": f"data:image/png;base64,{data}"}).decode())
+    call = ToolCallNode(
+        call_id="c", name="f", arguments=orjson.dumps({"image": f"data:image/png;base64,{data}"}).decode()
+    )
     t = registry()[TYPE_ID]({"max_edge_px": 20, "output_format": "png"})
     t.apply_response(Response(id="r", model="m", output=[call]), ctx())
     new = orjson.loads(call.arguments)["image"]

@@ -24,21 +24,44 @@ def run(output):
 
 
 def shape(nodes):
-    return [(n.type, n.content) if n.type == "text" else
-            (n.type, n.source.kind, n.source.url or (n.source.media_type, n.source.data)) for n in nodes]
+    return [
+        (n.type, n.content)
+        if n.type == "text"
+        else (n.type, n.source.kind, n.source.url or (n.source.media_type, n.source.data))
+        for n in nodes
+    ]
 
 
 def test_example_1_text_then_images_in_order():
-    out = run([TextNode(role="assistant", content="hello ![a](https://example.com/a.png) world "
-                                                  "![b](data:image/png;base64,QUJD)")])
-    assert shape(out) == [("text", "hello  world "), ("image", "url", "https://example.com/a.png"),
-                          ("image", "base64", ("image/png", "QUJD"))]
+    out = run(
+        [
+            TextNode(
+                role="assistant",
+                content="hello ![a](https://example.com/a.png) world ![b](data:image/png;base64,QUJD)",
+            )
+        ]
+    )
+    assert shape(out) == [
+        ("text", "hello  world "),
+        ("image", "url", "https://example.com/a.png"),
+        ("image", "base64", ("image/png", "QUJD")),
+    ]
     assert all(n.role == "assistant" for n in out) and out[1].id is None
 
 
-@pytest.mark.parametrize("text", ["see ![x](data:text/plain;base64,QQ==)", "![x] (y)", "![x](a b)", "![x]()",
-                                  "![x](data:image/png;base64,)", "![unclosed", "![x](no-close",
-                                  '![x](u "title")'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see ![x](data:text/plain;base64,QQ==)",
+        "![x] (y)",
+        "![x](a b)",
+        "![x]()",
+        "![x](data:image/png;base64,)",
+        "![unclosed",
+        "![x](no-close",
+        '![x](u "title")',
+    ],
+)
 def test_example_2_not_images_left_unchanged(text):
     node = TextNode(role="assistant", content=text, extra={"signature": "s", "logprobs": []}, id="t1")
     out = run([node])
@@ -60,8 +83,11 @@ def test_metadata_cleared_and_annotation_ranges_shifted():
     ann_after = {"type": "url_citation", "start_index": 11, "end_index": 16}
     ann_over = {"type": "url_citation", "start_index": 2, "end_index": 9}
     no_range = {"type": "file_citation"}
-    node = TextNode(role="assistant", content=text, extra={"signature": "s", "logprobs": [1],
-                                                           "annotations": [ann_after, ann_over, no_range]})
+    node = TextNode(
+        role="assistant",
+        content=text,
+        extra={"signature": "s", "logprobs": [1], "annotations": [ann_after, ann_over, no_range]},
+    )
     out = run([node])
     assert node.content == "see [doc] here"
     assert "signature" not in node.extra and "logprobs" not in node.extra

@@ -26,8 +26,11 @@ def run(config, output):
 
 
 def test_example_1_appended_without_separator_signature_and_logprobs_cleared():
-    text = TextNode(role="assistant", content="hello",
-                    extra={"signature": "s", "logprobs": [1], "annotations": [{"type": "url_citation"}]})
+    text = TextNode(
+        role="assistant",
+        content="hello",
+        extra={"signature": "s", "logprobs": [1], "annotations": [{"type": "url_citation"}]},
+    )
     out = run({}, [text, url_image("https://example.com/image.png")])
     assert text.content == "hello![image](https://example.com/image.png)"
     assert "signature" not in text.extra and "logprobs" not in text.extra
@@ -36,16 +39,23 @@ def test_example_1_appended_without_separator_signature_and_logprobs_cleared():
 
 
 def test_example_2_template_with_percent_encoding():
-    img = ImageNode(role="assistant", source=MediaSource(kind="base64", media_type="image/png", data="ab/c+=,"))
-    out = run({"template": "https://cdn.example/render/{{data_urlencoded}}?src={{src_urlencoded}}"},
-              [TextNode(role="assistant", content=""), img])
-    assert out[0].content == ("https://cdn.example/render/ab%2Fc%2B%3D%2C"
-                              "?src=data%3Aimage%2Fpng%3Bbase64%2Cab%2Fc%2B%3D%2C")
+    img = ImageNode(
+        role="assistant", source=MediaSource(kind="base64", media_type="image/png", data="ab/c+=,")
+    )
+    out = run(
+        {"template": "https://cdn.example/render/{{data_urlencoded}}?src={{src_urlencoded}}"},
+        [TextNode(role="assistant", content=""), img],
+    )
+    assert out[0].content == (
+        "https://cdn.example/render/ab%2Fc%2B%3D%2C?src=data%3Aimage%2Fpng%3Bbase64%2Cab%2Fc%2B%3D%2C"
+    )
 
 
 def test_example_3_raw_placeholders_for_a_url_source():
-    out = run({"template": "src={{src}} url={{url}} media={{media_type}} data={{data}}"},
-              [url_image("https://example.com/a.png"), TextNode(role="assistant", content="")])
+    out = run(
+        {"template": "src={{src}} url={{url}} media={{media_type}} data={{data}}"},
+        [url_image("https://example.com/a.png"), TextNode(role="assistant", content="")],
+    )
     assert out[1].content == "src=https://example.com/a.png url=https://example.com/a.png media= data="
 
 
@@ -73,8 +83,9 @@ def test_stream_rewrites_only_the_terminal_output():
     assert t.apply_event(delta, state, ctx()) == [delta] and delta.delta == "hi"
     t.apply_event(done, state, ctx())
     assert done.output[0].content == "hi![image](u)"
-    assert not t.needs_whole_response(TransformContext(logical_model="m", client_protocol="chat_completion",
-                                                       stream=True))
+    assert not t.needs_whole_response(
+        TransformContext(logical_model="m", client_protocol="chat_completion", stream=True)
+    )
 
 
 def test_metadata():

@@ -56,7 +56,9 @@ def ctx():
 
 
 def image(url, role="user", detail=None):
-    return ImageNode(role=role, id="img1", source=MediaSource(kind="url", url=url, detail=detail), extra={"k": 1})
+    return ImageNode(
+        role=role, id="img1", source=MediaSource(kind="url", url=url, detail=detail), extra={"k": 1}
+    )
 
 
 async def run_req(config, nodes, c=None):
@@ -101,9 +103,13 @@ async def test_example_3_byte_cap_and_roles(server):
 
 
 async def test_concurrent_once_per_url_and_tool_results_untouched(server):
-    nodes = [image(f"{server['url']}/a.png"), image(f"{server['url']}/a.png"), TextNode(content="x"),
-             ToolResultNode(call_id="c", content=[image(f"{server['url']}/a.png")]),
-             image("data:image/png;base64,QUJD")]
+    nodes = [
+        image(f"{server['url']}/a.png"),
+        image(f"{server['url']}/a.png"),
+        TextNode(content="x"),
+        ToolResultNode(call_id="c", content=[image(f"{server['url']}/a.png")]),
+        image("data:image/png;base64,QUJD"),
+    ]
     await run_req({}, nodes)
     assert nodes[0].source.kind == nodes[1].source.kind == "base64"
     assert nodes[3].content[0].source.kind == "url"
@@ -127,7 +133,10 @@ async def test_example_4_terminal_replay_downloads_once(server):
 async def test_guard_refuses_loopback_through_the_rule(server, monkeypatch):
     monkeypatch.setattr(fetch, "_process_allow", False)
     monkeypatch.setattr(fetch, "_setting_allow_private", False)
-    nodes = [image(f"http://localhost:{server['port']}/a.png"), image(f"http://2130706433:{server['port']}/a.png")]
+    nodes = [
+        image(f"http://localhost:{server['port']}/a.png"),
+        image(f"http://2130706433:{server['port']}/a.png"),
+    ]
     c = ctx()
     await run_req({}, nodes, c)
     assert [n.source.kind for n in nodes] == ["url", "url"]
@@ -146,7 +155,10 @@ def test_sync_entry_works_without_a_loop():
 def test_metadata():
     cls = registry()[TYPE_ID]
     assert cls.phases == ("request", "response") and cls.scopes == ("provider", "api_key")
-    assert cls({}).config == {"timeout_seconds": 30, "max_bytes": 20971520,
-                              "roles": ["system", "developer", "user", "assistant"]}
+    assert cls({}).config == {
+        "timeout_seconds": 30,
+        "max_bytes": 20971520,
+        "roles": ["system", "developer", "user", "assistant"],
+    }
     assert cls.validate_config({"timeout_seconds": 0})
     assert cls({}).needs_whole_response(ctx())

@@ -26,7 +26,11 @@ def shape(nodes):
 
 def test_appends_single_space_user_after_assistant():
     out = run({}, [TextNode(role="user", content="hi"), TextNode(role="assistant", content="hello")])
-    assert shape(out) == [("TextNode", "user", "hi"), ("TextNode", "assistant", "hello"), ("TextNode", "user", " ")]
+    assert shape(out) == [
+        ("TextNode", "user", "hi"),
+        ("TextNode", "assistant", "hello"),
+        ("TextNode", "user", " "),
+    ]
     assert out[-1].id is None and out[-1].phase is None and out[-1].extra == {}
 
 
@@ -45,8 +49,11 @@ def test_last_user_unchanged():
 
 
 def test_trailing_tool_result_unchanged():
-    nodes = [TextNode(role="user", content="u"), ToolCallNode(call_id="c1", name="f"),
-             ToolResultNode(call_id="c1", content=[TextNode(content="r")])]
+    nodes = [
+        TextNode(role="user", content="u"),
+        ToolCallNode(call_id="c1", name="f"),
+        ToolResultNode(call_id="c1", content=[TextNode(content="r")]),
+    ]
     assert len(run({}, nodes)) == 3
 
 
@@ -61,17 +68,27 @@ def test_trailing_control_node_unchanged():
 
 
 def test_tool_call_reasoning_refusal_count_as_assistant():
-    for last in (ToolCallNode(call_id="c", name="f"), ReasoningNode(content="think"), RefusalNode(content="no")):
+    for last in (
+        ToolCallNode(call_id="c", name="f"),
+        ReasoningNode(content="think"),
+        RefusalNode(content="no"),
+    ):
         out = run({}, [TextNode(role="user", content="u"), last])
         assert shape(out)[-1] == ("TextNode", "user", " ")
 
 
 def test_applying_twice_appends_once():
     cls = registry[TYPE_ID]
-    rules = [CompiledRule(1, "provider", "request", None, cls({})), CompiledRule(2, "global", "request", None, cls({}))]
+    rules = [
+        CompiledRule(1, "provider", "request", None, cls({})),
+        CompiledRule(2, "global", "request", None, cls({})),
+    ]
     req = Request(model="m", input=[TextNode(role="assistant", content="a")])
-    executed = run_request(select([(rules[0],), (rules[1],), ()], "request", "m"), req,
-                           TransformContext(logical_model="m", client_protocol="messages"))
+    executed = run_request(
+        select([(rules[0],), (rules[1],), ()], "request", "m"),
+        req,
+        TransformContext(logical_model="m", client_protocol="messages"),
+    )
     assert [e.scope for e in executed] == ["provider", "global"]
     assert len(req.input) == 2
 
@@ -87,7 +104,9 @@ def test_schema_and_scopes():
     assert cls.config_schema["properties"]["content"]["default"] == " "
     assert set(cls.scopes) == {"provider", "global", "api_key"}
     assert validate_rule(transform=TYPE_ID, scope="api_key", phase="request", models=None, config={}) == {}
-    errors = validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None, config={"content": 5})
+    errors = validate_rule(
+        transform=TYPE_ID, scope="provider", phase="request", models=None, config={"content": 5}
+    )
     assert errors["config"][0].startswith("content:")
     errors = validate_rule(transform=TYPE_ID, scope="provider", phase="response", models=None, config={})
     assert "phase" in errors

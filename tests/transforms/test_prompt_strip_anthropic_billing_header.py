@@ -14,15 +14,22 @@ def run(nodes, config=None, model="claude-sonnet-4"):
     cls = registry[TYPE_ID]
     rule = CompiledRule(1, "global", "request", None, cls(config or {}))
     req = Request(model=model, input=nodes)
-    run_request(select([(), (rule,), ()], "request", model), req,
-                TransformContext(logical_model=model, client_protocol="messages"))
+    run_request(
+        select([(), (rule,), ()], "request", model),
+        req,
+        TransformContext(logical_model=model, client_protocol="messages"),
+    )
     return req.input
 
 
 def test_strips_header_line_from_system_and_leaves_user_text():
     user_text = "x-anthropic-billing-header: this user text must remain;"
-    out = run([TextNode(role="system", content="x-anthropic-billing-header: cc_version=1; cch=abc;\nKeep this."),
-               TextNode(role="user", content=user_text)])
+    out = run(
+        [
+            TextNode(role="system", content="x-anthropic-billing-header: cc_version=1; cch=abc;\nKeep this."),
+            TextNode(role="user", content=user_text),
+        ]
+    )
     assert [(n.role, n.content) for n in out] == [("system", "Keep this."), ("user", user_text)]
 
 
@@ -46,8 +53,13 @@ def test_case_sensitive_and_only_at_line_start():
 
 
 def test_inspected_nodes_are_trimmed_and_empty_ones_removed():
-    out = run([TextNode(role="system", content=""), TextNode(role="system", content="\nS\n"),
-               TextNode(role="user", content="\nU\n")])
+    out = run(
+        [
+            TextNode(role="system", content=""),
+            TextNode(role="system", content="\nS\n"),
+            TextNode(role="user", content="\nU\n"),
+        ]
+    )
     assert [(n.role, n.content) for n in out] == [("system", "S"), ("user", "\nU\n")]
 
 
@@ -60,7 +72,9 @@ def test_other_nodes_untouched_and_idempotent():
     assert once[0] is ctrl and once[2] is image and once[3] is assistant
     assert once[1].content == "S" and assistant.content == "x-anthropic-billing-header: a"
     twice = run(list(once))
-    assert [(n.type, getattr(n, "content", None)) for n in twice] == [(n.type, getattr(n, "content", None)) for n in once]
+    assert [(n.type, getattr(n, "content", None)) for n in twice] == [
+        (n.type, getattr(n, "content", None)) for n in once
+    ]
 
 
 def test_rejects_config_keys_and_accepts_every_scope():

@@ -14,8 +14,11 @@ def run(nodes, config=None):
     cls = registry[TYPE_ID]
     rule = CompiledRule(1, "provider", "request", None, cls(config or {}))
     req = Request(model="m", input=nodes)
-    run_request(select([(rule,), (), ()], "request", "m"), req,
-                TransformContext(logical_model="m", client_protocol="chat_completion"))
+    run_request(
+        select([(rule,), (), ()], "request", "m"),
+        req,
+        TransformContext(logical_model="m", client_protocol="chat_completion"),
+    )
     return [(n.type, getattr(n, "call_id", None)) for n in req.input]
 
 
@@ -24,8 +27,14 @@ def result(call_id):
 
 
 def test_removes_calls_without_results():
-    out = run([TextNode(content="u"), ToolCallNode(call_id="c1", name="f"), ToolCallNode(call_id="c2", name="g"),
-               result("c1")])
+    out = run(
+        [
+            TextNode(content="u"),
+            ToolCallNode(call_id="c1", name="f"),
+            ToolCallNode(call_id="c2", name="g"),
+            result("c1"),
+        ]
+    )
     assert out == [("text", None), ("tool_call", "c1"), ("tool_result", "c1")]
 
 
@@ -34,20 +43,37 @@ def test_orphan_result_stays():
 
 
 def test_result_position_does_not_matter_and_control_nodes_stay():
-    out = run([result("c1"), EnvelopeExtraNode(extra={"k": 1}), ToolCallNode(call_id="c1", name="f"),
-               ToolCallNode(call_id="c9", name="f")])
+    out = run(
+        [
+            result("c1"),
+            EnvelopeExtraNode(extra={"k": 1}),
+            ToolCallNode(call_id="c1", name="f"),
+            ToolCallNode(call_id="c9", name="f"),
+        ]
+    )
     assert out == [("tool_result", "c1"), ("envelope_extra", None), ("tool_call", "c1")]
 
 
 def test_no_tool_calls_is_a_noop():
-    assert run([TextNode(content="a"), TextNode(role="assistant", content="b")]) == [("text", None), ("text", None)]
+    assert run([TextNode(content="a"), TextNode(role="assistant", content="b")]) == [
+        ("text", None),
+        ("text", None),
+    ]
 
 
 def test_unknown_config_keys_ignored():
-    assert validate_rule(transform=TYPE_ID, scope="api_key", phase="request", models=None, config={"x": 1}) == {}
+    assert (
+        validate_rule(transform=TYPE_ID, scope="api_key", phase="request", models=None, config={"x": 1}) == {}
+    )
     assert run([ToolCallNode(call_id="c", name="f")], {"x": 1}) == []
 
 
 def test_trailing_pending_call_is_removed_too():
-    out = run([TextNode(content="u"), TextNode(role="assistant", content="calling"), ToolCallNode(call_id="c", name="f")])
+    out = run(
+        [
+            TextNode(content="u"),
+            TextNode(role="assistant", content="calling"),
+            ToolCallNode(call_id="c", name="f"),
+        ]
+    )
     assert out == [("text", None), ("text", None)]

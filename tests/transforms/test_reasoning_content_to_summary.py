@@ -24,8 +24,17 @@ def one(node):
 def test_reference_examples():
     n = one(ReasoningNode(content="plain reasoning"))
     assert (n.content, n.summary, n.extra[SUMMARY_AS_THINKING]) == (None, "plain reasoning", True)
-    n = one(ReasoningNode(content="plain", encrypted="ciphertext", source="openrouter", extra={"preserved": "yes"}))
-    assert (n.summary, n.encrypted, n.source, n.extra["preserved"]) == ("plain", "ciphertext", "openrouter", "yes")
+    n = one(
+        ReasoningNode(
+            content="plain", encrypted="ciphertext", source="openrouter", extra={"preserved": "yes"}
+        )
+    )
+    assert (n.summary, n.encrypted, n.source, n.extra["preserved"]) == (
+        "plain",
+        "ciphertext",
+        "openrouter",
+        "yes",
+    )
     assert one(ReasoningNode(content="x", summary="old")).summary == "x"
     n = one(ReasoningNode(content="", summary="keep"))
     assert (n.content, n.summary) == (None, "keep")
@@ -33,7 +42,11 @@ def test_reference_examples():
 
 def test_stream_delta_moved_and_marked():
     out = run_stream(registry()[TYPE_ID](), [ev.NodeDelta(index=7, kind=ev.REASONING_CONTENT, delta="plain")])
-    assert (out[0].kind, out[0].delta, out[0].extra) == (ev.REASONING_SUMMARY, "plain", {SUMMARY_AS_THINKING: True})
+    assert (out[0].kind, out[0].delta, out[0].extra) == (
+        ev.REASONING_SUMMARY,
+        "plain",
+        {SUMMARY_AS_THINKING: True},
+    )
 
 
 def test_stream_matches_whole_response():

@@ -32,9 +32,21 @@ def test_matches_the_upstream_model_not_the_logical_one():
 
 
 def test_validation():
-    assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None, config={"rules": []})
-    assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None,
-                                     config={"rules": [{"pattern": "", "suffix": "-x"}]})
-    errors = validate_rule(transform=TYPE_ID, scope="api_key", phase="request", models=None,
-                           config={"rules": [{"pattern": "*", "suffix": "-x"}]})
+    assert "config" in validate_rule(
+        transform=TYPE_ID, scope="provider", phase="request", models=None, config={"rules": []}
+    )
+    assert "config" in validate_rule(
+        transform=TYPE_ID,
+        scope="provider",
+        phase="request",
+        models=None,
+        config={"rules": [{"pattern": "", "suffix": "-x"}]},
+    )
+    errors = validate_rule(
+        transform=TYPE_ID,
+        scope="api_key",
+        phase="request",
+        models=None,
+        config={"rules": [{"pattern": "*", "suffix": "-x"}]},
+    )
     assert any(TYPE_ID in m for m in errors["transform"])

@@ -29,21 +29,30 @@ def whole(text, tag="think"):
 
 
 def test_reference_examples():
-    assert whole("<think>abc</think>Hello") == [("reasoning", "abc", None, None), ("text", "assistant", "Hello")]
+    assert whole("<think>abc</think>Hello") == [
+        ("reasoning", "abc", None, None),
+        ("text", "assistant", "Hello"),
+    ]
     assert whole("Hi <think>x") == [("text", "assistant", "Hi "), ("reasoning", "x", None, None)]
     assert whole("no tags") == [("text", "assistant", "no tags")]
 
 
 def test_several_blocks_and_empty_pieces():
     assert whole("<think>a</think><think>b</think>c") == [
-        ("reasoning", "a", None, None), ("reasoning", "b", None, None), ("text", "assistant", "c")]
+        ("reasoning", "a", None, None),
+        ("reasoning", "b", None, None),
+        ("text", "assistant", "c"),
+    ]
     assert whole("<think></think>x") == [("text", "assistant", "x")]
 
 
 def test_exact_case_sensitive_tag_and_custom_tag():
     assert whole("<THINK>a</THINK>") == [("text", "assistant", "<THINK>a</THINK>")]
     assert whole("<think >a") == [("text", "assistant", "<think >a")]
-    assert whole("<reason>r</reason>ok", tag="reason") == [("reasoning", "r", None, None), ("text", "assistant", "ok")]
+    assert whole("<reason>r</reason>ok", tag="reason") == [
+        ("reasoning", "r", None, None),
+        ("text", "assistant", "ok"),
+    ]
 
 
 def test_untagged_node_kept_with_all_fields_and_user_text_untouched():
@@ -54,13 +63,31 @@ def test_untagged_node_kept_with_all_fields_and_user_text_untouched():
 
 
 def test_first_text_piece_keeps_id_and_phase():
-    out = run_whole(make(), [TextNode(id="msg_1", role="assistant", content="a<think>b</think>c", phase="final_answer")])
-    assert [(type(n).__name__, n.id) for n in out] == [("TextNode", "msg_1"), ("ReasoningNode", None), ("TextNode", None)]
+    out = run_whole(
+        make(), [TextNode(id="msg_1", role="assistant", content="a<think>b</think>c", phase="final_answer")]
+    )
+    assert [(type(n).__name__, n.id) for n in out] == [
+        ("TextNode", "msg_1"),
+        ("ReasoningNode", None),
+        ("TextNode", None),
+    ]
     assert out[2].phase == "final_answer"
 
 
-@pytest.mark.parametrize("text", ["<think>abc</think>Hello", "Hi <think>x", "a<think>b</think>c<think>d</think>",
-                                  "x <thi", "<think>r </thi", "lt < and <t", "no tags", "", "<<think>>a</think>"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<think>abc</think>Hello",
+        "Hi <think>x",
+        "a<think>b</think>c<think>d</think>",
+        "x <thi",
+        "<think>r </thi",
+        "lt < and <t",
+        "no tags",
+        "",
+        "<<think>>a</think>",
+    ],
+)
 def test_one_char_per_delta_matches_whole_response(text):
     nodes = [TextNode(role="assistant", content=text), ToolCallNode(call_id="c1", name="f", arguments="{}")]
     out = run_stream(make(), stream_of(nodes, cuts=None))
@@ -91,15 +118,27 @@ def test_later_nodes_are_renumbered():
     out = run_stream(make(), stream_of(nodes, cuts=[3, 9]))
     check_lifecycle(out)
     assert [(e.index, type(e.node).__name__) for e in out if isinstance(e, ev.NodeStart)] == [
-        (0, "ReasoningNode"), (1, "TextNode"), (2, "ToolCallNode")]
+        (0, "ReasoningNode"),
+        (1, "TextNode"),
+        (2, "ToolCallNode"),
+    ]
     assert isinstance(terminal(out)[0], ReasoningNode)
 
 
 def test_config_and_alias():
-    assert validate_rule(transform=TYPE_ID, scope="api_key", phase="response", models=None, config={"tag": "think"}) == {}
-    assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="response", models=None, config={})
-    assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="response", models=None,
-                                     config={"tag": ""})
-    assert "phase" in validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None,
-                                    config={"tag": "think"})
+    assert (
+        validate_rule(
+            transform=TYPE_ID, scope="api_key", phase="response", models=None, config={"tag": "think"}
+        )
+        == {}
+    )
+    assert "config" in validate_rule(
+        transform=TYPE_ID, scope="provider", phase="response", models=None, config={}
+    )
+    assert "config" in validate_rule(
+        transform=TYPE_ID, scope="provider", phase="response", models=None, config={"tag": ""}
+    )
+    assert "phase" in validate_rule(
+        transform=TYPE_ID, scope="provider", phase="request", models=None, config={"tag": "think"}
+    )
     assert canonical_id("think_xml_to_reasoning") == TYPE_ID

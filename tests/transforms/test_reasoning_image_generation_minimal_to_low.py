@@ -9,7 +9,9 @@ TYPE_ID = "reasoning_image_generation_minimal_to_low"
 
 def run(effort, tools):
     req = Request(model="gpt-5", reasoning=ReasoningConfig(effort=effort), tools=tools)
-    registry()[TYPE_ID]().apply_request(req, TransformContext(logical_model="gpt-5", client_protocol="responses"))
+    registry()[TYPE_ID]().apply_request(
+        req, TransformContext(logical_model="gpt-5", client_protocol="responses")
+    )
     return req.reasoning.effort
 
 

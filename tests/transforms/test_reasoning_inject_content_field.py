@@ -15,14 +15,21 @@ TYPE_ID = "reasoning_inject_content_field"
 
 def chat_message(nodes):
     resp = Response(id="r", model="m", output=run_whole(registry()[TYPE_ID](), nodes), finish_reason="stop")
-    return codec("chat_completion").encode_response(resp, EncodeContext(model="m", source_protocol="responses"))[
-        "choices"][0]["message"]
+    return codec("chat_completion").encode_response(
+        resp, EncodeContext(model="m", source_protocol="responses")
+    )["choices"][0]["message"]
 
 
 def test_value_content_then_summary_never_encrypted():
-    assert chat_message([ReasoningNode(content="plain_resp"), TextNode(role="assistant", content="Hi")])[
-        "reasoning_content"] == "plain_resp"
-    assert chat_message([ReasoningNode(summary="summary_fallback")])["reasoning_content"] == "summary_fallback"
+    assert (
+        chat_message([ReasoningNode(content="plain_resp"), TextNode(role="assistant", content="Hi")])[
+            "reasoning_content"
+        ]
+        == "plain_resp"
+    )
+    assert (
+        chat_message([ReasoningNode(summary="summary_fallback")])["reasoning_content"] == "summary_fallback"
+    )
     msg = chat_message([ReasoningNode(encrypted="only")])
     assert "reasoning_content" not in msg
     assert msg["reasoning_details"][0]["type"] == "reasoning.encrypted"
@@ -37,14 +44,22 @@ def test_normal_fields_stay():
 def test_other_protocols_ignore_the_mark():
     resp = Response(id="r", model="m", output=run_whole(registry()[TYPE_ID](), [ReasoningNode(content="c")]))
     for protocol in ("responses", "messages"):
-        body = codec(protocol).encode_response(resp, EncodeContext(model="m", source_protocol="chat_completion"))
+        body = codec(protocol).encode_response(
+            resp, EncodeContext(model="m", source_protocol="chat_completion")
+        )
         assert b"reasoning_content" not in orjson.dumps(body) and b"_gw_" not in orjson.dumps(body)
 
 
 def test_stream_chat_chunks_carry_reasoning_content():
-    out = run_stream(registry()[TYPE_ID](), stream_of([ReasoningNode(content="abc"), TextNode(role="assistant", content="x")],
-                                                      cuts=[1]))
-    assert [e.extra.get(INJECT_REASONING_CONTENT) for e in out if isinstance(e, ev.NodeDelta)] == [True, True, None]
+    out = run_stream(
+        registry()[TYPE_ID](),
+        stream_of([ReasoningNode(content="abc"), TextNode(role="assistant", content="x")], cuts=[1]),
+    )
+    assert [e.extra.get(INJECT_REASONING_CONTENT) for e in out if isinstance(e, ev.NodeDelta)] == [
+        True,
+        True,
+        None,
+    ]
     enc = codec("chat_completion").StreamEncoder(EncodeContext(model="m", source_protocol="responses"))
     raw = b"".join(enc.encode(e) for e in out)
     chunks = [orjson.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: {")]

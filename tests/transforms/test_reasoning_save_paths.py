@@ -30,35 +30,60 @@ def key() -> ApiKey:
     return k
 
 
-@pytest.mark.parametrize(("transform", "config"), [
-    ("reasoning_effort_to_budget", {"low": 1, "med": 2, "high": 3}),
-    ("reasoning_effort_to_model_suffix", {"rules": [{"pattern": "*", "suffix": "-{effort}"}]}),
-])
+@pytest.mark.parametrize(
+    ("transform", "config"),
+    [
+        ("reasoning_effort_to_budget", {"low": 1, "med": 2, "high": 3}),
+        ("reasoning_effort_to_model_suffix", {"rules": [{"pattern": "*", "suffix": "-{effort}"}]}),
+    ],
+)
 def test_cost_and_routing_rules_refused_on_keys(api, key, transform, config):
-    r = api.post("/api/transforms/rules/", {"scope": "api_key", "api_key": key.pk, "transform": transform,
-                                            "config": config}, format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {"scope": "api_key", "api_key": key.pk, "transform": transform, "config": config},
+        format="json",
+    )
     assert r.status_code == 400
     assert transform in str(r.json())
     provider = Provider.objects.create(name="p")
-    r = api.post("/api/transforms/rules/", {"scope": "provider", "provider": provider.pk, "transform": transform,
-                                            "config": config}, format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {"scope": "provider", "provider": provider.pk, "transform": transform, "config": config},
+        format="json",
+    )
     assert r.status_code == 201, r.json()
 
 
 def test_invalid_config_refused(api):
     provider = Provider.objects.create(name="p")
-    r = api.post("/api/transforms/rules/", {"scope": "provider", "provider": provider.pk,
-                                            "transform": "reasoning_summary_heading", "phase": "response",
-                                            "config": {"max_title_chars": 0}}, format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {
+            "scope": "provider",
+            "provider": provider.pk,
+            "transform": "reasoning_summary_heading",
+            "phase": "response",
+            "config": {"max_title_chars": 0},
+        },
+        format="json",
+    )
     assert r.status_code == 400 and "config" in r.json()
 
 
-@pytest.mark.parametrize(("alias", "canonical"), [("think_xml_to_reasoning", "reasoning_from_think_xml"),
-                                                  ("strip_reasoning", "reasoning_strip_output"),
-                                                  ("strip_encrypted_reasoning", "reasoning_strip_encrypted")])
+@pytest.mark.parametrize(
+    ("alias", "canonical"),
+    [
+        ("think_xml_to_reasoning", "reasoning_from_think_xml"),
+        ("strip_reasoning", "reasoning_strip_output"),
+        ("strip_encrypted_reasoning", "reasoning_strip_encrypted"),
+    ],
+)
 def test_historical_ids_stored_canonically(api, key, alias, canonical):
     config = {"tag": "think"} if canonical == "reasoning_from_think_xml" else {}
-    r = api.post("/api/transforms/rules/", {"scope": "api_key", "api_key": key.pk, "transform": alias,
-                                            "phase": "response", "config": config}, format="json")
+    r = api.post(
+        "/api/transforms/rules/",
+        {"scope": "api_key", "api_key": key.pk, "transform": alias, "phase": "response", "config": config},
+        format="json",
+    )
     assert r.status_code == 201, r.json()
     assert TransformRule.objects.get(pk=r.json()["id"]).transform == canonical

@@ -46,8 +46,25 @@ RULES = [
     ("reasoning_summary_to_raw_cot", {}),
 ]
 
-WORDS = st.sampled_from(["<think>", "</think>", "<thi", "</", "<", "hello ", "world", ". ", "**", "Plan", "\n", "é→",
-                         "a<b", "**Title**\n", "x"])
+WORDS = st.sampled_from(
+    [
+        "<think>",
+        "</think>",
+        "<thi",
+        "</",
+        "<",
+        "hello ",
+        "world",
+        ". ",
+        "**",
+        "Plan",
+        "\n",
+        "é→",
+        "a<b",
+        "**Title**\n",
+        "x",
+    ]
+)
 TEXT = st.lists(WORDS, min_size=1, max_size=8).map("".join)
 
 
@@ -58,8 +75,11 @@ def answers(draw):
         kind = draw(st.sampled_from(["content", "summary"]))
         body = draw(TEXT)
         enc = draw(st.sampled_from([None, "sig-abc"]))
-        nodes.append(ReasoningNode(content=body, encrypted=enc) if kind == "content"
-                     else ReasoningNode(summary=body, encrypted=enc))
+        nodes.append(
+            ReasoningNode(content=body, encrypted=enc)
+            if kind == "content"
+            else ReasoningNode(summary=body, encrypted=enc)
+        )
     nodes.append(TextNode(role="assistant", content=draw(TEXT)))
     if draw(st.booleans()):
         nodes.append(ToolCallNode(call_id="call_1", name="lookup", arguments='{"q": "x"}'))
@@ -91,8 +111,9 @@ def chat_whole_fields(nodes: list) -> dict:
     codec joins a message's text nodes with a blank line only in non-stream bodies, a codec
     property, not a rule's: blank lines are not compared."""
     resp = Response(id="resp_1", model="m", output=deepcopy(nodes), finish_reason="stop")
-    msg = codec("chat_completion").encode_response(resp, EncodeContext(model="m", source_protocol="responses"))[
-        "choices"][0]["message"]
+    msg = codec("chat_completion").encode_response(
+        resp, EncodeContext(model="m", source_protocol="responses")
+    )["choices"][0]["message"]
     return {k: (msg.get(k) or "").replace("\n\n", "") for k in CHAT_FIELDS}
 
 
@@ -134,8 +155,11 @@ def client_stream(client: str, events: list[ev.Event]) -> list:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(nodes=answers(), cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=12) | st.none(),
-       which=st.integers(min_value=0, max_value=len(RULES) - 1))
+@given(
+    nodes=answers(),
+    cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=12) | st.none(),
+    which=st.integers(min_value=0, max_value=len(RULES) - 1),
+)
 def test_stream_equals_whole_response(nodes, cuts, which):
     type_id, config = RULES[which]
     expected_nodes = run_whole(rule(type_id, config), nodes)

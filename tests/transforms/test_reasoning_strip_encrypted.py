@@ -19,15 +19,26 @@ TYPE_ID = "reasoning_strip_encrypted"
 
 
 def test_reference_example():
-    node = ReasoningNode(content="plaintext cot", encrypted="mz2.aaa", summary="summary",
-                         extra={"encrypted_content": "mz2.bbb", "other": 1})
+    node = ReasoningNode(
+        content="plaintext cot",
+        encrypted="mz2.aaa",
+        summary="summary",
+        extra={"encrypted_content": "mz2.bbb", "other": 1},
+    )
     out = run_whole(registry()[TYPE_ID](), [node])[0]
-    assert (out.content, out.summary, out.encrypted, out.extra) == ("plaintext cot", "summary", None, {"other": 1})
+    assert (out.content, out.summary, out.encrypted, out.extra) == (
+        "plaintext cot",
+        "summary",
+        None,
+        {"other": 1},
+    )
 
 
 def test_control_node_start_and_tool_call_signature():
     control = EnvelopeExtraNode(extra={"type": "reasoning", "encrypted_content": "mz2.p", "id": "rs_1"})
-    out = run_stream(registry()[TYPE_ID](), [ev.NodeStart(index=0, node=control, extra={"encrypted_content": "x"})])
+    out = run_stream(
+        registry()[TYPE_ID](), [ev.NodeStart(index=0, node=control, extra={"encrypted_content": "x"})]
+    )
     assert out[0].node.extra == {"type": "reasoning", "id": "rs_1"} and out[0].extra == {}
     call = ToolCallNode(call_id="c", name="f", arguments="{}", extra={SIGNATURE: "sig"})
     out = run_whole(registry()[TYPE_ID](), [call])[0]

@@ -8,8 +8,13 @@ TYPE_ID = "reasoning_strip_input"
 
 
 def test_reference_example():
-    nodes = [TextNode(content="u1"), ReasoningNode(encrypted="e"), TextNode(role="assistant", content="a"),
-             ToolCallNode(call_id="c", name="f"), TextNode(content="u2")]
+    nodes = [
+        TextNode(content="u1"),
+        ReasoningNode(encrypted="e"),
+        TextNode(role="assistant", content="a"),
+        ToolCallNode(call_id="c", name="f"),
+        TextNode(content="u2"),
+    ]
     req = Request(model="m", input=list(nodes))
     registry()[TYPE_ID]().apply_request(req, TransformContext(logical_model="m", client_protocol="responses"))
     assert req.input == [nodes[0], nodes[2], nodes[3], nodes[4]]

@@ -22,12 +22,18 @@ def test_whole_response():
 
 
 def test_stream_drops_reasoning_lifecycles_and_renumbers():
-    nodes = [ReasoningNode(content="x", encrypted="e"), TextNode(role="assistant", content="hi"),
-             ReasoningNode(summary="s"), ToolCallNode(call_id="c", name="f", arguments="{}")]
+    nodes = [
+        ReasoningNode(content="x", encrypted="e"),
+        TextNode(role="assistant", content="hi"),
+        ReasoningNode(summary="s"),
+        ToolCallNode(call_id="c", name="f", arguments="{}"),
+    ]
     out = run_stream(registry()[TYPE_ID](), stream_of(nodes, cuts=[1]))
     check_lifecycle(out)
     assert [(e.index, type(e.node).__name__) for e in out if isinstance(e, ev.NodeStart)] == [
-        (0, "TextNode"), (1, "ToolCallNode")]
+        (0, "TextNode"),
+        (1, "ToolCallNode"),
+    ]
     expected = [("text", "assistant", "hi"), ("call", "c", "f", "{}")]
     assert plain(accumulated(out)) == expected
     assert plain(terminal(out)) == expected

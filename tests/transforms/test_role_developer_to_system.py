@@ -12,8 +12,11 @@ TYPE_ID = "role_developer_to_system"
 def run(nodes, model="o3"):
     rule = CompiledRule(1, "provider", "request", ["o*"], registry[TYPE_ID]({}))
     req = Request(model=model, input=nodes)
-    run_request(select([(rule,), (), ()], "request", model), req,
-                TransformContext(logical_model=model, client_protocol="responses"))
+    run_request(
+        select([(rule,), (), ()], "request", model),
+        req,
+        TransformContext(logical_model=model, client_protocol="responses"),
+    )
     return [getattr(n, "role", None) for n in req.input]
 
 
@@ -22,11 +25,13 @@ def test_developer_becomes_system():
 
 
 def test_all_role_bearing_kinds_and_nothing_else():
-    nodes = [ImageNode(role="developer", source=MediaSource(kind="url", url="u")),
-             FileNode(role="developer", source=MediaSource(kind="file_id", file_id="f")),
-             ProviderItemNode(role="developer", origin_protocol="responses", item_type="x", body={}),
-             ToolResultNode(call_id="c", content=[TextNode(role="developer", content="inner")]),
-             TextNode(role="system", content="S")]
+    nodes = [
+        ImageNode(role="developer", source=MediaSource(kind="url", url="u")),
+        FileNode(role="developer", source=MediaSource(kind="file_id", file_id="f")),
+        ProviderItemNode(role="developer", origin_protocol="responses", item_type="x", body={}),
+        ToolResultNode(call_id="c", content=[TextNode(role="developer", content="inner")]),
+        TextNode(role="system", content="S"),
+    ]
     assert run(nodes) == ["system", "system", "system", "tool", "system"]
     assert nodes[3].content[0].role == "developer"
 
@@ -36,5 +41,7 @@ def test_model_glob_applies():
 
 
 def test_no_config_allowed():
-    assert "config" in validate_rule(transform=TYPE_ID, scope="provider", phase="request", models=None, config={"a": 1})
+    assert "config" in validate_rule(
+        transform=TYPE_ID, scope="provider", phase="request", models=None, config={"a": 1}
+    )
     assert registry.canonical_id("developer_to_system_role") == TYPE_ID

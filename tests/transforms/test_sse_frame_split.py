@@ -10,7 +10,7 @@ from gateway.protocols.sse import SSEParser
 from tests.sdk_http import httpx_for
 from transforms.lib.sse_frame_split import FrameSplitter, split_string
 
-TEXT = "Hello \"world\"\n" * 30 + "é✓😀\\tail"
+TEXT = 'Hello "world"\n' * 30 + "é✓😀\\tail"
 
 
 def frame(obj: dict, event: str | None = None) -> bytes:
@@ -32,11 +32,18 @@ def assert_lines_fit(stream: bytes, limit: int) -> None:
 
 
 def chat_chunk(delta: dict, finish=None, **extra) -> dict:
-    return {"id": "chatcmpl_1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    return {
+        "id": "chatcmpl_1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
 
 
 # -- Chat Completions --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("limit", [180, 200, 400])
 def test_chat_content_is_split_under_the_limit(limit):
@@ -69,7 +76,12 @@ def test_chat_escapes_count_and_are_never_cut():
 
 def test_chat_tool_arguments_keep_id_and_name_on_the_first_chunk_only():
     args = orjson.dumps({"input": TEXT}).decode()
-    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "apply_patch", "arguments": args}}
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "apply_patch", "arguments": args},
+    }
     out = FrameSplitter("chat_completion", 160).process(frame(chat_chunk({"tool_calls": [call]})))
     chunks = [orjson.loads(d)["choices"][0]["delta"]["tool_calls"][0] for _, d in parse(out)]
     assert "".join(c["function"]["arguments"] for c in chunks) == args
@@ -130,34 +142,60 @@ def test_real_chat_encoder_output_is_split():
     encoder = chat.StreamEncoder(EncodeContext(model="m"))
     splitter = FrameSplitter("chat_completion", 300)
     text = TEXT * 3
-    wire = b"".join(splitter.process(encoder.encode(e)) for e in [
-        ev.ResponseStart(id="r", model="up"),
-        ev.NodeStart(index=0, node=TextNode(role="assistant")),
-        ev.NodeDelta(index=0, kind=ev.TEXT, delta=text),
-        ev.NodeDone(index=0, node=TextNode(role="assistant", content=text)),
-        ev.ResponseDone(output=[TextNode(role="assistant", content=text)], finish_reason="stop"),
-    ])
+    wire = b"".join(
+        splitter.process(encoder.encode(e))
+        for e in [
+            ev.ResponseStart(id="r", model="up"),
+            ev.NodeStart(index=0, node=TextNode(role="assistant")),
+            ev.NodeDelta(index=0, kind=ev.TEXT, delta=text),
+            ev.NodeDone(index=0, node=TextNode(role="assistant", content=text)),
+            ev.ResponseDone(output=[TextNode(role="assistant", content=text)], finish_reason="stop"),
+        ]
+    )
     assert len(data_lines(wire)) > 5
     assert_lines_fit(wire, 300)
     content = "".join(
         orjson.loads(d)["choices"][0]["delta"].get("content") or ""
-        for _, d in parse(wire) if d != "[DONE]" and orjson.loads(d).get("choices")
+        for _, d in parse(wire)
+        if d != "[DONE]" and orjson.loads(d).get("choices")
     )
     assert content == text
 
 
 # -- Responses ---------------------------------------------------------------------------------
 
+
 def test_responses_delta_split_renumbers_every_later_event():
     splitter = FrameSplitter("responses", 180)
     events = [
         ({"type": "response.created", "sequence_number": 1, "response": {"id": "r"}}, "response.created"),
-        ({"type": "response.output_text.delta", "sequence_number": 2, "item_id": "msg_1", "output_index": 0,
-          "content_index": 0, "delta": TEXT, "logprobs": []}, "response.output_text.delta"),
-        ({"type": "response.output_text.done", "sequence_number": 3, "item_id": "msg_1", "output_index": 0,
-          "content_index": 0, "text": "short"}, "response.output_text.done"),
+        (
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": 2,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": TEXT,
+                "logprobs": [],
+            },
+            "response.output_text.delta",
+        ),
+        (
+            {
+                "type": "response.output_text.done",
+                "sequence_number": 3,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "text": "short",
+            },
+            "response.output_text.done",
+        ),
     ]
-    out = b"".join(splitter.process(frame(obj, name)) for obj, name in events) + splitter.process(b"data: [DONE]\n\n")
+    out = b"".join(splitter.process(frame(obj, name)) for obj, name in events) + splitter.process(
+        b"data: [DONE]\n\n"
+    )
     parsed = [(name, orjson.loads(d)) for name, d in parse(out) if d != "[DONE]"]
     assert [p["sequence_number"] for _, p in parsed] == list(range(1, len(parsed) + 1))
     deltas = [p for name, p in parsed if name == "response.output_text.delta"]
@@ -169,8 +207,13 @@ def test_responses_delta_split_renumbers_every_later_event():
 
 def test_responses_sequence_digits_growth_still_fits():
     splitter = FrameSplitter("responses", 150)
-    obj = {"type": "response.function_call_arguments.delta", "sequence_number": 7, "item_id": "fc",
-           "output_index": 0, "delta": "y" * 4000}
+    obj = {
+        "type": "response.function_call_arguments.delta",
+        "sequence_number": 7,
+        "item_id": "fc",
+        "output_index": 0,
+        "delta": "y" * 4000,
+    }
     out = splitter.process(frame(obj, obj["type"]))
     parsed = [orjson.loads(d) for _, d in parse(out)]
     assert parsed[-1]["sequence_number"] >= 100
@@ -180,8 +223,10 @@ def test_responses_sequence_digits_growth_still_fits():
 
 # -- Messages ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind", [("text_delta", "text"), ("thinking_delta", "thinking"),
-                                  ("input_json_delta", "partial_json")])
+
+@pytest.mark.parametrize(
+    "kind", [("text_delta", "text"), ("thinking_delta", "thinking"), ("input_json_delta", "partial_json")]
+)
 def test_messages_content_block_delta_split(kind):
     dtype, field = kind
     obj = {"type": "content_block_delta", "index": 2, "delta": {"type": dtype, field: TEXT}}
@@ -196,7 +241,11 @@ def test_messages_content_block_delta_split(kind):
 
 def test_messages_signature_is_never_split():
     """The Anthropic SDK replaces the signature with each signature_delta instead of appending."""
-    obj = {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s" * 900}}
+    obj = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "signature_delta", "signature": "s" * 900},
+    }
     original = frame(obj, "content_block_delta")
     assert FrameSplitter("messages", 140).process(original) == original
 
@@ -217,11 +266,13 @@ def test_hook_wraps_only_when_a_rule_applies():
         marker = "inner"
 
         def encode(self, event):
-            return frame({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": event}},
-                         "content_block_delta")
+            return frame(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": event}},
+                "content_block_delta",
+            )
 
         def keepalive(self):
-            return b"event: ping\ndata: {\"type\":\"ping\"}\n\n"
+            return b'event: ping\ndata: {"type":"ping"}\n\n'
 
         def error(self, status, code, message):
             return b""
@@ -236,11 +287,14 @@ def test_hook_wraps_only_when_a_rule_applies():
     wrapped = wrap_stream_encoder([rule], plain, ctx)
     assert isinstance(wrapped, SplittingEncoder) and wrapped.marker == "inner"
     out = wrapped.encode("z" * 500)
-    assert len(parse(out)) > 1 and "".join(orjson.loads(d)["delta"]["text"] for _, d in parse(out)) == "z" * 500
+    assert (
+        len(parse(out)) > 1 and "".join(orjson.loads(d)["delta"]["text"] for _, d in parse(out)) == "z" * 500
+    )
     assert wrapped.keepalive() == plain.keepalive()
 
 
 # -- real client encoders + their lifecycle checkers ---------------------------------------------
+
 
 def _encoded_stream(protocol: str, limit: int) -> tuple[bytes, str, str]:
     """A reasoning + text + tool call turn through the real client encoder and a splitter."""
@@ -251,7 +305,7 @@ def _encoded_stream(protocol: str, limit: int) -> tuple[bytes, str, str]:
 
     text = TEXT * 4
     args = orjson.dumps({"path": "a.txt", "body": TEXT * 2}).decode()
-    reasoning = ReasoningNode(summary="Thinking about \"it\"\n" * 20)
+    reasoning = ReasoningNode(summary='Thinking about "it"\n' * 20)
     call = ToolCallNode(call_id="call_1", name="write", arguments=args)
     answer = TextNode(role="assistant", content=text)
     encoder = codec(protocol).StreamEncoder(EncodeContext(model="m", source_protocol=protocol))
@@ -267,8 +321,11 @@ def _encoded_stream(protocol: str, limit: int) -> tuple[bytes, str, str]:
         ev.NodeStart(index=2, node=ToolCallNode(call_id="call_1", name="write")),
         ev.NodeDelta(index=2, kind=ev.ARGUMENTS, delta=args),
         ev.NodeDone(index=2, node=call),
-        ev.ResponseDone(output=[reasoning, answer, call], finish_reason="tool_calls",
-                        usage=Usage(input_tokens=3, output_tokens=5)),
+        ev.ResponseDone(
+            output=[reasoning, answer, call],
+            finish_reason="tool_calls",
+            usage=Usage(input_tokens=3, output_tokens=5),
+        ),
     ]
     wire = b"".join(splitter.process(encoder.encode(e)) for e in events) + splitter.process(encoder.close())
     return wire, text, args
@@ -279,8 +336,9 @@ def test_real_responses_encoder_split_keeps_a_valid_contiguous_stream():
 
     wire, text, args = _encoded_stream("responses", 300)
     payloads = check_responses_stream(wire)
-    assert [p["sequence_number"] for p in payloads] == list(range(payloads[0]["sequence_number"],
-                                                                    payloads[0]["sequence_number"] + len(payloads)))
+    assert [p["sequence_number"] for p in payloads] == list(
+        range(payloads[0]["sequence_number"], payloads[0]["sequence_number"] + len(payloads))
+    )
     text_deltas = [p["delta"] for p in payloads if p["type"] == "response.output_text.delta"]
     arg_deltas = [p["delta"] for p in payloads if p["type"] == "response.function_call_arguments.delta"]
     assert len(text_deltas) > 1 and "".join(text_deltas) == text
@@ -315,7 +373,7 @@ def test_real_chat_encoder_split_keeps_a_valid_stream():
     assert message["tool_calls"] == [{"id": "call_1", "type": "function", "name": "write", "arguments": args}]
     assert message["finish_reason"] == "tool_calls" and message["usage"]["completion_tokens"] == 5
     summary = "".join(d.get("summary") or d.get("text") or "" for d in message["details"])
-    assert summary == "Thinking about \"it\"\n" * 20
+    assert summary == 'Thinking about "it"\n' * 20
     for line in data_lines(wire):
         assert len(line) <= 300 or b'"content"' not in line
 
@@ -329,7 +387,7 @@ def test_split_string_chunks_are_whole_characters_and_maximal(budget):
     import random
 
     rng = random.Random(budget)
-    alphabet = ['a', '"', '\\', '\n', '\x01', 'é', '✓', '😀', '\\\\', 'u', '\t', '\x7f', ' ']
+    alphabet = ["a", '"', "\\", "\n", "\x01", "é", "✓", "😀", "\\\\", "u", "\t", "\x7f", " "]
     for _ in range(40):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         chunks = split_string(text, lambda k: 0, budget)
@@ -344,6 +402,7 @@ def test_split_string_chunks_are_whole_characters_and_maximal(budget):
 
 # -- the official SDKs fold split streams back into the original message ---------------------------
 
+
 def _mock_http(payload: bytes, sdk=None) -> httpx.Client:
     hx = httpx_for(sdk) if sdk is not None else httpx  # anthropic 2.x takes httpx2
 
@@ -357,8 +416,9 @@ def test_openai_sdk_rebuilds_a_split_chat_stream():
     import openai
 
     wire, text, args = _encoded_stream("chat_completion", 260)
-    client = openai.OpenAI(api_key="sk-test", base_url="http://gw.test/v1", http_client=_mock_http(wire),
-                           max_retries=0)
+    client = openai.OpenAI(
+        api_key="sk-test", base_url="http://gw.test/v1", http_client=_mock_http(wire), max_retries=0
+    )
     with client.chat.completions.stream(model="m", messages=[{"role": "user", "content": "hi"}]) as stream:
         final = stream.get_final_completion()
     message = final.choices[0].message
@@ -371,9 +431,12 @@ def test_anthropic_sdk_rebuilds_a_split_messages_stream():
     import anthropic
 
     wire, text, args = _encoded_stream("messages", 200)
-    client = anthropic.Anthropic(api_key="sk-test", base_url="http://gw.test", http_client=_mock_http(wire, anthropic),
-                                 max_retries=0)
-    with client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]) as stream:
+    client = anthropic.Anthropic(
+        api_key="sk-test", base_url="http://gw.test", http_client=_mock_http(wire, anthropic), max_retries=0
+    )
+    with client.messages.stream(
+        model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
         final = stream.get_final_message()
     texts = [b.text for b in final.content if b.type == "text"]
     tools = [b for b in final.content if b.type == "tool_use"]

@@ -29,20 +29,36 @@ def test_registered_with_schema_and_scopes():
 
 
 def test_config_validation():
-    ok = validate_rule(transform="stream_split_sse_frames", scope="api_key", phase="response", models=None,
-                       config={"max_frame_length": 120})
+    ok = validate_rule(
+        transform="stream_split_sse_frames",
+        scope="api_key",
+        phase="response",
+        models=None,
+        config={"max_frame_length": 120},
+    )
     assert ok == {}
-    bad = validate_rule(transform="stream_split_sse_frames", scope="provider", phase="response", models=None,
-                        config={"max_frame_length": 0})
+    bad = validate_rule(
+        transform="stream_split_sse_frames",
+        scope="provider",
+        phase="response",
+        models=None,
+        config={"max_frame_length": 0},
+    )
     assert "config" in bad
-    wrong_phase = validate_rule(transform="stream_split_sse_frames", scope="provider", phase="request",
-                                models=None, config={})
+    wrong_phase = validate_rule(
+        transform="stream_split_sse_frames", scope="provider", phase="request", models=None, config={}
+    )
     assert "phase" in wrong_phase
 
 
 def test_apply_step_changes_nothing():
-    chain = StreamChain([rule("provider", 10)], TransformContext(logical_model=MODEL, client_protocol="chat_completion"))
-    events = [NodeStart(index=0, node=TextNode(role="assistant")), NodeDelta(index=0, kind="text", delta="x" * 100)]
+    chain = StreamChain(
+        [rule("provider", 10)], TransformContext(logical_model=MODEL, client_protocol="chat_completion")
+    )
+    events = [
+        NodeStart(index=0, node=TextNode(role="assistant")),
+        NodeDelta(index=0, kind="text", delta="x" * 100),
+    ]
     assert [out for e in events for out in chain.process(e)] == events
 
 
@@ -60,7 +76,8 @@ def _limit(rules: list[CompiledRule], logical_model: str = MODEL) -> int | None:
 def test_first_matching_rule_wins_in_scope_order():
     rules = [
         rule("provider", 500, ("claude-*",), 1),  # does not match the logical model
-        rule("global", 300, None, 2), rule("global", 100, None, 3),
+        rule("global", 300, None, 2),
+        rule("global", 100, None, 3),
         rule("api_key", 200, None, 4),
     ]
     assert _limit(rules) == 300
@@ -76,8 +93,13 @@ def test_default_and_absent():
 def test_reference_example_chat_text_split():
     limit = _limit([rule("provider", 240)])
     text = "0123456789" * 100
-    chunk = {"id": "chatcmpl_1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-             "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    chunk = {
+        "id": "chatcmpl_1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    }
     out = FrameSplitter("chat_completion", limit).process(b"data: " + orjson.dumps(chunk) + b"\n\n")
     lines = [line for line in out.split(b"\n") if line.startswith(b"data: ")]
     assert len(lines) > 1 and all(len(line) <= 240 for line in lines)
@@ -86,12 +108,18 @@ def test_reference_example_chat_text_split():
 
 # -- the stream-encoder hook ---------------------------------------------------------------------
 
+
 class _Encoder:
     """Stands in for a client StreamEncoder: one oversized Chat chunk per text delta."""
 
     def encode(self, event) -> bytes:
-        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                 "choices": [{"index": 0, "delta": {"content": event.delta}, "finish_reason": None}]}
+        chunk = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "delta": {"content": event.delta}, "finish_reason": None}],
+        }
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
     def keepalive(self) -> bytes:

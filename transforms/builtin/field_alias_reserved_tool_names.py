@@ -32,7 +32,7 @@ class FieldAliasReservedToolNames(Transform):
     name = {"en": "Field: alias reserved tool names", "zh": "字段：为保留工具名设置别名"}
     description = {
         "en": "Rename client tools whose names the upstream reserves for hosted tools, and rename the calls back "
-              "in the response. Add a request rule and a response rule with the same config.",
+        "in the response. Add a request rule and a response rule with the same config.",
         "zh": "将与上游托管工具同名的客户端工具改名，并在响应中把调用名改回。请添加配置相同的 request 与 response 两条规则。",
     }
     phases = ("request", "response")
@@ -55,35 +55,81 @@ class FieldAliasReservedToolNames(Transform):
             title="A client function named like a hosted tool is renamed for the upstream",
             phase="request",
             protocol="responses",
-            input={"model": "grok-4", "input": "Look at a.png", "tools": [
-                {"type": "function", "name": "view_image",
-                 "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
-                {"type": "web_search"},
-            ]},
-            expected={"tools": [
-                {"type": "function", "name": "client_view_image",
-                 "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
-                {"type": "web_search"},
-            ]},
-            note={"en": "Default config: view_image is sent as client_view_image; other tool kinds keep their names.",
-                  "zh": "默认配置：view_image 以 client_view_image 发送；其他类型的工具名不变。"},
+            input={
+                "model": "grok-4",
+                "input": "Look at a.png",
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "view_image",
+                        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+                    },
+                    {"type": "web_search"},
+                ],
+            },
+            expected={
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "client_view_image",
+                        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+                    },
+                    {"type": "web_search"},
+                ]
+            },
+            note={
+                "en": "Default config: view_image is sent as client_view_image; other tool kinds keep their names.",
+                "zh": "默认配置：view_image 以 client_view_image 发送；其他类型的工具名不变。",
+            },
         ),
         TransformExample(
             title="The response rule renames the call back; other calls are untouched",
             phase="response",
             protocol="responses",
-            input={"id": "resp_1", "object": "response", "model": "grok-4", "status": "completed", "output": [
-                {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "client_view_image",
-                 "arguments": "{\"path\":\"a.png\"}", "status": "completed"},
-                {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "exec_command",
-                 "arguments": "{}", "status": "completed"},
-            ]},
-            expected={"output": [
-                {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "view_image",
-                 "arguments": "{\"path\":\"a.png\"}", "status": "completed"},
-                {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "exec_command",
-                 "arguments": "{}", "status": "completed"},
-            ]},
+            input={
+                "id": "resp_1",
+                "object": "response",
+                "model": "grok-4",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "function_call",
+                        "id": "fc_1",
+                        "call_id": "call_1",
+                        "name": "client_view_image",
+                        "arguments": '{"path":"a.png"}',
+                        "status": "completed",
+                    },
+                    {
+                        "type": "function_call",
+                        "id": "fc_2",
+                        "call_id": "call_2",
+                        "name": "exec_command",
+                        "arguments": "{}",
+                        "status": "completed",
+                    },
+                ],
+            },
+            expected={
+                "output": [
+                    {
+                        "type": "function_call",
+                        "id": "fc_1",
+                        "call_id": "call_1",
+                        "name": "view_image",
+                        "arguments": '{"path":"a.png"}',
+                        "status": "completed",
+                    },
+                    {
+                        "type": "function_call",
+                        "id": "fc_2",
+                        "call_id": "call_2",
+                        "name": "exec_command",
+                        "arguments": "{}",
+                        "status": "completed",
+                    },
+                ]
+            },
         ),
     )
 
@@ -100,7 +146,9 @@ class FieldAliasReservedToolNames(Transform):
             elif alias in aliases:
                 errors.append((f"aliases.{original}", f"The alias {alias!r} is itself an original name."))
             elif alias in seen:
-                errors.append((f"aliases.{original}", f"The alias {alias!r} is already used for {seen[alias]!r}."))
+                errors.append(
+                    (f"aliases.{original}", f"The alias {alias!r} is already used for {seen[alias]!r}.")
+                )
             seen.setdefault(alias, original)
         return errors
 

@@ -77,8 +77,8 @@ APPLY_PATCH_USAGE = (
     "*** Begin Patch\n"
     "*** Update File: src/app.py\n"
     "@@ def greet():\n"
-    "-    print(\"Hi\")\n"
-    "+    print(\"Hello\")\n"
+    '-    print("Hi")\n'
+    '+    print("Hello")\n'
     "*** End Patch"
 )
 APPLY_PATCH_INPUT = (
@@ -131,7 +131,7 @@ class ConversionRecord:
 def unwrap_arguments(arguments: str) -> str:
     """The custom input carried by function arguments (see the module docstring)."""
     trimmed = arguments.strip()
-    if not trimmed or trimmed[0] not in "{\"":
+    if not trimmed or trimmed[0] not in '{"':
         return arguments
     try:
         value = orjson.loads(trimmed)
@@ -162,8 +162,14 @@ def restore_call(node: ToolCallNode, ident: Identity, arguments: str | None = No
     text = unwrap_arguments(node.arguments if arguments is None else arguments)
     if ident[1] == APPLY_PATCH:
         text = normalize_patch(text)
-    return replace(node, id=custom_item_id(node.id), tool_type="custom", namespace=ident[0], arguments=text,
-                   extra=dict(node.extra))
+    return replace(
+        node,
+        id=custom_item_id(node.id),
+        tool_type="custom",
+        namespace=ident[0],
+        arguments=text,
+        extra=dict(node.extra),
+    )
 
 
 class FieldCustomToolsToFunction(Transform):
@@ -172,10 +178,10 @@ class FieldCustomToolsToFunction(Transform):
     name = {"en": "Field: custom tools to function", "zh": "字段：自定义工具转函数"}
     description = {
         "en": "Convert selected custom (freeform) tools to JSON function tools for upstreams without custom "
-              "tools, and restore the converted calls in the response. Add a request rule and a response "
-              "rule with the same models and config.",
+        "tools, and restore the converted calls in the response. Add a request rule and a response "
+        "rule with the same models and config.",
         "zh": "将选定的 custom 工具转换为 JSON function，供不支持 custom 的上游使用，并在响应中恢复已转换的调用。"
-              "请使用相同的模型筛选和配置添加 request 与 response 两条规则。",
+        "请使用相同的模型筛选和配置添加 request 与 response 两条规则。",
     }
     phases = ("request", "response")
     scopes = ALL_SCOPES
@@ -186,7 +192,7 @@ class FieldCustomToolsToFunction(Transform):
                 "type": "array",
                 "title": "Custom tool names",
                 "description": 'Exact custom tool names to convert. "*" selects every custom tool; [] turns the '
-                               "conversion off. Function tools are never converted.",
+                "conversion off. Function tools are never converted.",
                 "items": {"type": "string", "minLength": 1},
                 "default": [APPLY_PATCH],
             },
@@ -199,32 +205,57 @@ class FieldCustomToolsToFunction(Transform):
             phase="request",
             protocol="responses",
             config={"names": ["run_sql"]},
-            input={"model": "grok-4", "input": [
-                {"type": "message", "role": "user", "content": "count users"},
-                {"type": "custom_tool_call", "call_id": "call_1", "name": "run_sql",
-                 "input": "SELECT count(*) FROM users"},
-                {"type": "custom_tool_call_output", "call_id": "call_1", "output": "42"},
-            ], "tools": [{"type": "custom", "name": "run_sql", "description": "Run one SQL query"}]},
+            input={
+                "model": "grok-4",
+                "input": [
+                    {"type": "message", "role": "user", "content": "count users"},
+                    {
+                        "type": "custom_tool_call",
+                        "call_id": "call_1",
+                        "name": "run_sql",
+                        "input": "SELECT count(*) FROM users",
+                    },
+                    {"type": "custom_tool_call_output", "call_id": "call_1", "output": "42"},
+                ],
+                "tools": [{"type": "custom", "name": "run_sql", "description": "Run one SQL query"}],
+            },
             expected={
                 "input": [
                     {"type": "message", "role": "user", "content": "count users"},
-                    {"type": "function_call", "call_id": "call_1", "name": "run_sql",
-                     "arguments": "{\"input\":\"SELECT count(*) FROM users\"}"},
+                    {
+                        "type": "function_call",
+                        "call_id": "call_1",
+                        "name": "run_sql",
+                        "arguments": '{"input":"SELECT count(*) FROM users"}',
+                    },
                     {"type": "function_call_output", "call_id": "call_1", "output": "42"},
                 ],
-                "tools": [{
-                    "type": "function", "name": "run_sql", "description": "Run one SQL query",
-                    "parameters": {"type": "object", "properties": {"input": {
-                        "type": "string",
-                        "description": "The complete input for this tool, as one string, exactly as the tool expects it.",
-                    }}, "required": ["input"], "additionalProperties": False},
-                    "strict": False,
-                }],
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "run_sql",
+                        "description": "Run one SQL query",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {
+                                "input": {
+                                    "type": "string",
+                                    "description": "The complete input for this tool, as one string, exactly as the tool expects it.",
+                                }
+                            },
+                            "required": ["input"],
+                            "additionalProperties": False,
+                        },
+                        "strict": False,
+                    }
+                ],
             },
-            note={"en": "Add a response rule with the same config: it turns the upstream's function calls back into "
-                        "custom calls (and repairs apply_patch text); alone it converts nothing.",
-                  "zh": "请再添加一条配置相同的 response 规则：它把上游的函数调用还原为自定义工具调用（并修复 apply_patch 文本）；"
-                        "单独使用时不做任何转换。"},
+            note={
+                "en": "Add a response rule with the same config: it turns the upstream's function calls back into "
+                "custom calls (and repairs apply_patch text); alone it converts nothing.",
+                "zh": "请再添加一条配置相同的 response 规则：它把上游的函数调用还原为自定义工具调用（并修复 apply_patch 文本）；"
+                "单独使用时不做任何转换。",
+            },
         ),
     )
 
@@ -267,12 +298,20 @@ class FieldCustomToolsToFunction(Transform):
         for i, node in enumerate(req.input):
             if isinstance(node, ToolCallNode) and node.tool_type == "custom" and self.selects(node.name):
                 record.call_ids[node.call_id] = (node.namespace, node.name)
-                req.input[i] = replace(node, tool_type="function", id=None,
-                                       arguments=orjson.dumps({"input": node.arguments}).decode())
+                req.input[i] = replace(
+                    node,
+                    tool_type="function",
+                    id=None,
+                    arguments=orjson.dumps({"input": node.arguments}).decode(),
+                )
                 converted_calls = True
         if converted_calls:
             for i, node in enumerate(req.input):
-                if isinstance(node, ToolResultNode) and node.tool_type == "custom" and node.call_id in record.call_ids:
+                if (
+                    isinstance(node, ToolResultNode)
+                    and node.tool_type == "custom"
+                    and node.call_id in record.call_ids
+                ):
                     req.input[i] = replace(node, tool_type="function", id=None)
         if isinstance(req.tool_choice, dict):
             req.tool_choice = self._convert_choice(req.tool_choice, record)
@@ -294,15 +333,24 @@ class FieldCustomToolsToFunction(Transform):
             ident = record.resolve(name, namespace, None)
             if ident is None or ident not in record.tools:
                 return choice
-            return {("function" if k == "custom" else k): ("function" if k == "type" else v) for k, v in choice.items()}
+            return {
+                ("function" if k == "custom" else k): ("function" if k == "type" else v)
+                for k, v in choice.items()
+            }
         if kind == "allowed_tools":
             out = dict(choice)
             if isinstance(out.get("tools"), list):
-                out["tools"] = [self._convert_choice(t, record) if isinstance(t, dict) else t for t in out["tools"]]
+                out["tools"] = [
+                    self._convert_choice(t, record) if isinstance(t, dict) else t for t in out["tools"]
+                ]
             nested = out.get("allowed_tools")
             if isinstance(nested, dict) and isinstance(nested.get("tools"), list):
-                out["allowed_tools"] = {**nested, "tools": [self._convert_choice(t, record) if isinstance(t, dict)
-                                                            else t for t in nested["tools"]]}
+                out["allowed_tools"] = {
+                    **nested,
+                    "tools": [
+                        self._convert_choice(t, record) if isinstance(t, dict) else t for t in nested["tools"]
+                    ],
+                }
             return out
         return choice
 
@@ -329,7 +377,11 @@ class FieldCustomToolsToFunction(Transform):
             if ident is not None:
                 resp.output[i] = restore_call(node, ident)
                 restored_ids.add(node.call_id)
-            elif isinstance(node, ToolResultNode) and node.tool_type == "function" and node.call_id in restored_ids:
+            elif (
+                isinstance(node, ToolResultNode)
+                and node.tool_type == "function"
+                and node.call_id in restored_ids
+            ):
                 resp.output[i] = replace(node, tool_type="custom")
 
     # -- stream ------------------------------------------------------------------------------
@@ -368,8 +420,14 @@ class FieldCustomToolsToFunction(Transform):
                     return []
                 ident = self._resolve(record, node)
                 if ident is not None:
-                    event.node = replace(node, id=custom_item_id(node.id), tool_type="custom",
-                                         namespace=ident[0], arguments="", extra=dict(node.extra))
+                    event.node = replace(
+                        node,
+                        id=custom_item_id(node.id),
+                        tool_type="custom",
+                        namespace=ident[0],
+                        arguments="",
+                        extra=dict(node.extra),
+                    )
                     st.pending[event.index] = _Pending(event, ident, emitted=True)
             return [event]
         if isinstance(event, NodeDone):
@@ -384,8 +442,9 @@ class FieldCustomToolsToFunction(Transform):
             st.failed = True
         return [event]
 
-    def _finish(self, record: ConversionRecord, st: _StreamState, pending: _Pending, node: Any,
-                extra: dict[str, Any]) -> list[Event]:
+    def _finish(
+        self, record: ConversionRecord, st: _StreamState, pending: _Pending, node: Any, extra: dict[str, Any]
+    ) -> list[Event]:
         """Close a buffered call: restored as one custom delta, or replayed unchanged."""
         index = pending.start.index
         ident = pending.ident if pending.ident is not None else self._resolve(record, node)
@@ -399,8 +458,11 @@ class FieldCustomToolsToFunction(Transform):
         if not pending.emitted:
             header = replace(restored, arguments="", extra=dict(restored.extra))
             out.append(NodeStart(index=index, node=header, extra=pending.start.extra))
-            out.extend(NodeDelta(index=index, kind=ev.ARGUMENTS, delta="", extra=d.extra)
-                       for d in pending.held[1:] if isinstance(d, NodeDelta) and d.extra)
+            out.extend(
+                NodeDelta(index=index, kind=ev.ARGUMENTS, delta="", extra=d.extra)
+                for d in pending.held[1:]
+                if isinstance(d, NodeDelta) and d.extra
+            )
         if restored.arguments:
             out.append(NodeDelta(index=index, kind=ev.ARGUMENTS, delta=restored.arguments))
         out.append(NodeDone(index=index, node=restored, extra=extra))
@@ -411,7 +473,9 @@ class FieldCustomToolsToFunction(Transform):
 
     def _response_done(self, record: ConversionRecord, st: _StreamState, event: ResponseDone) -> list[Event]:
         before: list[Event] = []
-        by_call = {p.start.node.call_id: p for p in st.pending.values() if getattr(p.start.node, "call_id", None)}
+        by_call = {
+            p.start.node.call_id: p for p in st.pending.values() if getattr(p.start.node, "call_id", None)
+        }
         output = event.output
         ordinal = -1
         for pos, node in enumerate(output):
@@ -430,8 +494,12 @@ class FieldCustomToolsToFunction(Transform):
                 restored = st.restored_index.get(sidx) if sidx is not None else None
             if restored is None:
                 pending = by_call.get(node.call_id) if node.call_id else None
-                if (pending is None and not node.call_id and sidx in st.pending
-                        and not getattr(st.pending[sidx].start.node, "call_id", None)):
+                if (
+                    pending is None
+                    and not node.call_id
+                    and sidx in st.pending
+                    and not getattr(st.pending[sidx].start.node, "call_id", None)
+                ):
                     pending = st.pending[sidx]
                 if pending is not None:
                     st.pending.pop(pending.start.index, None)

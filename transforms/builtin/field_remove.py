@@ -32,8 +32,12 @@ class FieldRemove(Transform):
     config_schema = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "minLength": 1, "title": "Path",
-                     "description": "Dotted path, e.g. metadata.trace. Segments are object keys."},
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "title": "Path",
+                "description": "Dotted path, e.g. metadata.trace. Segments are object keys.",
+            },
         },
         "required": ["path"],
     }
@@ -43,8 +47,11 @@ class FieldRemove(Transform):
             title="Remove one key of a raw request object",
             phase="request",
             config={"path": "metadata.trace"},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
-                   "metadata": {"trace": "1", "a": "2"}},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hi"}],
+                "metadata": {"trace": "1", "a": "2"},
+            },
             expected={"metadata": {"a": "2"}},
         ),
         TransformExample(
@@ -58,11 +65,21 @@ class FieldRemove(Transform):
             title="Remove an upstream's extra field from the response",
             phase="response",
             config={"path": "provider_debug"},
-            input={"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
-                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
-                   "provider_debug": {"node": "eu-1"}},
-            expected={"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
-                                   "finish_reason": "stop"}]},
+            input={
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "gpt-4o",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+                ],
+                "provider_debug": {"node": "eu-1"},
+            },
+            expected={
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+                ]
+            },
             absent=("provider_debug",),
         ),
     )

@@ -46,11 +46,17 @@ class FieldSet(Transform):
     config_schema = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "minLength": 1, "title": "Path",
-                     "description": "Dotted path, e.g. service_tier or metadata.trace_id. Segments are object keys."},
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "title": "Path",
+                "description": "Dotted path, e.g. service_tier or metadata.trace_id. Segments are object keys.",
+            },
             "value": {"title": "Value", "description": "Any JSON value (null included)."},
-            "when_equals": {"title": "Only when equal to",
-                            "description": "Optional: write only when the current value exists and equals this JSON value."},
+            "when_equals": {
+                "title": "Only when equal to",
+                "description": "Optional: write only when the current value exists and equals this JSON value.",
+            },
         },
         "required": ["path", "value"],
     }
@@ -60,14 +66,22 @@ class FieldSet(Transform):
             title="Conditional write: priority becomes fast",
             phase="request",
             config={"path": "service_tier", "when_equals": "priority", "value": "fast"},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "service_tier": "priority"},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hi"}],
+                "service_tier": "priority",
+            },
             expected={"service_tier": "fast"},
         ),
         TransformExample(
             title="Conditional write: any other value is left alone",
             phase="request",
             config={"path": "service_tier", "when_equals": "priority", "value": "fast"},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "service_tier": "default"},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hi"}],
+                "service_tier": "default",
+            },
             expected={"service_tier": "default"},
         ),
         TransformExample(
@@ -90,9 +104,14 @@ class FieldSet(Transform):
     def check(cls, config: dict[str, Any]) -> list[tuple[str, str]]:
         errors = check_path(config.get("path"))
         segments = split_path(config.get("path") or "")
-        if segments == ("reasoning", "effort") and config.get("value") is not None \
-                and config.get("value") not in REASONING_EFFORTS:
-            errors.append(("value", f"reasoning.effort must be one of {', '.join(REASONING_EFFORTS)} or null."))
+        if (
+            segments == ("reasoning", "effort")
+            and config.get("value") is not None
+            and config.get("value") not in REASONING_EFFORTS
+        ):
+            errors.append(
+                ("value", f"reasoning.effort must be one of {', '.join(REASONING_EFFORTS)} or null.")
+            )
         if segments == ("reasoning",) and not isinstance(config.get("value"), dict | None):
             errors.append(("value", "reasoning must be set to an object or null."))
         return errors

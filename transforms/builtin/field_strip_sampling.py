@@ -11,8 +11,16 @@ from __future__ import annotations
 from gateway.urp import Request
 from transforms.base import ALL_SCOPES, Transform, TransformContext, TransformExample
 
-STRIPPABLE = ("temperature", "top_p", "stop", "verbosity", "parallel_tool_calls", "max_output_tokens",
-              "response_format", "user")
+STRIPPABLE = (
+    "temperature",
+    "top_p",
+    "stop",
+    "verbosity",
+    "parallel_tool_calls",
+    "max_output_tokens",
+    "response_format",
+    "user",
+)
 
 
 class FieldStripSampling(Transform):
@@ -45,7 +53,12 @@ class FieldStripSampling(Transform):
             title="temperature is dropped, top_p kept",
             phase="request",
             config={"fields": ["temperature"]},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "top_p": 0.9},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hi"}],
+                "temperature": 0.0,
+                "top_p": 0.9,
+            },
             expected={"top_p": 0.9},
             absent=("temperature",),
         ),

@@ -18,7 +18,9 @@ def _has_mask(req: Request) -> bool:
     for node in req.input:
         if type(node) is ImageNode and node.role == "user" and sites_mod.is_mask(node):
             return True
-        if type(node) is ToolResultNode and any(type(e) is ImageNode and sites_mod.is_mask(e) for e in node.content):
+        if type(node) is ToolResultNode and any(
+            type(e) is ImageNode and sites_mod.is_mask(e) for e in node.content
+        ):
             return True
     return False
 
@@ -33,9 +35,9 @@ class ImageCompressInput(Transform):
     name = {"en": "Image: compress request images", "zh": "图像：压缩请求图片"}
     description = {
         "en": "Re-encodes and optionally downsizes base64 and data-URL images in requests (user images, "
-              "tool results, function-call arguments); keeps the original when the result is not smaller.",
+        "tool results, function-call arguments); keeps the original when the result is not smaller.",
         "zh": "重新编码并可缩小请求中的 base64 与 data URL 图片（用户图片、工具结果、函数调用参数）；"
-              "结果不更小时保留原图。",
+        "结果不更小时保留原图。",
     }
     phases = ("request",)
     scopes = SCOPES
@@ -45,22 +47,64 @@ class ImageCompressInput(Transform):
             title="Bytes are PNG but declared JPEG: kept, media type corrected",
             phase="request",
             config={"output_format": "jpg"},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{PNG_RGB_8}", "detail": "high"}}]}]},
-            expected={"messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_RGB_8}", "detail": "high"}}]}]},
-            note={"en": "The JPEG re-encode of this tiny image is larger, so the bytes stay; the declared type "
-                        "is corrected to what the bytes are.",
-                  "zh": "该小图重新编码为 JPEG 后更大，因此保留原字节，只把声明的类型改为实际类型。"},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image_url",
+                                "image_url": {"url": f"data:image/jpeg;base64,{PNG_RGB_8}", "detail": "high"},
+                            }
+                        ],
+                    }
+                ],
+            },
+            expected={
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image_url",
+                                "image_url": {"url": f"data:image/png;base64,{PNG_RGB_8}", "detail": "high"},
+                            }
+                        ],
+                    }
+                ]
+            },
+            note={
+                "en": "The JPEG re-encode of this tiny image is larger, so the bytes stay; the declared type "
+                "is corrected to what the bytes are.",
+                "zh": "该小图重新编码为 JPEG 后更大，因此保留原字节，只把声明的类型改为实际类型。",
+            },
         ),
         TransformExample(
             title="An image with alpha is never turned into JPEG",
             phase="request",
             config={"output_format": "jpg", "max_edge_px": 1, "skip_if_smaller": False},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_RGBA_1}"}}]}]},
-            expected={"messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_RGBA_1}"}}]}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_RGBA_1}"}}
+                        ],
+                    }
+                ],
+            },
+            expected={
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_RGBA_1}"}}
+                        ],
+                    }
+                ]
+            },
         ),
     )
 

@@ -23,9 +23,9 @@ class ImageCompressOutput(Transform):
     name = {"en": "Image: compress response images", "zh": "图像：压缩响应图片"}
     description = {
         "en": "Re-encodes and optionally downsizes base64 and data-URL images in responses (assistant images, "
-              "tool results, function-call arguments); keeps the original when the result is not smaller.",
+        "tool results, function-call arguments); keeps the original when the result is not smaller.",
         "zh": "重新编码并可缩小响应中的 base64 与 data URL 图片（助手图片、工具结果、函数调用参数）；"
-              "结果不更小时保留原图。",
+        "结果不更小时保留原图。",
     }
     phases = ("response",)
     scopes = ("provider", "api_key")
@@ -35,17 +35,59 @@ class ImageCompressOutput(Transform):
             title="A data URL in function-call arguments: declared JPEG, really PNG",
             phase="response",
             config={"output_format": "png"},
-            input={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
-                "index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
-                "tool_calls": [{"id": "call_1", "type": "function", "function": {
-                    "name": "show", "arguments": f'{{"image":"data:image/jpeg;base64,{PNG_RGB_8}"}}'}}]}}]},
-            expected={"choices": [{
-                "index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
-                "tool_calls": [{"id": "call_1", "type": "function", "function": {
-                    "name": "show", "arguments": f'{{"image":"data:image/png;base64,{PNG_RGB_8}"}}'}}]}}]},
-            note={"en": "The re-encoded PNG is not smaller than this tiny image, so the bytes stay and only the "
-                        "declared type is corrected; other argument fields would be kept as they are.",
-                  "zh": "重新编码后的 PNG 并不比这张小图更小，因此保留原字节，只更正声明的类型；参数中的其他字段保持不变。"},
+            input={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "call_1",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "show",
+                                        "arguments": f'{{"image":"data:image/jpeg;base64,{PNG_RGB_8}"}}',
+                                    },
+                                }
+                            ],
+                        },
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "call_1",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "show",
+                                        "arguments": f'{{"image":"data:image/png;base64,{PNG_RGB_8}"}}',
+                                    },
+                                }
+                            ],
+                        },
+                    }
+                ]
+            },
+            note={
+                "en": "The re-encoded PNG is not smaller than this tiny image, so the bytes stay and only the "
+                "declared type is corrected; other argument fields would be kept as they are.",
+                "zh": "重新编码后的 PNG 并不比这张小图更小，因此保留原字节，只更正声明的类型；参数中的其他字段保持不变。",
+            },
         ),
     )
 

@@ -13,8 +13,16 @@ from transforms.base import Transform, TransformContext, TransformExample, Trans
 
 TOOL = "image_generation"
 # Image-generation controls some clients put at the top level of the body (legacy shape).
-LIFTED = ("size", "quality", "background", "output_format", "output_compression", "moderation", "partial_images",
-          "input_fidelity")
+LIFTED = (
+    "size",
+    "quality",
+    "background",
+    "output_format",
+    "output_compression",
+    "moderation",
+    "partial_images",
+    "input_fidelity",
+)
 OPTIONS = "_gw_image_generation"  # typed image options on Request.extra (internal marker, never on the wire)
 
 
@@ -42,9 +50,9 @@ class ImageEnableOpenaiGenerationTool(Transform):
     name = {"en": "Image: enable OpenAI generation tool", "zh": "图像：启用 OpenAI 图像生成工具"}
     description = {
         "en": "Adds OpenAI's image_generation tool to requests (unless one is present), optionally forcing the tool "
-              "choice and streaming with partial images; lifts legacy top-level image options into it.",
+        "choice and streaming with partial images; lifts legacy top-level image options into it.",
         "zh": "为请求添加 OpenAI 的 image_generation 工具（已存在时不重复添加），可选强制工具选择与流式（含部分图片）；"
-              "并将旧式顶层图像参数移入工具。",
+        "并将旧式顶层图像参数移入工具。",
     }
     phases = ("request",)
     scopes = ("provider", "api_key")
@@ -52,41 +60,73 @@ class ImageEnableOpenaiGenerationTool(Transform):
         "type": "object",
         "properties": {
             "output_format": {"type": "string", "enum": ["png", "webp", "jpeg"], "default": "png"},
-            "action": {"type": "string", "minLength": 1, "description": "Tool action, e.g. generate, edit, auto."},
+            "action": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Tool action, e.g. generate, edit, auto.",
+            },
             "force_stream": {"type": "boolean", "default": False},
             "force_tool_choice": {"type": "boolean", "default": False},
-            "extra": {"type": "object", "default": {}, "description": "Copied into the added tool's configuration."},
+            "extra": {
+                "type": "object",
+                "default": {},
+                "description": "Copied into the added tool's configuration.",
+            },
         },
     }
     examples = (
         TransformExample(
             title="The tool is added",
-            phase="request", protocol="responses",
+            phase="request",
+            protocol="responses",
             config={"output_format": "png"},
             input={"model": "gpt-5", "input": "draw a cat", "tools": []},
             expected={"tools": [{"type": "image_generation", "output_format": "png"}]},
         ),
         TransformExample(
             title="An existing image tool is kept as it is",
-            phase="request", protocol="responses",
+            phase="request",
+            protocol="responses",
             config={},
-            input={"model": "gpt-5", "input": "draw a cat", "tools": [{"type": "image_generation", "output_format": "webp"}]},
+            input={
+                "model": "gpt-5",
+                "input": "draw a cat",
+                "tools": [{"type": "image_generation", "output_format": "webp"}],
+            },
             expected={"tools": [{"type": "image_generation", "output_format": "webp"}]},
         ),
         TransformExample(
             title="Extra settings go into the tool",
-            phase="request", protocol="responses",
-            config={"output_format": "png", "extra": {"quality": "high", "size": "1024x1024", "background": "transparent"}},
+            phase="request",
+            protocol="responses",
+            config={
+                "output_format": "png",
+                "extra": {"quality": "high", "size": "1024x1024", "background": "transparent"},
+            },
             input={"model": "gpt-5", "input": "draw a cat"},
-            expected={"tools": [{"type": "image_generation", "quality": "high", "size": "1024x1024",
-                                 "background": "transparent", "output_format": "png"}]},
+            expected={
+                "tools": [
+                    {
+                        "type": "image_generation",
+                        "quality": "high",
+                        "size": "1024x1024",
+                        "background": "transparent",
+                        "output_format": "png",
+                    }
+                ]
+            },
         ),
         TransformExample(
             title="Forced streaming keeps an explicit partial_images of 0",
-            phase="request", protocol="responses",
+            phase="request",
+            protocol="responses",
             config={"force_stream": True, "extra": {"partial_images": 0}},
-            input={"model": "gpt-5", "input": "draw a cat", "stream": False,
-                   "tools": [{"type": "image_generation", "partial_images": 0}]},
+            input={
+                "model": "gpt-5",
+                "input": "draw a cat",
+                "stream": False,
+                "tools": [{"type": "image_generation", "partial_images": 0}],
+            },
             expected={"stream": True, "tools": [{"type": "image_generation", "partial_images": 0}]},
         ),
     )

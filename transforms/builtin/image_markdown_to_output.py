@@ -41,7 +41,7 @@ def parse(text: str) -> tuple[list[tuple[int, int]], list[MediaSource]]:
             j += 1
         if j >= n:
             break
-        url = text[close + 2:j]
+        url = text[close + 2 : j]
         if text[j] != ")" or not url:
             i = j
             continue
@@ -75,8 +75,11 @@ def _shift_annotations(extra: dict[str, Any], spans: list[tuple[int, int]]) -> N
         return
     kept = []
     for ann in annotations:
-        if not (isinstance(ann, dict) and isinstance(ann.get("start_index"), int)
-                and isinstance(ann.get("end_index"), int)):
+        if not (
+            isinstance(ann, dict)
+            and isinstance(ann.get("start_index"), int)
+            and isinstance(ann.get("end_index"), int)
+        ):
             kept.append(ann)
             continue
         a, b = ann["start_index"], ann["end_index"]
@@ -125,7 +128,7 @@ class ImageMarkdownToOutput(Transform):
     name = {"en": "Image: Markdown to image nodes", "zh": "图像：Markdown 转为图片节点"}
     description = {
         "en": "Turns Markdown image links (![alt](url), data:image/... base64 included) in assistant text into "
-              "image outputs placed right after the text.",
+        "image outputs placed right after the text.",
         "zh": "将助手文本中的 Markdown 图片链接（![alt](url)，包括 data:image/... base64）转换为紧随文本之后的图片输出。",
     }
     phases = ("response",)
@@ -134,15 +137,42 @@ class ImageMarkdownToOutput(Transform):
         TransformExample(
             title="Links and data URLs become image outputs after the text",
             phase="response",
-            input={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
-                "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content":
-                    "hello ![a](https://example.com/a.png) world ![b](data:image/png;base64,QUJD)"}}]},
-            expected={"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": [
-                {"type": "text", "text": "hello  world "},
-                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]}}]},
-            note={"en": "The characters around each link stay exactly as they were (hence the double space).",
-                  "zh": "链接两侧的字符保持原样（因此出现两个空格）。"},
+            input={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "hello ![a](https://example.com/a.png) world ![b](data:image/png;base64,QUJD)",
+                        },
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": [
+                                {"type": "text", "text": "hello  world "},
+                                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+                            ],
+                        },
+                    }
+                ]
+            },
+            note={
+                "en": "The characters around each link stay exactly as they were (hence the double space).",
+                "zh": "链接两侧的字符保持原样（因此出现两个空格）。",
+            },
         ),
     )
 

@@ -24,9 +24,17 @@ from transforms.base import Transform, TransformContext, TransformExample
 log = logging.getLogger("transforms.image_resolve_urls")
 
 ALL_ROLES = ["system", "developer", "user", "assistant"]
-_EXTENSIONS = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif",
-               "webp": "image/webp", "svg": "image/svg+xml", "bmp": "image/bmp", "tif": "image/tiff",
-               "tiff": "image/tiff"}
+_EXTENSIONS = {
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+    "svg": "image/svg+xml",
+    "bmp": "image/bmp",
+    "tif": "image/tiff",
+    "tiff": "image/tiff",
+}
 
 
 def guess_media_type(url: str) -> str:
@@ -36,8 +44,11 @@ def guess_media_type(url: str) -> str:
 
 
 def _source(url: str, got: Fetched) -> MediaSource:
-    return MediaSource(kind="base64", media_type=got.content_type or guess_media_type(url),
-                       data=base64.b64encode(got.body).decode("ascii"))
+    return MediaSource(
+        kind="base64",
+        media_type=got.content_type or guess_media_type(url),
+        data=base64.b64encode(got.body).decode("ascii"),
+    )
 
 
 class ImageResolveUrls(Transform):
@@ -55,22 +66,34 @@ class ImageResolveUrls(Transform):
     name = {"en": "Image: resolve URLs to base64", "zh": "图像：将 URL 解析为 base64"}
     description = {
         "en": "Downloads http(s) image URLs and inlines them as base64 (requests for upstreams that cannot fetch "
-              "URLs, responses for clients that want the bytes, e.g. Images API b64_json). Failed downloads leave "
-              "the URL; private addresses are refused unless allowed.",
+        "URLs, responses for clients that want the bytes, e.g. Images API b64_json). Failed downloads leave "
+        "the URL; private addresses are refused unless allowed.",
         "zh": "下载 http(s) 图片 URL 并内联为 base64（请求阶段用于无法获取 URL 的上游，响应阶段用于需要图片字节的"
-              "客户端，例如 Images API 的 b64_json）。下载失败时保留 URL；除非允许，否则拒绝私有地址。",
+        "客户端，例如 Images API 的 b64_json）。下载失败时保留 URL；除非允许，否则拒绝私有地址。",
     }
     phases = ("request", "response")
     scopes = ("provider", "api_key")
     config_schema = {
         "type": "object",
         "properties": {
-            "timeout_seconds": {"type": "integer", "minimum": 1, "default": 30,
-                                "description": "Per-download timeout (redirects included)."},
-            "max_bytes": {"type": "integer", "minimum": 1, "default": 20971520,
-                          "description": "Largest image downloaded; larger ones keep their URL."},
-            "roles": {"type": "array", "items": {"type": "string"}, "default": ALL_ROLES,
-                      "description": "Roles whose images are resolved (system, developer, user, assistant)."},
+            "timeout_seconds": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 30,
+                "description": "Per-download timeout (redirects included).",
+            },
+            "max_bytes": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 20971520,
+                "description": "Largest image downloaded; larger ones keep their URL.",
+            },
+            "roles": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": ALL_ROLES,
+                "description": "Roles whose images are resolved (system, developer, user, assistant).",
+            },
         },
     }
     examples = (
@@ -78,15 +101,34 @@ class ImageResolveUrls(Transform):
             title="Only the configured roles are resolved; data URLs are never fetched",
             phase="request",
             config={"roles": ["assistant"]},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]}]},
-            expected={"messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]}]},
-            note={"en": "With the default roles the first image would be downloaded and sent as "
-                        "data:image/png;base64,... (see the tests, which serve it locally).",
-                  "zh": "使用默认角色时，第一张图片会被下载并以 data:image/png;base64,... 发送（测试中由本地服务器提供）。"},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+                        ],
+                    }
+                ],
+            },
+            expected={
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+                        ],
+                    }
+                ]
+            },
+            note={
+                "en": "With the default roles the first image would be downloaded and sent as "
+                "data:image/png;base64,... (see the tests, which serve it locally).",
+                "zh": "使用默认角色时，第一张图片会被下载并以 data:image/png;base64,... 发送（测试中由本地服务器提供）。",
+            },
         ),
     )
 
@@ -97,8 +139,15 @@ class ImageResolveUrls(Transform):
         self.max_bytes = int(self.config.get("max_bytes") or 20971520)
 
     def _targets(self, nodes: list[Node]) -> list[ImageNode]:
-        return [n for n in nodes if type(n) is ImageNode and n.role in self.roles and n.source.kind == "url"
-                and isinstance(n.source.url, str) and not n.source.url.startswith("data:")]
+        return [
+            n
+            for n in nodes
+            if type(n) is ImageNode
+            and n.role in self.roles
+            and n.source.kind == "url"
+            and isinstance(n.source.url, str)
+            and not n.source.url.startswith("data:")
+        ]
 
     async def _resolve(self, nodes: list[Node], ctx: TransformContext, using: Fetcher | None = None) -> None:
         targets = self._targets(nodes)
@@ -107,7 +156,9 @@ class ImageResolveUrls(Transform):
         cache: dict[str, MediaSource] = ctx.shared.setdefault(self.type_id, {})
         wanted = [n.source.url for n in targets if n.source.url is not None and n.source.url not in cache]
         if wanted:
-            results = await (using or fetcher()).fetch_many(wanted, timeout=self.timeout, max_bytes=self.max_bytes)
+            results = await (using or fetcher()).fetch_many(
+                wanted, timeout=self.timeout, max_bytes=self.max_bytes
+            )
             notes = ctx.shared.setdefault("notes", [])
             for url, got in results.items():
                 if isinstance(got, Fetched):

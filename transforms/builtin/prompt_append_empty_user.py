@@ -23,7 +23,7 @@ class PromptAppendEmptyUser(Transform):
     name = {"en": "Prompt: append empty user message", "zh": "提示词：追加空用户消息"}
     description = {
         "en": "When the conversation ends with an assistant turn, appends a user message "
-              "(one space by default) for upstreams that reject assistant prefill.",
+        "(one space by default) for upstreams that reject assistant prefill.",
         "zh": "当对话以助手消息结尾时，追加一条用户消息（默认内容为一个空格），适用于不接受助手预填充的上游。",
     }
     phases = ("request",)
@@ -45,35 +45,64 @@ class PromptAppendEmptyUser(Transform):
         TransformExample(
             title="A conversation ending with the assistant gets a user turn",
             phase="request",
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"},
-                                                   {"role": "assistant", "content": "hello"}]},
-            expected={"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
-                                   {"role": "user", "content": " "}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                    {"role": "user", "content": " "},
+                ]
+            },
         ),
         TransformExample(
             title="With configured content",
             phase="request",
             config={"content": "continue"},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"},
-                                                   {"role": "assistant", "content": "hello"}]},
-            expected={"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
-                                   {"role": "user", "content": "continue"}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                    {"role": "user", "content": "continue"},
+                ]
+            },
         ),
         TransformExample(
             title="A conversation ending with a tool result is left alone",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
-            ]},
-            expected={"messages": [
-                {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
-            ]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+                ]
+            },
         ),
     )
 

@@ -66,24 +66,47 @@ class PromptInjectSystem(Transform):
             title="prepend: the injected text leads the system prompt",
             phase="request",
             config={"content": "P", "position": "prepend"},
-            input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]},
-            expected={"messages": [{"role": "system", "content": "P"}, {"role": "system", "content": "S"},
-                                   {"role": "user", "content": "U"}]},
-            note={"en": "Unlike the reference, prepend goes before the first system segment (the reference put it "
-                        "after, the same as append).",
-                  "zh": "与参考实现不同，prepend 放在第一个 system 段之前（参考实现放在其后，与 append 相同）。"},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+            },
+            expected={
+                "messages": [
+                    {"role": "system", "content": "P"},
+                    {"role": "system", "content": "S"},
+                    {"role": "user", "content": "U"},
+                ]
+            },
+            note={
+                "en": "Unlike the reference, prepend goes before the first system segment (the reference put it "
+                "after, the same as append).",
+                "zh": "与参考实现不同，prepend 放在第一个 system 段之前（参考实现放在其后，与 append 相同）。",
+            },
         ),
         TransformExample(
             title="append: after the last system segment (Chat folds it into that message, still a string)",
             phase="request",
             config={"content": "A", "position": "append"},
-            input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S1"}, {"role": "user", "content": "U"},
-                                                   {"role": "system", "content": "S2"}]},
-            expected={"messages": [{"role": "system", "content": "S1"}, {"role": "user", "content": "U"},
-                                   {"role": "system", "content": "S2\n\nA"}]},
-            note={"en": "The client sent a string, so the system message stays a string (some OpenAI-compatible "
-                        "servers reject a part array there).",
-                  "zh": "客户端发送的是字符串，因此 system 消息仍为字符串（部分 OpenAI 兼容服务器会拒绝部件数组）。"},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "S1"},
+                    {"role": "user", "content": "U"},
+                    {"role": "system", "content": "S2"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "system", "content": "S1"},
+                    {"role": "user", "content": "U"},
+                    {"role": "system", "content": "S2\n\nA"},
+                ]
+            },
+            note={
+                "en": "The client sent a string, so the system message stays a string (some OpenAI-compatible "
+                "servers reject a part array there).",
+                "zh": "客户端发送的是字符串，因此 system 消息仍为字符串（部分 OpenAI 兼容服务器会拒绝部件数组）。",
+            },
         ),
         TransformExample(
             title="No system message: the new one goes first",
@@ -91,8 +114,10 @@ class PromptInjectSystem(Transform):
             config={"content": "A", "position": "append"},
             input={"model": "gpt-4o", "messages": [{"role": "user", "content": "U"}]},
             expected={"messages": [{"role": "system", "content": "A"}, {"role": "user", "content": "U"}]},
-            note={"en": "The reference appended it after the last user turn, which many upstreams reject.",
-                  "zh": "参考实现将其追加在最后一个用户轮次之后，许多上游会拒绝。"},
+            note={
+                "en": "The reference appended it after the last user turn, which many upstreams reject.",
+                "zh": "参考实现将其追加在最后一个用户轮次之后，许多上游会拒绝。",
+            },
         ),
     )
 

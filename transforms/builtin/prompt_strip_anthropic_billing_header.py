@@ -33,13 +33,18 @@ class PromptStripAnthropicBillingHeader(Transform):
     """
 
     type_id = "prompt_strip_anthropic_billing_header"
-    aliases = ("remove_anthropic_billing_header", "remove_anthropic_billing_headers", "strip_anthropic_billing_header",
-               "strip_anthropic_billing_headers", "strip_claude_code_billing_header")
+    aliases = (
+        "remove_anthropic_billing_header",
+        "remove_anthropic_billing_headers",
+        "strip_anthropic_billing_header",
+        "strip_anthropic_billing_headers",
+        "strip_claude_code_billing_header",
+    )
     category = "prompt"
     name = {"en": "Prompt: strip Anthropic billing header", "zh": "提示词：移除 Anthropic 计费头"}
     description = {
         "en": "Removes the per-request 'x-anthropic-billing-header:' line Claude Code writes into the "
-              "system prompt, so prompt caching keeps working.",
+        "system prompt, so prompt caching keeps working.",
         "zh": "移除 Claude Code 写入系统提示词中的每请求 'x-anthropic-billing-header:' 行，使提示词缓存保持命中。",
     }
     phases = ("request",)
@@ -50,32 +55,48 @@ class PromptStripAnthropicBillingHeader(Transform):
         TransformExample(
             title="The billing line leaves the system prompt; user text is untouched",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "system", "content": "x-anthropic-billing-header: cc_version=1; cch=abc;\nKeep this."},
-                {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
-            ]},
-            expected={"messages": [
-                {"role": "system", "content": "Keep this."},
-                {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
-            ]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {
+                        "role": "system",
+                        "content": "x-anthropic-billing-header: cc_version=1; cch=abc;\nKeep this.",
+                    },
+                    {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "system", "content": "Keep this."},
+                    {"role": "user", "content": "x-anthropic-billing-header: this user text must remain;"},
+                ]
+            },
         ),
         TransformExample(
             title="A system message that held only the header disappears",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "system", "content": "x-anthropic-billing-header: cc_version=1; cch=abc;"},
-                {"role": "user", "content": "hi"},
-            ]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "x-anthropic-billing-header: cc_version=1; cch=abc;"},
+                    {"role": "user", "content": "hi"},
+                ],
+            },
             expected={"messages": [{"role": "user", "content": "hi"}]},
         ),
         TransformExample(
             title="Indented header lines in developer messages too",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "developer", "content": "A\n   x-anthropic-billing-header: z\nB"},
-                {"role": "user", "content": "hi"},
-            ]},
-            expected={"messages": [{"role": "developer", "content": "A\nB"}, {"role": "user", "content": "hi"}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "developer", "content": "A\n   x-anthropic-billing-header: z\nB"},
+                    {"role": "user", "content": "hi"},
+                ],
+            },
+            expected={
+                "messages": [{"role": "developer", "content": "A\nB"}, {"role": "user", "content": "hi"}]
+            },
         ),
     )
 

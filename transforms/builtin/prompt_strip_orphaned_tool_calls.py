@@ -30,31 +30,55 @@ class PromptStripOrphanedToolCalls(Transform):
         TransformExample(
             title="A tool call without a result is removed",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "user", "content": "list and read"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
-                    {"id": "c2", "type": "function", "function": {"name": "cat", "arguments": "{}"}},
-                ]},
-                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
-            ]},
-            expected={"messages": [
-                {"role": "user", "content": "list and read"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
-                ]},
-                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
-            ]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "user", "content": "list and read"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                            {"id": "c2", "type": "function", "function": {"name": "cat", "arguments": "{}"}},
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "list and read"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+                ]
+            },
         ),
         TransformExample(
             title="An orphan tool result stays",
             phase="request",
-            input={"model": "gpt-4o", "messages": [{"role": "tool", "tool_call_id": "x", "content": "r"},
-                                                   {"role": "user", "content": "hi"}]},
-            expected={"messages": [{"role": "tool", "tool_call_id": "x", "content": "r"},
-                                   {"role": "user", "content": "hi"}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "tool", "tool_call_id": "x", "content": "r"},
+                    {"role": "user", "content": "hi"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "tool", "tool_call_id": "x", "content": "r"},
+                    {"role": "user", "content": "hi"},
+                ]
+            },
         ),
     )
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
-        req.input = remove_orphan_tool_exchanges(req.input, calls=True, results=False, keep_pending_calls=False)
+        req.input = remove_orphan_tool_exchanges(
+            req.input, calls=True, results=False, keep_pending_calls=False
+        )

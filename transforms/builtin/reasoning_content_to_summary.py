@@ -49,11 +49,31 @@ class ReasoningContentToSummary(Transform):
             title="Raw chain of thought becomes a summary",
             phase="response",
             protocol="responses",
-            input={"id": "resp_1", "object": "response", "created_at": 1, "model": "r1", "status": "completed",
-                   "output": [{"type": "reasoning", "id": "rs_1", "summary": [],
-                               "content": [{"type": "reasoning_text", "text": "plain reasoning"}]}]},
-            expected={"output": [{"type": "reasoning", "id": "rs_1",
-                                  "summary": [{"type": "summary_text", "text": "plain reasoning"}], "content": []}]},
+            input={
+                "id": "resp_1",
+                "object": "response",
+                "created_at": 1,
+                "model": "r1",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [],
+                        "content": [{"type": "reasoning_text", "text": "plain reasoning"}],
+                    }
+                ],
+            },
+            expected={
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [{"type": "summary_text", "text": "plain reasoning"}],
+                        "content": [],
+                    }
+                ]
+            },
         ),
     )
 

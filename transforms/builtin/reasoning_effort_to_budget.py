@@ -36,7 +36,7 @@ class ReasoningEffortToBudget(Transform):
     name = {"en": "Reasoning: effort to thinking budget", "zh": "推理：effort 转思考预算"}
     description = {
         "en": "Sets thinking.budget_tokens from the request's reasoning effort (low / medium / high, "
-              "optionally xhigh and max).",
+        "optionally xhigh and max).",
         "zh": "根据请求的推理 effort（low / medium / high，可选 xhigh 和 max）设置 thinking.budget_tokens。",
     }
     phases = ("request",)
@@ -58,8 +58,12 @@ class ReasoningEffortToBudget(Transform):
             phase="request",
             protocol="chat_completion",
             config={"low": 1024, "med": 4096, "high": 16384},
-            input={"model": "qwen3", "reasoning_effort": "medium", "thinking": {"type": "enabled"},
-                   "messages": [{"role": "user", "content": "hi"}]},
+            input={
+                "model": "qwen3",
+                "reasoning_effort": "medium",
+                "thinking": {"type": "enabled"},
+                "messages": [{"role": "user", "content": "hi"}],
+            },
             expected={"thinking": {"type": "enabled", "budget_tokens": 4096}},
         ),
     )
@@ -67,8 +71,13 @@ class ReasoningEffortToBudget(Transform):
     def setup(self) -> None:
         c = self.config
         xhigh = c.get("xhigh", c["high"])
-        self.budgets: dict[str, int] = {"low": c["low"], "medium": c["med"], "high": c["high"], "xhigh": xhigh,
-                                        "max": c.get("max", xhigh)}
+        self.budgets: dict[str, int] = {
+            "low": c["low"],
+            "medium": c["med"],
+            "high": c["high"],
+            "xhigh": xhigh,
+            "max": c.get("max", xhigh),
+        }
 
     def apply_request(self, req: Request, ctx: TransformContext) -> None:
         rc = req.reasoning

@@ -26,7 +26,7 @@ class ReasoningEffortToModelSuffix(Transform):
     name = {"en": "Reasoning: effort to model suffix", "zh": "推理：effort 转模型后缀"}
     description = {
         "en": "Appends a suffix built from the reasoning effort (e.g. -{effort}) to the upstream model name, "
-              "for providers with one model per effort.",
+        "for providers with one model per effort.",
         "zh": "按推理 effort 为上游模型名追加后缀（如 -{effort}），适用于每个 effort 对应一个模型的服务商。",
     }
     phases = ("request",)
@@ -42,7 +42,11 @@ class ReasoningEffortToModelSuffix(Transform):
                     "type": "object",
                     "properties": {
                         "pattern": {"type": "string", "minLength": 1, "title": "Upstream model glob"},
-                        "suffix": {"type": "string", "minLength": 1, "title": "Suffix ({effort} is replaced)"},
+                        "suffix": {
+                            "type": "string",
+                            "minLength": 1,
+                            "title": "Suffix ({effort} is replaced)",
+                        },
                     },
                     "required": ["pattern", "suffix"],
                 },
@@ -56,7 +60,11 @@ class ReasoningEffortToModelSuffix(Transform):
             phase="request",
             protocol="chat_completion",
             config={"rules": [{"pattern": "qwen*", "suffix": "-{effort}"}]},
-            input={"model": "qwen3", "reasoning_effort": "high", "messages": [{"role": "user", "content": "hi"}]},
+            input={
+                "model": "qwen3",
+                "reasoning_effort": "high",
+                "messages": [{"role": "user", "content": "hi"}],
+            },
             expected={"model": "qwen3-high", "reasoning_effort": "high"},
         ),
     )

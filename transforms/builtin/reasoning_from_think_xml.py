@@ -76,7 +76,9 @@ def split_node(node: TextNode, tag: str) -> list[Node]:
         if kind == REASONING:
             out.append(ReasoningNode(content=piece))
         elif i == 0:
-            out.append(TextNode(id=node.id, extra=dict(node.extra), role=node.role, content=piece, phase=node.phase))
+            out.append(
+                TextNode(id=node.id, extra=dict(node.extra), role=node.role, content=piece, phase=node.phase)
+            )
         else:
             out.append(TextNode(role=node.role, content=piece, phase=node.phase))
     return out
@@ -119,9 +121,9 @@ class ReasoningFromThinkXml(Transform):
     name = {"en": "Reasoning: from think XML", "zh": "推理：从 think XML 提取"}
     description = {
         "en": "Turns <tag>…</tag> blocks in assistant text into reasoning nodes, also while streaming "
-              "(tags split across deltas are found; partial tags are never shown as text).",
+        "(tags split across deltas are found; partial tags are never shown as text).",
         "zh": "将助手文本中的 <tag>…</tag> 块转换为推理节点，流式响应同样适用（能识别跨分片的标签，"
-              "不会把不完整的标签当作文本输出）。",
+        "不会把不完整的标签当作文本输出）。",
     }
     phases = ("response",)
     scopes = ("provider", "global", "api_key")
@@ -133,24 +135,66 @@ class ReasoningFromThinkXml(Transform):
             phase="response",
             protocol="chat_completion",
             config={"tag": "think"},
-            input={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "r1",
-                   "choices": [{"index": 0, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": "<think>abc</think>Hello"}}]},
-            expected={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": "Hello", "reasoning": "abc",
-                "reasoning_details": [{"type": "reasoning.text", "text": "abc", "index": 0}]}}]},
+            input={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "r1",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "<think>abc</think>Hello"},
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Hello",
+                            "reasoning": "abc",
+                            "reasoning_details": [{"type": "reasoning.text", "text": "abc", "index": 0}],
+                        },
+                    }
+                ]
+            },
         ),
         TransformExample(
             title="An unclosed tag makes the rest reasoning",
             phase="response",
             protocol="chat_completion",
             config={"tag": "think"},
-            input={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "r1",
-                   "choices": [{"index": 0, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": "Hi <think>x"}}]},
-            expected={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": "Hi ", "reasoning": "x",
-                "reasoning_details": [{"type": "reasoning.text", "text": "x", "index": 0}]}}]},
+            input={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "r1",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "Hi <think>x"},
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Hi ",
+                            "reasoning": "x",
+                            "reasoning_details": [{"type": "reasoning.text", "text": "x", "index": 0}],
+                        },
+                    }
+                ]
+            },
         ),
     )
 
@@ -213,8 +257,14 @@ class ReasoningFromThinkXml(Transform):
             if isinstance(first, NodeStart | NodeDelta):
                 first.extra = {**event.extra, **first.extra}
             elif split.index is not None:
-                out.append(NodeDelta(index=split.index, kind=self._delta_kind(split.kind), delta="",
-                                     extra=dict(event.extra)))
+                out.append(
+                    NodeDelta(
+                        index=split.index,
+                        kind=self._delta_kind(split.kind),
+                        delta="",
+                        extra=dict(event.extra),
+                    )
+                )
         return out
 
     def _scan(self, split: _Split, text: str, state: _State, out: list[Event]) -> None:
@@ -227,11 +277,11 @@ class ReasoningFromThinkXml(Transform):
                 self._emit(split, REASONING if split.inside else TEXT, text[:pos], state, out)
                 split.inside = not split.inside
                 split.tagged = True
-                text = text[pos + len(tag):]
+                text = text[pos + len(tag) :]
                 continue
             hold = _partial_tail(text, tag)
-            self._emit(split, REASONING if split.inside else TEXT, text[:len(text) - hold], state, out)
-            split.pending = text[len(text) - hold:]
+            self._emit(split, REASONING if split.inside else TEXT, text[: len(text) - hold], state, out)
+            split.pending = text[len(text) - hold :]
             return
 
     def _emit(self, split: _Split, kind: str, text: str, state: _State, out: list[Event]) -> None:
@@ -261,7 +311,9 @@ class ReasoningFromThinkXml(Transform):
     def _delta_kind(kind: str | None) -> str:
         return ev.REASONING_CONTENT if kind == REASONING else ev.TEXT
 
-    def _close_piece(self, split: _Split, state: _State, out: list[Event], extra: dict[str, Any] | None = None) -> None:
+    def _close_piece(
+        self, split: _Split, state: _State, out: list[Event], extra: dict[str, Any] | None = None
+    ) -> None:
         if split.index is None or split.node is None:
             return
         state.final[split.index] = split.node

@@ -27,9 +27,9 @@ class ReasoningImageGenerationMinimalToLow(Transform):
     name = {"en": "Reasoning: image generation minimal to low", "zh": "推理：图像生成时 minimal 提升为 low"}
     description = {
         "en": "Raises reasoning effort minimal to low when the image-generation tool is offered, since "
-              "OpenAI refuses that tool with minimal effort. (Inferred: no reference source.)",
+        "OpenAI refuses that tool with minimal effort. (Inferred: no reference source.)",
         "zh": "当请求提供图像生成工具时，将推理 effort 从 minimal 提升为 low，因为 OpenAI 不允许该工具与 minimal "
-              "一起使用。（推断实现：参考实现中无源码。）",
+        "一起使用。（推断实现：参考实现中无源码。）",
     }
     phases = ("request",)
     scopes = ALL_SCOPES
@@ -39,8 +39,12 @@ class ReasoningImageGenerationMinimalToLow(Transform):
             title="Minimal effort with the image tool becomes low",
             phase="request",
             protocol="responses",
-            input={"model": "gpt-5", "input": "draw a cat", "reasoning": {"effort": "minimal"},
-                   "tools": [{"type": "image_generation"}]},
+            input={
+                "model": "gpt-5",
+                "input": "draw a cat",
+                "reasoning": {"effort": "minimal"},
+                "tools": [{"type": "image_generation"}],
+            },
             expected={"reasoning": {"effort": "low"}},
         ),
     )

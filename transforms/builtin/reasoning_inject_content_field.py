@@ -42,9 +42,9 @@ class ReasoningInjectContentField(Transform):
     name = {"en": "Reasoning: inject reasoning_content field", "zh": "推理：注入 reasoning_content 字段"}
     description = {
         "en": "Chat Completions clients also receive the reasoning text as reasoning_content "
-              "(DeepSeek/OpenRouter convention); the normal reasoning fields stay.",
+        "(DeepSeek/OpenRouter convention); the normal reasoning fields stay.",
         "zh": "Chat Completions 客户端额外收到 reasoning_content 字段（DeepSeek/OpenRouter 约定）中的推理文本；"
-              "原有推理字段保留。",
+        "原有推理字段保留。",
     }
     phases = ("response",)
     aliases = ("reasoning_content_delta",)
@@ -54,13 +54,41 @@ class ReasoningInjectContentField(Transform):
             title="A Chat message gets reasoning_content",
             phase="response",
             protocol="chat_completion",
-            input={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "r1",
-                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                       "role": "assistant", "content": "Hi",
-                       "reasoning_details": [{"type": "reasoning.text", "text": "plain_resp", "index": 0}]}}]},
-            expected={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": "Hi", "reasoning_content": "plain_resp",
-                "reasoning_details": [{"type": "reasoning.text", "text": "plain_resp", "index": 0}]}}]},
+            input={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "r1",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Hi",
+                            "reasoning_details": [
+                                {"type": "reasoning.text", "text": "plain_resp", "index": 0}
+                            ],
+                        },
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Hi",
+                            "reasoning_content": "plain_resp",
+                            "reasoning_details": [
+                                {"type": "reasoning.text", "text": "plain_resp", "index": 0}
+                            ],
+                        },
+                    }
+                ]
+            },
         ),
     )
 

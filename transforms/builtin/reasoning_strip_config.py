@@ -21,7 +21,7 @@ class ReasoningStripConfig(Transform):
     name = {"en": "Reasoning: strip request config", "zh": "推理：移除请求中的推理配置"}
     description = {
         "en": "Removes the reasoning/thinking configuration (effort, budget, summary) from requests, so the "
-              "upstream gets a plain non-thinking request.",
+        "upstream gets a plain non-thinking request.",
         "zh": "移除请求中的推理/思考配置（effort、预算、摘要），使上游收到普通的非思考请求。",
     }
     phases = ("request",)

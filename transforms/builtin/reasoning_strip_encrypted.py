@@ -30,7 +30,9 @@ def strip_node(node: Node) -> None:
         node.extra.pop(ENCRYPTED_EXTRA, None)
     elif isinstance(node, ToolCallNode):
         node.extra.pop(GEMINI_SIGNATURE, None)
-    elif isinstance(node, EnvelopeExtraNode) and (ENCRYPTED_EXTRA in node.extra or node.extra.get("type") == "reasoning"):
+    elif isinstance(node, EnvelopeExtraNode) and (
+        ENCRYPTED_EXTRA in node.extra or node.extra.get("type") == "reasoning"
+    ):
         node.extra.pop(ENCRYPTED_EXTRA, None)
 
 
@@ -40,7 +42,7 @@ class ReasoningStripEncrypted(Transform):
     name = {"en": "Reasoning: strip encrypted payloads", "zh": "推理：移除加密内容"}
     description = {
         "en": "Removes encrypted reasoning content and thinking/tool-call signatures from responses "
-              "(plaintext reasoning and summaries stay), for clients that never replay them.",
+        "(plaintext reasoning and summaries stay), for clients that never replay them.",
         "zh": "从响应中移除加密推理内容以及思考/工具调用签名（明文推理和摘要保留），适用于从不回放它们的客户端。",
     }
     phases = ("response",)
@@ -51,11 +53,30 @@ class ReasoningStripEncrypted(Transform):
             title="The encrypted payload goes, the summary stays",
             phase="response",
             protocol="responses",
-            input={"id": "resp_1", "object": "response", "created_at": 1, "model": "o3", "status": "completed",
-                   "output": [{"type": "reasoning", "id": "rs_1", "encrypted_content": "mz2.aaa",
-                               "summary": [{"type": "summary_text", "text": "summary"}]}]},
-            expected={"output": [{"type": "reasoning", "id": "rs_1",
-                                  "summary": [{"type": "summary_text", "text": "summary"}]}]},
+            input={
+                "id": "resp_1",
+                "object": "response",
+                "created_at": 1,
+                "model": "o3",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "encrypted_content": "mz2.aaa",
+                        "summary": [{"type": "summary_text", "text": "summary"}],
+                    }
+                ],
+            },
+            expected={
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [{"type": "summary_text", "text": "summary"}],
+                    }
+                ]
+            },
         ),
     )
 

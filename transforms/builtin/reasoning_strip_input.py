@@ -26,18 +26,27 @@ class ReasoningStripInput(Transform):
             title="A replayed reasoning item is removed",
             phase="request",
             protocol="responses",
-            input={"model": "o3", "input": [
-                {"type": "message", "role": "user", "content": "hi"},
-                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "s"}],
-                 "encrypted_content": "enc"},
-                {"type": "message", "role": "assistant", "content": "hello"},
-                {"type": "message", "role": "user", "content": "again"},
-            ]},
-            expected={"input": [
-                {"type": "message", "role": "user", "content": "hi"},
-                {"type": "message", "role": "assistant", "content": "hello"},
-                {"type": "message", "role": "user", "content": "again"},
-            ]},
+            input={
+                "model": "o3",
+                "input": [
+                    {"type": "message", "role": "user", "content": "hi"},
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [{"type": "summary_text", "text": "s"}],
+                        "encrypted_content": "enc",
+                    },
+                    {"type": "message", "role": "assistant", "content": "hello"},
+                    {"type": "message", "role": "user", "content": "again"},
+                ],
+            },
+            expected={
+                "input": [
+                    {"type": "message", "role": "user", "content": "hi"},
+                    {"type": "message", "role": "assistant", "content": "hello"},
+                    {"type": "message", "role": "user", "content": "again"},
+                ]
+            },
         ),
     )
 

@@ -46,10 +46,19 @@ class ReasoningStripOutput(Transform):
             title="Reasoning is removed, the answer stays",
             phase="response",
             protocol="messages",
-            input={"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
-                   "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
-                   "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
-                               {"type": "text", "text": "hi"}]},
+            input={
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude",
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+                "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "text", "text": "hi"},
+                ],
+            },
             expected={"content": [{"type": "text", "text": "hi"}]},
         ),
     )

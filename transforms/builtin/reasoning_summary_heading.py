@@ -65,7 +65,7 @@ def heading_state(text: str) -> bool | None:
         return None
     if not t[2:end].strip():
         return False
-    after = t[end + 2:end + 3]
+    after = t[end + 2 : end + 3]
     if not after:
         return None
     return after in ("\n", "\r")
@@ -99,7 +99,7 @@ class ReasoningSummaryHeading(Transform):
     name = {"en": "Reasoning: summary heading", "zh": "推理：摘要标题"}
     description = {
         "en": "Starts every reasoning summary with a **Title** heading line (a fixed title or one taken from "
-              "the first sentence), as Codex expects.",
+        "the first sentence), as Codex expects.",
         "zh": "为每段推理摘要加上 **标题** 行（固定标题或取自首句），符合 Codex 的显示方式。",
     }
     phases = ("response",)
@@ -107,8 +107,17 @@ class ReasoningSummaryHeading(Transform):
         "type": "object",
         "properties": {
             "default_title": {"type": "string", "default": DEFAULT_TITLE, "title": "Default title"},
-            "derive_title": {"type": "boolean", "default": False, "title": "Derive the title from the first sentence"},
-            "max_title_chars": {"type": "integer", "minimum": 1, "default": 64, "title": "Maximum title length"},
+            "derive_title": {
+                "type": "boolean",
+                "default": False,
+                "title": "Derive the title from the first sentence",
+            },
+            "max_title_chars": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 64,
+                "title": "Maximum title length",
+            },
         },
         "additionalProperties": False,
     }
@@ -117,22 +126,65 @@ class ReasoningSummaryHeading(Transform):
             title="A summary gets the default heading",
             phase="response",
             protocol="responses",
-            input={"id": "resp_1", "object": "response", "created_at": 1, "model": "o3", "status": "completed",
-                   "output": [{"type": "reasoning", "id": "rs_1",
-                               "summary": [{"type": "summary_text", "text": "I will check the file."}]}]},
-            expected={"output": [{"type": "reasoning", "id": "rs_1", "summary": [
-                {"type": "summary_text", "text": "**Thinking**\n\nI will check the file."}]}]},
+            input={
+                "id": "resp_1",
+                "object": "response",
+                "created_at": 1,
+                "model": "o3",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [{"type": "summary_text", "text": "I will check the file."}],
+                    }
+                ],
+            },
+            expected={
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [
+                            {"type": "summary_text", "text": "**Thinking**\n\nI will check the file."}
+                        ],
+                    }
+                ]
+            },
         ),
         TransformExample(
             title="A title derived from the first sentence",
             phase="response",
             protocol="responses",
             config={"derive_title": True},
-            input={"id": "resp_1", "object": "response", "created_at": 1, "model": "o3", "status": "completed",
-                   "output": [{"type": "reasoning", "id": "rs_1",
-                               "summary": [{"type": "summary_text", "text": "I will check the file."}]}]},
-            expected={"output": [{"type": "reasoning", "id": "rs_1", "summary": [
-                {"type": "summary_text", "text": "**I will check the file**\n\nI will check the file."}]}]},
+            input={
+                "id": "resp_1",
+                "object": "response",
+                "created_at": 1,
+                "model": "o3",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [{"type": "summary_text", "text": "I will check the file."}],
+                    }
+                ],
+            },
+            expected={
+                "output": [
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [
+                            {
+                                "type": "summary_text",
+                                "text": "**I will check the file**\n\nI will check the file.",
+                            }
+                        ],
+                    }
+                ]
+            },
         ),
     )
 
@@ -200,7 +252,9 @@ class ReasoningSummaryHeading(Transform):
             summary = event.node.summary
             if node.pending:  # the held beginning, decided now that the summary is complete
                 text = self._decide(node.pending, final=True) or node.pending
-                out.append(NodeDelta(index=event.index, kind=ev.REASONING_SUMMARY, delta=text, extra=node.extra))
+                out.append(
+                    NodeDelta(index=event.index, kind=ev.REASONING_SUMMARY, delta=text, extra=node.extra)
+                )
             elif not node.seen and summary:
                 out.append(NodeDelta(index=event.index, kind=ev.REASONING_SUMMARY, delta=summary))
             state.pop(event.index, None)

@@ -32,7 +32,7 @@ class ReasoningSummaryToRawCot(Transform):
     name = {"en": "Reasoning: summary to raw CoT", "zh": "推理：摘要作为原始思维链"}
     description = {
         "en": "Chat Completions clients receive reasoning summaries as reasoning_content, which front ends "
-              "such as OpenWebUI show as the model's thinking.",
+        "such as OpenWebUI show as the model's thinking.",
         "zh": "Chat Completions 客户端以 reasoning_content 字段收到推理摘要，OpenWebUI 等前端会将其显示为模型的思考过程。",
     }
     phases = ("response",)
@@ -42,13 +42,38 @@ class ReasoningSummaryToRawCot(Transform):
             title="An Anthropic thinking summary reaches a Chat client as reasoning_content",
             phase="response",
             protocol="chat_completion",
-            input={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                       "role": "assistant", "content": "Hi",
-                       "reasoning_details": [{"type": "reasoning.summary", "summary": "brief summary",
-                                              "index": 0}]}}]},
-            expected={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": "Hi", "reasoning_content": "brief summary"}}]},
+            input={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Hi",
+                            "reasoning_details": [
+                                {"type": "reasoning.summary", "summary": "brief summary", "index": 0}
+                            ],
+                        },
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Hi",
+                            "reasoning_content": "brief summary",
+                        },
+                    }
+                ]
+            },
         ),
     )
 

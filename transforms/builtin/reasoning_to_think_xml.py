@@ -46,9 +46,9 @@ class ReasoningToThinkXml(Transform):
     name = {"en": "Reasoning: to think XML", "zh": "推理：转为 think XML"}
     description = {
         "en": "Replaces plaintext reasoning with assistant text wrapped in <tag>…</tag>, for clients that "
-              "only show text. Summary-only and encrypted-only reasoning is kept.",
+        "only show text. Summary-only and encrypted-only reasoning is kept.",
         "zh": "将明文推理替换为用 <tag>…</tag> 包裹的助手文本，适用于只显示文本的客户端。"
-              "仅含摘要或仅含加密内容的推理保持不变。",
+        "仅含摘要或仅含加密内容的推理保持不变。",
     }
     phases = ("response",)
     aliases = ()
@@ -59,25 +59,57 @@ class ReasoningToThinkXml(Transform):
             phase="response",
             protocol="chat_completion",
             config={"tag": "think"},
-            input={"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "r1",
-                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                       "role": "assistant", "content": "Hello", "reasoning_content": "abc"}}]},
-            expected={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": "<think>abc</think>\n\nHello"}}]},
-            note={"en": "Chat joins the two text nodes of one message with a blank line.",
-                  "zh": "Chat 协议用空行连接同一消息中的两个文本节点。"},
+            input={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "r1",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "Hello", "reasoning_content": "abc"},
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "<think>abc</think>\n\nHello"},
+                    }
+                ]
+            },
+            note={
+                "en": "Chat joins the two text nodes of one message with a blank line.",
+                "zh": "Chat 协议用空行连接同一消息中的两个文本节点。",
+            },
         ),
         TransformExample(
             title="Summary-only reasoning (Anthropic thinking) is kept",
             phase="response",
             protocol="messages",
             config={"tag": "think"},
-            input={"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
-                   "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
-                   "content": [{"type": "thinking", "thinking": "s", "signature": "sig"},
-                               {"type": "text", "text": "Hi"}]},
-            expected={"content": [{"type": "thinking", "thinking": "s", "signature": "sig"},
-                                  {"type": "text", "text": "Hi"}]},
+            input={
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude",
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+                "content": [
+                    {"type": "thinking", "thinking": "s", "signature": "sig"},
+                    {"type": "text", "text": "Hi"},
+                ],
+            },
+            expected={
+                "content": [
+                    {"type": "thinking", "thinking": "s", "signature": "sig"},
+                    {"type": "text", "text": "Hi"},
+                ]
+            },
         ),
     )
 
@@ -105,7 +137,9 @@ class ReasoningToThinkXml(Transform):
         if state.open_tag and isinstance(event, NodeStart | NodeDelta) and event.index not in state.open_tag:
             # Another node streams while a converted node is open (Chat upstreams keep reasoning
             # open until the end): close the tag now so the text reads in order.
-            closes: list[Event] = [NodeDelta(index=i, kind=ev.TEXT, delta=self.close_tag) for i in sorted(state.open_tag)]
+            closes: list[Event] = [
+                NodeDelta(index=i, kind=ev.TEXT, delta=self.close_tag) for i in sorted(state.open_tag)
+            ]
             state.open_tag.clear()
             return closes + self._event(event, state)
         return self._event(event, state)
@@ -138,7 +172,9 @@ class ReasoningToThinkXml(Transform):
             return [held, event]
         if index in state.as_text:
             if event.kind != ev.REASONING_CONTENT:
-                return [NodeDelta(index=index, kind=ev.TEXT, delta="", extra=event.extra)] if event.extra else []
+                return (
+                    [NodeDelta(index=index, kind=ev.TEXT, delta="", extra=event.extra)] if event.extra else []
+                )
             event.kind = ev.TEXT
             if index not in state.open_tag and event.delta:  # more thought after the tag was closed
                 event.delta = f"{self.open_tag}{event.delta}{self.close_tag}"
@@ -154,8 +190,11 @@ class ReasoningToThinkXml(Transform):
                 return [held, event]
             state.as_text.add(index)
             event.node = converted
-            return [NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra),
-                    NodeDelta(index=index, kind=ev.TEXT, delta=self._text(event.node)), event]
+            return [
+                NodeStart(index=index, node=TextNode(role="assistant"), extra=held.extra),
+                NodeDelta(index=index, kind=ev.TEXT, delta=self._text(event.node)),
+                event,
+            ]
         if index in state.as_text:
             node = event.node
             content = node.content if type(node) is ReasoningNode else None
@@ -174,7 +213,9 @@ class ReasoningToThinkXml(Transform):
         output = []
         for i, node in enumerate(event.output):
             if i in state.as_text and type(node) is ReasoningNode:
-                node = TextNode(role="assistant", content=f"{self.open_tag}{node.content or ''}{self.close_tag}")
+                node = TextNode(
+                    role="assistant", content=f"{self.open_tag}{node.content or ''}{self.close_tag}"
+                )
             elif i not in state.as_reasoning:
                 node = self.convert(node)
             output.append(node)

@@ -22,7 +22,7 @@ class RoleAssistantImageToUser(Transform):
     name = {"en": "Role: assistant image to user", "zh": "角色：助手图片转为用户图片"}
     description = {
         "en": "Moves images from assistant messages into the following user message, for upstreams "
-              "that silently drop assistant images.",
+        "that silently drop assistant images.",
         "zh": "将助手消息中的图片移动到其后的用户消息中，适用于会静默丢弃助手图片的上游。",
     }
     phases = ("request",)
@@ -33,32 +33,58 @@ class RoleAssistantImageToUser(Transform):
         TransformExample(
             title="An assistant image moves just before the next user message, as a user image",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "user", "content": "sharing now"},
-                {"role": "assistant", "content": [{"type": "text", "text": "shown below"},
-                                                  {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
-                {"role": "user", "content": "what color is it?"},
-            ]},
-            expected={"messages": [
-                {"role": "user", "content": "sharing now"},
-                {"role": "assistant", "content": [{"type": "text", "text": "shown below"}]},
-                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
-                {"role": "user", "content": "what color is it?"},
-            ]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "user", "content": "sharing now"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": "shown below"},
+                            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                        ],
+                    },
+                    {"role": "user", "content": "what color is it?"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "sharing now"},
+                    {"role": "assistant", "content": [{"type": "text", "text": "shown below"}]},
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}],
+                    },
+                    {"role": "user", "content": "what color is it?"},
+                ]
+            },
         ),
         TransformExample(
             title="Without a later user message the image goes to the end",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "user", "content": "q"},
-                {"role": "assistant", "content": [{"type": "text", "text": "a"},
-                                                  {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
-            ]},
-            expected={"messages": [
-                {"role": "user", "content": "q"},
-                {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
-                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
-            ]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": "a"},
+                            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                        ],
+                    },
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}],
+                    },
+                ]
+            },
         ),
     )
 

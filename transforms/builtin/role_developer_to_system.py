@@ -28,14 +28,19 @@ class RoleDeveloperToSystem(Transform):
             title="A developer message becomes a system message",
             phase="request",
             protocol="responses",
-            input={"model": "o3", "input": [
-                {"type": "message", "role": "developer", "content": "Answer in French."},
-                {"type": "message", "role": "user", "content": "Hi"},
-            ]},
-            expected={"input": [
-                {"type": "message", "role": "system", "content": "Answer in French."},
-                {"type": "message", "role": "user", "content": "Hi"},
-            ]},
+            input={
+                "model": "o3",
+                "input": [
+                    {"type": "message", "role": "developer", "content": "Answer in French."},
+                    {"type": "message", "role": "user", "content": "Hi"},
+                ],
+            },
+            expected={
+                "input": [
+                    {"type": "message", "role": "system", "content": "Answer in French."},
+                    {"type": "message", "role": "user", "content": "Hi"},
+                ]
+            },
         ),
     )
 

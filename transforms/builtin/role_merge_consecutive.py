@@ -18,8 +18,14 @@ def _mergeable(node: Node) -> bool:
 def _has_mergeable_pair(nodes: list[Node]) -> bool:
     prev = None
     for node in nodes:
-        if type(node) is TextNode and prev is not None and node.role == prev.role and node.phase == prev.phase \
-                and _mergeable(node) and _mergeable(prev):
+        if (
+            type(node) is TextNode
+            and prev is not None
+            and node.role == prev.role
+            and node.phase == prev.phase
+            and _mergeable(node)
+            and _mergeable(prev)
+        ):
             return True
         prev = node if type(node) is TextNode else None
     return False
@@ -52,7 +58,8 @@ class RoleMergeConsecutive(Transform):
         "type": "object",
         "properties": {
             "separator": {
-                "type": "string", "default": "",
+                "type": "string",
+                "default": "",
                 "description": "Inserted between merged texts; empty joins them directly.",
             },
         },
@@ -63,31 +70,56 @@ class RoleMergeConsecutive(Transform):
         TransformExample(
             title="Adjacent user messages become one",
             phase="request",
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
-                                                   {"role": "assistant", "content": "c"}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "user", "content": "b"},
+                    {"role": "assistant", "content": "c"},
+                ],
+            },
             expected={"messages": [{"role": "user", "content": "ab"}, {"role": "assistant", "content": "c"}]},
         ),
         TransformExample(
             title="With a separator",
             phase="request",
             config={"separator": "\n\n"},
-            input={"model": "gpt-4o", "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
-                                                   {"role": "assistant", "content": "c"}]},
-            expected={"messages": [{"role": "user", "content": "a\n\nb"}, {"role": "assistant", "content": "c"}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "user", "content": "b"},
+                    {"role": "assistant", "content": "c"},
+                ],
+            },
+            expected={
+                "messages": [{"role": "user", "content": "a\n\nb"}, {"role": "assistant", "content": "c"}]
+            },
         ),
         TransformExample(
             title="An image between two texts breaks the run",
             phase="request",
-            input={"model": "gpt-4o", "messages": [
-                {"role": "user", "content": "a"},
-                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
-                {"role": "user", "content": "b"},
-            ]},
-            expected={"messages": [
-                {"role": "user", "content": "a"},
-                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
-                {"role": "user", "content": "b"},
-            ]},
+            input={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}],
+                    },
+                    {"role": "user", "content": "b"},
+                ],
+            },
+            expected={
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}],
+                    },
+                    {"role": "user", "content": "b"},
+                ]
+            },
         ),
     )
 

@@ -28,7 +28,10 @@ class RoleSystemToDeveloper(Transform):
         TransformExample(
             title="A system message becomes a developer message",
             phase="request",
-            input={"model": "gpt-4o", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]},
+            input={
+                "model": "gpt-4o",
+                "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+            },
             expected={"messages": [{"role": "developer", "content": "S"}, {"role": "user", "content": "U"}]},
         ),
     )

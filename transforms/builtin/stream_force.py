@@ -18,7 +18,7 @@ class StreamForce(Transform):
     name = {"en": "Stream: force streaming mode", "zh": "流式：强制流式模式"}
     description = {
         "en": "Forces the upstream call to stream (or not to stream) whatever the client asked; "
-              "the client still gets the mode it requested.",
+        "the client still gets the mode it requested.",
         "zh": "无论客户端如何请求，都强制上游调用使用（或不使用）流式；客户端仍按其请求的模式接收响应。",
     }
     phases = ("request",)
@@ -43,8 +43,10 @@ class StreamForce(Transform):
             config={"enabled": True},
             input={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": False},
             expected={"stream": True},
-            note={"en": "The client still gets the reply in the mode it asked for (the gateway collects the stream).",
-                  "zh": "客户端仍按其请求的模式收到回复（网关会收集流）。"},
+            note={
+                "en": "The client still gets the reply in the mode it asked for (the gateway collects the stream).",
+                "zh": "客户端仍按其请求的模式收到回复（网关会收集流）。",
+            },
         ),
         TransformExample(
             title="Streaming can be turned off too",

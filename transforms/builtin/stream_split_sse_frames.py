@@ -25,7 +25,7 @@ class StreamSplitSseFrames(Transform):
     name = {"en": "Stream: split oversized SSE frames", "zh": "流式：拆分超长 SSE 帧"}
     description = {
         "en": "Split streamed delta events whose SSE data line is longer than a limit into several events of the "
-              "same kind whose text concatenates to the original.",
+        "same kind whose text concatenates to the original.",
         "zh": "将 SSE data 行超过限制长度的流式增量事件拆分为多个同类事件，拼接后与原文本一致。",
     }
     phases = ("response",)
@@ -48,14 +48,33 @@ class StreamSplitSseFrames(Transform):
             title="A whole (non-stream) response is not changed",
             phase="response",
             config={"max_frame_length": 120},
-            input={"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
-                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "x" * 300},
-                                "finish_reason": "stop"}]},
-            expected={"choices": [{"index": 0, "message": {"role": "assistant", "content": "x" * 300},
-                                   "finish_reason": "stop"}]},
-            note={"en": "In a stream, a delta whose data: line exceeds 120 bytes (escaped JSON) is sent as several "
-                        "chunks of the same kind whose texts concatenate to the original.",
-                  "zh": "流式响应中，data: 行（按转义后的 JSON 计算）超过 120 字节的增量会被拆成多个同类分片，拼接后与原文一致。"},
+            input={
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "gpt-4o",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "x" * 300},
+                        "finish_reason": "stop",
+                    }
+                ],
+            },
+            expected={
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "x" * 300},
+                        "finish_reason": "stop",
+                    }
+                ]
+            },
+            note={
+                "en": "In a stream, a delta whose data: line exceeds 120 bytes (escaped JSON) is sent as several "
+                "chunks of the same kind whose texts concatenate to the original.",
+                "zh": "流式响应中，data: 行（按转义后的 JSON 计算）超过 120 字节的增量会被拆成多个同类分片，拼接后与原文一致。",
+            },
         ),
     )
 

@@ -38,6 +38,8 @@ def is_marker(line: str) -> bool:
     """Whether ``line`` is one of the patch grammar's own ``***`` lines (not content that merely
     starts with ``***``)."""
     return line.strip().startswith(_SECTION_MARKERS)
+
+
 _EOF_MARKERS = frozenset({"*** end of file", "*** end of file ***"})
 
 
@@ -47,7 +49,7 @@ def strip_invoke(text: str) -> str:
     if trimmed.startswith("<invoke") and trimmed.endswith("</invoke>"):
         close = trimmed.find(">")
         if close != -1 and close < len(trimmed) - len("</invoke>"):
-            return trimmed[close + 1: -len("</invoke>")].strip()
+            return trimmed[close + 1 : -len("</invoke>")].strip()
     return text
 
 

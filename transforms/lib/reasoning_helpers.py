@@ -13,8 +13,13 @@ NO_OPTIONS: dict[str, Any] = {"type": "object", "properties": {}}
 TAG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "tag": {"type": "string", "minLength": 1, "pattern": "^[^<>/\\s]+$",
-                "title": "Tag name", "description": "Used literally as <tag> and </tag>."},
+        "tag": {
+            "type": "string",
+            "minLength": 1,
+            "pattern": "^[^<>/\\s]+$",
+            "title": "Tag name",
+            "description": "Used literally as <tag> and </tag>.",
+        },
     },
     "required": ["tag"],
 }

@@ -162,7 +162,7 @@ class FrameSplitter:
         if len(line) <= self.limit or not line.startswith(_DATA) or line == b"data: [DONE]":
             return self._renumber(frame)
         try:
-            obj = orjson.loads(line[len(_DATA):])
+            obj = orjson.loads(line[len(_DATA) :])
         except orjson.JSONDecodeError:
             return frame
         if not isinstance(obj, dict):
@@ -177,7 +177,7 @@ class FrameSplitter:
             pieces = None
         if pieces is None:
             return self._renumber(frame)
-        before, after = lines[:data_at], lines[data_at + 1:]
+        before, after = lines[:data_at], lines[data_at + 1 :]
         return b"\n\n".join(b"\n".join([*before, piece, *after]) for piece in pieces)
 
     def _renumber(self, frame: bytes) -> bytes:
@@ -187,7 +187,7 @@ class FrameSplitter:
         if match is None:
             return frame
         number = int(match.group(1)) + self.seq_offset
-        return b"%s\"sequence_number\":%d%s" % (frame[:match.start()], number, frame[match.end():])
+        return b'%s"sequence_number":%d%s' % (frame[: match.start()], number, frame[match.end() :])
 
     # -- Chat Completions --------------------------------------------------------------------
     def _split_chat(self, obj: dict[str, Any]) -> list[bytes] | None:
@@ -251,8 +251,9 @@ class FrameSplitter:
         return self._pieces(inner[field], build)
 
     @staticmethod
-    def _chat_wrap(obj: dict[str, Any], choice: dict[str, Any], delta: dict[str, Any], first: bool,
-                   last: bool) -> dict[str, Any]:
+    def _chat_wrap(
+        obj: dict[str, Any], choice: dict[str, Any], delta: dict[str, Any], first: bool, last: bool
+    ) -> dict[str, Any]:
         c: dict[str, Any] = {}
         for k, v in choice.items():
             if k == "delta":

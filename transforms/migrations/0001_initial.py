@@ -5,32 +5,94 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('keys', '0001_initial'),
-        ('providers', '0001_initial'),
+        ("keys", "0001_initial"),
+        ("providers", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TransformRule',
+            name="TransformRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope', models.CharField(choices=[('provider', 'Provider'), ('global', 'Global'), ('api_key', 'API key')], max_length=10)),
-                ('position', models.PositiveIntegerField(db_index=True, default=0)),
-                ('transform', models.CharField(max_length=64)),
-                ('enabled', models.BooleanField(default=True)),
-                ('phase', models.CharField(choices=[('request', 'Request'), ('response', 'Response')], default='request', max_length=10)),
-                ('models', models.JSONField(blank=True, help_text="Optional list of globs matched against the client's logical model (never the redirected upstream model): * any run, ? one character, case-sensitive, whole name. Empty: every model.", null=True)),
-                ('config', models.JSONField(blank=True, default=dict)),
-                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='transform_rules', to='keys.apikey')),
-                ('provider', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='transform_rules', to='providers.provider')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "scope",
+                    models.CharField(
+                        choices=[("provider", "Provider"), ("global", "Global"), ("api_key", "API key")],
+                        max_length=10,
+                    ),
+                ),
+                ("position", models.PositiveIntegerField(db_index=True, default=0)),
+                ("transform", models.CharField(max_length=64)),
+                ("enabled", models.BooleanField(default=True)),
+                (
+                    "phase",
+                    models.CharField(
+                        choices=[("request", "Request"), ("response", "Response")],
+                        default="request",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "models",
+                    models.JSONField(
+                        blank=True,
+                        help_text="Optional list of globs matched against the client's logical model (never the redirected upstream model): * any run, ? one character, case-sensitive, whole name. Empty: every model.",
+                        null=True,
+                    ),
+                ),
+                ("config", models.JSONField(blank=True, default=dict)),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="transform_rules",
+                        to="keys.apikey",
+                    ),
+                ),
+                (
+                    "provider",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="transform_rules",
+                        to="providers.provider",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['scope', 'provider_id', 'api_key_id', 'position', 'id'],
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('api_key__isnull', True), ('provider__isnull', False), ('scope', 'provider')), models.Q(('api_key__isnull', True), ('provider__isnull', True), ('scope', 'global')), models.Q(('api_key__isnull', False), ('provider__isnull', True), ('scope', 'api_key')), _connector='OR'), name='transformrule_scope_owner'), models.CheckConstraint(condition=models.Q(('phase__in', ['request', 'response'])), name='transformrule_phase_valid')],
+                "ordering": ["scope", "provider_id", "api_key_id", "position", "id"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(
+                                ("api_key__isnull", True), ("provider__isnull", False), ("scope", "provider")
+                            ),
+                            models.Q(
+                                ("api_key__isnull", True), ("provider__isnull", True), ("scope", "global")
+                            ),
+                            models.Q(
+                                ("api_key__isnull", False), ("provider__isnull", True), ("scope", "api_key")
+                            ),
+                            _connector="OR",
+                        ),
+                        name="transformrule_scope_owner",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("phase__in", ["request", "response"])),
+                        name="transformrule_phase_valid",
+                    ),
+                ],
             },
         ),
     ]

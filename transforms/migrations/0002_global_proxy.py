@@ -4,23 +4,21 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('transforms', '0001_initial'),
+        ("transforms", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='GlobalTransformRule',
-            fields=[
-            ],
+            name="GlobalTransformRule",
+            fields=[],
             options={
-                'verbose_name': 'global transform rule',
-                'verbose_name_plural': 'Global transform chain',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "global transform rule",
+                "verbose_name_plural": "Global transform chain",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('transforms.transformrule',),
+            bases=("transforms.transformrule",),
         ),
     ]

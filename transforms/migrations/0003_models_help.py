@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('transforms', '0002_global_proxy'),
+        ("transforms", "0002_global_proxy"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='transformrule',
-            name='models',
-            field=models.JSONField(blank=True, help_text="Optional list of globs matched against the client's logical model (never the redirected upstream model): * any run, ? one character, case-sensitive, whole name. Left empty (null): every model; an empty list matches none.", null=True),
+            model_name="transformrule",
+            name="models",
+            field=models.JSONField(
+                blank=True,
+                help_text="Optional list of globs matched against the client's logical model (never the redirected upstream model): * any run, ? one character, case-sensitive, whole name. Left empty (null): every model; an empty list matches none.",
+                null=True,
+            ),
         ),
     ]

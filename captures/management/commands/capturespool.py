@@ -16,7 +16,9 @@ class Command(BaseCommand):
     help = "Show the capture spool (pending and dead-lettered captures); requeue or purge dead ones."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--requeue", action="store_true", help="move dead-lettered captures back to the spool")
+        parser.add_argument(
+            "--requeue", action="store_true", help="move dead-lettered captures back to the spool"
+        )
         parser.add_argument("--purge-dead", action="store_true", help="delete dead-lettered captures")
 
     def handle(self, *args, requeue: bool = False, purge_dead: bool = False, **options) -> None:

@@ -6,8 +6,10 @@ from captures import retention
 
 
 class Command(BaseCommand):
-    help = ("Delete captures older than the retention days in global settings, then the oldest ones "
-            "until the total fits the size budget.")
+    help = (
+        "Delete captures older than the retention days in global settings, then the oldest ones "
+        "until the total fits the size budget."
+    )
 
     def handle(self, *args, **options):
         result = retention.enforce()

@@ -27,8 +27,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("-o", "--output", help=f"write to this file (for example {DEFAULT_PATH})")
-        parser.add_argument("--check", action="store_true",
-                            help="exit with an error when the file (default config/schema.json) is out of date")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="exit with an error when the file (default config/schema.json) is out of date",
+        )
 
     def handle(self, *args, **options) -> None:
         text = render_schema()

@@ -11,14 +11,19 @@ from gateway.configfile import dump, render
 
 
 class Command(BaseCommand):
-    help = ("Write the stored configuration in the loadconfig format. Upstream channel keys are left out "
-            "unless --include-secrets; client API key secrets cannot be dumped (only their hashes are stored).")
+    help = (
+        "Write the stored configuration in the loadconfig format. Upstream channel keys are left out "
+        "unless --include-secrets; client API key secrets cannot be dumped (only their hashes are stored)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("-o", "--output", help="write to this file instead of standard output")
-        parser.add_argument("--format", choices=["yaml", "json"],
-                            help="default: from the output file's extension, else yaml")
-        parser.add_argument("--include-secrets", action="store_true", help="include upstream channel api_key values")
+        parser.add_argument(
+            "--format", choices=["yaml", "json"], help="default: from the output file's extension, else yaml"
+        )
+        parser.add_argument(
+            "--include-secrets", action="store_true", help="include upstream channel api_key values"
+        )
 
     def handle(self, *args, **options) -> None:
         output = options.get("output")

@@ -27,16 +27,22 @@ class Command(BaseCommand):
             if password:
                 if user is None:
                     users.objects.create_superuser(username, email="", password=password)
-                    self.stdout.write(f"Created superuser {username!r} (password from DJANGO_SUPERUSER_PASSWORD).")
+                    self.stdout.write(
+                        f"Created superuser {username!r} (password from DJANGO_SUPERUSER_PASSWORD)."
+                    )
                 else:
                     user.is_staff = user.is_superuser = user.is_active = True
                     user.set_password(password)
                     user.save()
-                    self.stdout.write(f"Superuser {username!r} exists; password set from DJANGO_SUPERUSER_PASSWORD.")
+                    self.stdout.write(
+                        f"Superuser {username!r} exists; password set from DJANGO_SUPERUSER_PASSWORD."
+                    )
                 return
             if user is not None:
                 self.stdout.write(f"User {username!r} already exists; nothing to do.")
                 return
             generated = secrets.token_urlsafe(12)
             users.objects.create_superuser(username, email="", password=generated)
-        self.stdout.write(f"Created superuser {username!r} with password {generated}  (shown once: store it now)")
+        self.stdout.write(
+            f"Created superuser {username!r} with password {generated}  (shown once: store it now)"
+        )

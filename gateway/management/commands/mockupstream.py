@@ -14,8 +14,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=9100)
-        parser.add_argument("--arg-chunk", type=int, default=3,
-                            help="Characters per streamed tool-argument fragment (default 3).")
+        parser.add_argument(
+            "--arg-chunk",
+            type=int,
+            default=3,
+            help="Characters per streamed tool-argument fragment (default 3).",
+        )
         parser.add_argument("--log-level", default="warning")
 
     def handle(self, *args, **options) -> None:
@@ -23,4 +27,6 @@ class Command(BaseCommand):
 
         self.stdout.write(f"Mock upstream on http://{options['host']}:{options['port']}")
         self.stdout.flush()
-        serve(options["host"], options["port"], arg_chunk=options["arg_chunk"], log_level=options["log_level"])
+        serve(
+            options["host"], options["port"], arg_chunk=options["arg_chunk"], log_level=options["log_level"]
+        )

@@ -28,11 +28,23 @@ def sse(data: dict | str, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-ERROR_TYPES_OPENAI = {400: "invalid_request_error", 401: "invalid_request_error", 403: "invalid_request_error",
-                      404: "invalid_request_error", 429: "requests", 503: "server_error"}
+ERROR_TYPES_OPENAI = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "requests",
+    503: "server_error",
+}
 ERROR_CODES_OPENAI = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
 
 
 def openai_error(status: int, message: str) -> dict:
-    return {"error": {"message": message, "type": ERROR_TYPES_OPENAI.get(status, "server_error"), "param": None,
-                      "code": ERROR_CODES_OPENAI.get(status, "server_error" if status >= 500 else "invalid_request")}}
+    return {
+        "error": {
+            "message": message,
+            "type": ERROR_TYPES_OPENAI.get(status, "server_error"),
+            "param": None,
+            "code": ERROR_CODES_OPENAI.get(status, "server_error" if status >= 500 else "invalid_request"),
+        }
+    }

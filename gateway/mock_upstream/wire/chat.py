@@ -13,11 +13,18 @@ def error_body(status: int, message: str) -> dict:
 
 
 def _usage(turn: Turn) -> dict:
-    return {"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
-            "total_tokens": turn.input_tokens + turn.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": turn.cache_read_tokens, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens, "audio_tokens": 0,
-                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+    return {
+        "prompt_tokens": turn.input_tokens,
+        "completion_tokens": turn.output_tokens,
+        "total_tokens": turn.input_tokens + turn.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": turn.cache_read_tokens, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": turn.reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
 
 
 def _tool_call(call, index: int | None = None) -> dict:
@@ -33,8 +40,10 @@ def _tool_call(call, index: int | None = None) -> dict:
 
 def _reasoning_details(turn: Turn) -> list[dict]:
     # OpenRouter's shape: a readable text entry, then the opaque payload as its own entry.
-    return [{"type": "reasoning.text", "text": turn.reasoning, "format": "unknown", "index": 0},
-            {"type": "reasoning.encrypted", "data": turn.reasoning_signature, "format": "unknown", "index": 1}]
+    return [
+        {"type": "reasoning.text", "text": turn.reasoning, "format": "unknown", "index": 0},
+        {"type": "reasoning.encrypted", "data": turn.reasoning_signature, "format": "unknown", "index": 1},
+    ]
 
 
 def respond(turn: Turn, ctx: WireContext) -> dict:
@@ -44,29 +53,61 @@ def respond(turn: Turn, ctx: WireContext) -> dict:
         message["reasoning_details"] = _reasoning_details(turn)
     if turn.tool_calls:
         message["tool_calls"] = [_tool_call(c) for c in turn.tool_calls]
-    return {"id": f"chatcmpl-{ctx.response_id}", "object": "chat.completion", "created": ctx.created,
-            "model": ctx.model,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": turn.finish}],
-            "usage": _usage(turn), "service_tier": "default", "system_fingerprint": "fp_mock"}
+    return {
+        "id": f"chatcmpl-{ctx.response_id}",
+        "object": "chat.completion",
+        "created": ctx.created,
+        "model": ctx.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": turn.finish}],
+        "usage": _usage(turn),
+        "service_tier": "default",
+        "system_fingerprint": "fp_mock",
+    }
 
 
 def stream(turn: Turn, ctx: WireContext) -> Iterator[bytes]:
-    base = {"id": f"chatcmpl-{ctx.response_id}", "object": "chat.completion.chunk", "created": ctx.created,
-            "model": ctx.model, "service_tier": "default", "system_fingerprint": "fp_mock"}
+    base = {
+        "id": f"chatcmpl-{ctx.response_id}",
+        "object": "chat.completion.chunk",
+        "created": ctx.created,
+        "model": ctx.model,
+        "service_tier": "default",
+        "system_fingerprint": "fp_mock",
+    }
     extra = {"usage": None} if ctx.include_usage else {}
 
     def chunk(delta: dict, finish: str | None = None) -> bytes:
-        return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                          "finish_reason": finish}], **extra})
+        return sse(
+            {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                **extra,
+            }
+        )
 
     yield chunk({"role": "assistant", "content": "", "refusal": None})
     if turn.reasoning:
         for piece in split_words(turn.reasoning):
-            yield chunk({"reasoning": piece,
-                         "reasoning_details": [{"type": "reasoning.text", "text": piece, "format": "unknown",
-                                                "index": 0}]})
-        yield chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": turn.reasoning_signature,
-                                            "format": "unknown", "index": 1}]})
+            yield chunk(
+                {
+                    "reasoning": piece,
+                    "reasoning_details": [
+                        {"type": "reasoning.text", "text": piece, "format": "unknown", "index": 0}
+                    ],
+                }
+            )
+        yield chunk(
+            {
+                "reasoning_details": [
+                    {
+                        "type": "reasoning.encrypted",
+                        "data": turn.reasoning_signature,
+                        "format": "unknown",
+                        "index": 1,
+                    }
+                ]
+            }
+        )
     if turn.text:
         for piece in split_words(turn.text):
             yield chunk({"content": piece})

@@ -11,8 +11,16 @@ from collections.abc import Iterator
 from gateway.mock_upstream.behaviour import Turn, split_words
 from gateway.mock_upstream.wire import WireContext, sse
 
-_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 
 def error_body(status: int, message: str) -> dict:
@@ -20,18 +28,22 @@ def error_body(status: int, message: str) -> dict:
 
 
 def _usage(turn: Turn) -> dict:
-    return {"promptTokenCount": turn.input_tokens,
-            "candidatesTokenCount": turn.output_tokens - turn.reasoning_tokens,
-            "totalTokenCount": turn.input_tokens + turn.output_tokens,
-            **({"thoughtsTokenCount": turn.reasoning_tokens} if turn.reasoning_tokens else {}),
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": turn.input_tokens}]}
+    return {
+        "promptTokenCount": turn.input_tokens,
+        "candidatesTokenCount": turn.output_tokens - turn.reasoning_tokens,
+        "totalTokenCount": turn.input_tokens + turn.output_tokens,
+        **({"thoughtsTokenCount": turn.reasoning_tokens} if turn.reasoning_tokens else {}),
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": turn.input_tokens}],
+    }
 
 
 def _call_parts(turn: Turn) -> list[dict]:
     return [{"functionCall": {"name": c.name, "args": c.arguments_obj}} for c in turn.tool_calls]
 
 
-def _chunk(parts: list[dict], ctx: WireContext, *, finish: str | None = None, usage: dict | None = None) -> dict:
+def _chunk(
+    parts: list[dict], ctx: WireContext, *, finish: str | None = None, usage: dict | None = None
+) -> dict:
     candidate: dict = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish:
         candidate["finishReason"] = finish
@@ -65,6 +77,11 @@ def stream(turn: Turn, ctx: WireContext) -> Iterator[bytes]:
     if turn.tool_calls:
         frames.append(_call_parts(turn))
     for parts in frames[:-1]:
-        yield sse(_chunk(parts, ctx, usage={"promptTokenCount": turn.input_tokens,
-                                            "totalTokenCount": turn.input_tokens}))
+        yield sse(
+            _chunk(
+                parts,
+                ctx,
+                usage={"promptTokenCount": turn.input_tokens, "totalTokenCount": turn.input_tokens},
+            )
+        )
     yield sse(_chunk(frames[-1] if frames else [{"text": ""}], ctx, finish="STOP", usage=_usage(turn)))

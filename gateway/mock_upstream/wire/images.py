@@ -66,8 +66,12 @@ def form_body(body_bytes: bytes, content_type: str) -> dict[str, Any] | None:
     for part in parts:
         name = part.name[:-2] if part.name.endswith("[]") else part.name
         if part.filename is not None:
-            value: Any = {"filename": part.filename, "content_type": part.content_type, "bytes": len(part.data),
-                          "b64": base64.b64encode(part.data).decode()}
+            value: Any = {
+                "filename": part.filename,
+                "content_type": part.content_type,
+                "bytes": len(part.data),
+                "b64": base64.b64encode(part.data).decode(),
+            }
             if name == "image":
                 out.setdefault("image", []).append(value)
                 continue
@@ -92,7 +96,17 @@ def respond(route: str, body: dict[str, Any], base_url: str, created: int) -> di
     prompt = str(body.get("prompt") or "")
     data = [dict(item, revised_prompt=prompt) if prompt else dict(item) for _ in range(n)]
     words = max(1, len(prompt.split()))
-    return {"created": created, "data": data, "background": "opaque", "output_format": "png", "quality": "low",
-            "size": "1024x1024", "usage": {"input_tokens": words, "output_tokens": 16 * n,
-                                           "total_tokens": words + 16 * n,
-                                           "input_tokens_details": {"text_tokens": words, "image_tokens": 0}}}
+    return {
+        "created": created,
+        "data": data,
+        "background": "opaque",
+        "output_format": "png",
+        "quality": "low",
+        "size": "1024x1024",
+        "usage": {
+            "input_tokens": words,
+            "output_tokens": 16 * n,
+            "total_tokens": words + 16 * n,
+            "input_tokens_details": {"text_tokens": words, "image_tokens": 0},
+        },
+    }

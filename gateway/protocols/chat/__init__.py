@@ -31,11 +31,18 @@ from .stream_decode import StreamDecoder
 from .stream_encode import StreamEncoder
 
 
-def error_body(status: int, code: str, message: str, *, param: str | None = None,
-               error_type: str | None = None) -> dict:
+def error_body(
+    status: int, code: str, message: str, *, param: str | None = None, error_type: str | None = None
+) -> dict:
     """OpenAI error envelope (reference §6.2)."""
-    return {"error": {"message": message, "type": error_type or default_error_type(status), "param": param,
-                      "code": code}}
+    return {
+        "error": {
+            "message": message,
+            "type": error_type or default_error_type(status),
+            "param": param,
+            "code": code,
+        }
+    }
 
 
 def upstream_path(model: str, stream: bool) -> str:
@@ -47,6 +54,14 @@ def upstream_headers(api_key: str) -> dict[str, str]:
 
 
 __all__ = [
-    "PROTOCOL", "StreamDecoder", "StreamEncoder", "decode_request", "decode_response", "encode_request",
-    "encode_response", "error_body", "upstream_headers", "upstream_path",
+    "PROTOCOL",
+    "StreamDecoder",
+    "StreamEncoder",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "error_body",
+    "upstream_headers",
+    "upstream_path",
 ]

@@ -54,7 +54,12 @@ def finish_to_wire(reason: str | None, native: Any, *, has_tool_calls: bool, leg
     would read as a failure for benign reasons such as Anthropic's ``pause_turn``)."""
     if has_tool_calls:
         return "function_call" if legacy else "tool_calls"
-    if isinstance(native, str) and native and native != "function_call" and finish_from_wire(native) == reason:
+    if (
+        isinstance(native, str)
+        and native
+        and native != "function_call"
+        and finish_from_wire(native) == reason
+    ):
         return native  # the exact upstream Chat reason (also unknown vendor values)
     if reason in ("stop", "length", "content_filter"):
         return reason
@@ -118,7 +123,9 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
         if usage.cache_read_tokens is not None:
             in_details["cached_tokens"] = usage.cache_read_tokens
         if usage.cache_creation_tokens is not None:
-            cw_key = "cache_creation_tokens" if "cache_creation_tokens" in in_details else "cache_write_tokens"
+            cw_key = (
+                "cache_creation_tokens" if "cache_creation_tokens" in in_details else "cache_write_tokens"
+            )
             in_details[cw_key] = usage.cache_creation_tokens
     out_details = dict(extra[out_key]) if isinstance(extra.get(out_key), dict) else None
     if usage.reasoning_tokens is not None:
@@ -132,6 +139,7 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
 
 
 # -- data URLs ----------------------------------------------------------------------------
+
 
 def data_url(media_type: str | None, data: str) -> str:
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"

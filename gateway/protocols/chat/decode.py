@@ -46,10 +46,21 @@ from .common import (
     folds_into,
 )
 
-_MESSAGE_KEYS = frozenset({
-    "role", "content", "tool_calls", "tool_call_id", "refusal", "reasoning_details", "reasoning",
-    "reasoning_content", "audio", "function_call", "name",
-})
+_MESSAGE_KEYS = frozenset(
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "refusal",
+        "reasoning_details",
+        "reasoning",
+        "reasoning_content",
+        "audio",
+        "function_call",
+        "name",
+    }
+)
 _TOOL_CALL_KEYS = frozenset({"id", "type", "function", "custom"})
 _ORDINARY_ROLES = frozenset({"system", "developer", "user", "assistant"})
 
@@ -66,6 +77,7 @@ def normalise_effort(value: Any) -> str | None:
 
 # -- parts --------------------------------------------------------------------------------
 
+
 def _inner(obj: dict[str, Any], known: frozenset[str], node_extra: dict[str, Any]) -> None:
     """Unknown keys of a part's inner object live under one internal key of the node."""
     rest = accept_extra(obj, known)
@@ -76,6 +88,30 @@ def _inner(obj: dict[str, Any], known: frozenset[str], node_extra: dict[str, Any
 _IMAGE_URL_KEYS = frozenset({"url", "detail"})
 _AUDIO_KEYS = frozenset({"data", "format"})
 _FILE_KEYS = frozenset({"file_id", "file_data", "filename"})
+
+
+def _decode_file_part(part: dict, role: str, where: str) -> FileNode:
+    """A ``file`` part: by OpenAI file id, or inline as a data URL or bare base64."""
+    inner = part.get("file")
+    if not isinstance(inner, dict):
+        raise ProtocolError("file part needs a 'file' object", param=f"{where}.file")
+    extra = accept_extra(part, {"type", "file"})
+    _inner(inner, _FILE_KEYS, extra)
+    if isinstance(inner.get("file_id"), str):
+        extra[FILE_ID_ORIGIN] = "openai"
+        source = MediaSource(kind="file_id", file_id=inner["file_id"], filename=inner.get("filename"))
+    elif isinstance(inner.get("file_data"), str):
+        raw = inner["file_data"]
+        split = split_data_url(raw)
+        if split:
+            source = MediaSource(
+                kind="base64", media_type=split[0], data=split[1], filename=inner.get("filename")
+            )
+        else:  # bare base64: the media type is unknown
+            source = MediaSource(kind="base64", data=raw, filename=inner.get("filename"))
+    else:
+        raise ProtocolError("file part needs file_id or file_data", param=f"{where}.file")
+    return FileNode(role=role, source=source, extra=extra)
 
 
 def decode_part(part: Any, role: str, where: str) -> Node:
@@ -100,8 +136,11 @@ def decode_part(part: Any, role: str, where: str) -> Node:
             raise ProtocolError("image_url part needs image_url.url", param=f"{where}.image_url")
         extra = accept_extra(part, {"type", "image_url"})
         _inner(inner, _IMAGE_URL_KEYS, extra)
-        return ImageNode(role=role, source=MediaSource(kind="url", url=inner["url"], detail=inner.get("detail")),
-                         extra=extra)
+        return ImageNode(
+            role=role,
+            source=MediaSource(kind="url", url=inner["url"], detail=inner.get("detail")),
+            extra=extra,
+        )
     if ptype == "input_audio":
         inner = part.get("input_audio")
         if not isinstance(inner, dict) or not isinstance(inner.get("data"), str):
@@ -109,34 +148,22 @@ def decode_part(part: Any, role: str, where: str) -> Node:
         fmt = inner.get("format")
         extra = accept_extra(part, {"type", "input_audio"})
         _inner(inner, _AUDIO_KEYS, extra)
-        return AudioNode(role=role, source=MediaSource(kind="base64", data=inner["data"],
-                                                       media_type=f"audio/{fmt}" if isinstance(fmt, str) else None),
-                         extra=extra)
+        return AudioNode(
+            role=role,
+            source=MediaSource(
+                kind="base64", data=inner["data"], media_type=f"audio/{fmt}" if isinstance(fmt, str) else None
+            ),
+            extra=extra,
+        )
     if ptype == "file":
-        inner = part.get("file")
-        if not isinstance(inner, dict):
-            raise ProtocolError("file part needs a 'file' object", param=f"{where}.file")
-        extra = accept_extra(part, {"type", "file"})
-        _inner(inner, _FILE_KEYS, extra)
-        if isinstance(inner.get("file_id"), str):
-            extra[FILE_ID_ORIGIN] = "openai"
-            source = MediaSource(kind="file_id", file_id=inner["file_id"], filename=inner.get("filename"))
-        elif isinstance(inner.get("file_data"), str):
-            raw = inner["file_data"]
-            split = split_data_url(raw)
-            if split:
-                source = MediaSource(kind="base64", media_type=split[0], data=split[1], filename=inner.get("filename"))
-            else:  # bare base64: the media type is unknown
-                source = MediaSource(kind="base64", data=raw, filename=inner.get("filename"))
-        else:
-            raise ProtocolError("file part needs file_id or file_data", param=f"{where}.file")
-        return FileNode(role=role, source=source, extra=extra)
+        return _decode_file_part(part, role, where)
     if not isinstance(ptype, str):
         raise ProtocolError("content part needs a string 'type'", param=f"{where}.type")
     return ProviderItemNode(origin_protocol=PROTOCOL, item_type=ptype, body=dict(part), role=role)
 
 
 # -- reasoning ----------------------------------------------------------------------------
+
 
 def reasoning_from_detail(entry: dict[str, Any]) -> ReasoningNode:
     """One OpenRouter ``reasoning_details[]`` entry -> one node; the raw entry is kept for an
@@ -193,6 +220,7 @@ def _reasoning_nodes(msg: dict[str, Any], env: dict[str, Any]) -> list[Node]:
 
 # -- messages -----------------------------------------------------------------------------
 
+
 def _tool_call(call: Any, where: str) -> ToolCallNode:
     if not isinstance(call, dict):
         raise ProtocolError("tool call must be an object", param=where)
@@ -209,14 +237,16 @@ def _tool_call(call: Any, where: str) -> ToolCallNode:
             raise ProtocolError("custom tool call needs custom.name", param=f"{where}.custom")
         _inner(inner, frozenset({"name", "input"}), extra)
         args = inner.get("input", "")
-        return ToolCallNode(call_id=call_id, name=inner["name"], tool_type="custom",
-                            arguments=json_text(args), extra=extra)
+        return ToolCallNode(
+            call_id=call_id, name=inner["name"], tool_type="custom", arguments=json_text(args), extra=extra
+        )
     inner = call.get("function")
     if not isinstance(inner, dict) or not isinstance(inner.get("name"), str):
         raise ProtocolError("tool call needs function.name", param=f"{where}.function")
     _inner(inner, frozenset({"name", "arguments"}), extra)
-    return ToolCallNode(call_id=call_id, name=inner["name"], arguments=json_text(inner.get("arguments", "")),
-                        extra=extra)
+    return ToolCallNode(
+        call_id=call_id, name=inner["name"], arguments=json_text(inner.get("arguments", "")), extra=extra
+    )
 
 
 def _content_nodes(content: Any, role: str, where: str) -> tuple[list[Node], str]:
@@ -230,7 +260,9 @@ def _content_nodes(content: Any, role: str, where: str) -> tuple[list[Node], str
     raise ProtocolError("content must be a string, an array of parts or null", param=where)
 
 
-def _tool_message(msg: dict[str, Any], where: str, env: dict[str, Any], call_types: dict[str, str]) -> list[Node]:
+def _tool_message(
+    msg: dict[str, Any], where: str, env: dict[str, Any], call_types: dict[str, str]
+) -> list[Node]:
     """A ``role: tool`` message: one ToolResultNode; assistant-only keys ride in the envelope."""
     call_id = msg.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
@@ -246,12 +278,26 @@ def _tool_message(msg: dict[str, Any], where: str, env: dict[str, Any], call_typ
         parts, shape = [], "null"
     else:
         raise ProtocolError("tool content must be a string or an array", param=f"{where}.content")
-    for key in ("name", "refusal", "tool_calls", "reasoning", "reasoning_content", "reasoning_details",
-                "audio", "function_call"):
+    for key in (
+        "name",
+        "refusal",
+        "tool_calls",
+        "reasoning",
+        "reasoning_content",
+        "reasoning_details",
+        "audio",
+        "function_call",
+    ):
         if key in msg:
             env[key] = msg[key]
-    return [ToolResultNode(call_id=call_id, content=parts, tool_type=call_types.get(call_id, "function"),
-                           extra={RESULT_SHAPE: shape})]
+    return [
+        ToolResultNode(
+            call_id=call_id,
+            content=parts,
+            tool_type=call_types.get(call_id, "function"),
+            extra={RESULT_SHAPE: shape},
+        )
+    ]
 
 
 def _function_message(msg: dict[str, Any], where: str) -> list[Node]:
@@ -260,9 +306,16 @@ def _function_message(msg: dict[str, Any], where: str) -> list[Node]:
     if not isinstance(name, str) or not name:
         raise ProtocolError("function message needs a 'name'", param=f"{where}.name")
     content = msg.get("content")
-    text = content if isinstance(content, str) else ("" if content is None else orjson.dumps(content).decode())
-    return [ToolResultNode(call_id=LEGACY_PREFIX + name, content=[TextNode(content=text)],
-                           extra={LEGACY_FUNCTION: True, RESULT_SHAPE: "string"})]
+    text = (
+        content if isinstance(content, str) else ("" if content is None else orjson.dumps(content).decode())
+    )
+    return [
+        ToolResultNode(
+            call_id=LEGACY_PREFIX + name,
+            content=[TextNode(content=text)],
+            extra={LEGACY_FUNCTION: True, RESULT_SHAPE: "string"},
+        )
+    ]
 
 
 def _leading_nodes(msg: dict[str, Any], role: str, env: dict[str, Any]) -> list[Node]:
@@ -283,8 +336,9 @@ def _leading_nodes(msg: dict[str, Any], role: str, env: dict[str, Any]) -> list[
     return nodes
 
 
-def _trailing_nodes(msg: dict[str, Any], role: str, where: str, env: dict[str, Any],
-                    call_types: dict[str, str]) -> list[Node]:
+def _trailing_nodes(
+    msg: dict[str, Any], role: str, where: str, env: dict[str, Any], call_types: dict[str, str]
+) -> list[Node]:
     """What comes after the content: refusal, tool calls, legacy function call (assistant only;
     on other roles those keys ride in the envelope)."""
     nodes: list[Node] = []
@@ -308,16 +362,22 @@ def _trailing_nodes(msg: dict[str, Any], role: str, where: str, env: dict[str, A
     fc = msg.get("function_call")
     if isinstance(fc, dict) and isinstance(fc.get("name"), str) and role == "assistant":
         args = fc.get("arguments", "")
-        nodes.append(ToolCallNode(call_id=LEGACY_PREFIX + fc["name"], name=fc["name"],
-                                  arguments=json_text(args),
-                                  extra={LEGACY_FUNCTION: True}))
+        nodes.append(
+            ToolCallNode(
+                call_id=LEGACY_PREFIX + fc["name"],
+                name=fc["name"],
+                arguments=json_text(args),
+                extra={LEGACY_FUNCTION: True},
+            )
+        )
     elif "function_call" in msg:
         env["function_call"] = fc
     return nodes
 
 
-def _ordinary_message(msg: dict[str, Any], role: str, where: str, env: dict[str, Any],
-                      call_types: dict[str, str]) -> list[Node]:
+def _ordinary_message(
+    msg: dict[str, Any], role: str, where: str, env: dict[str, Any], call_types: dict[str, str]
+) -> list[Node]:
     """A system / developer / user / assistant message."""
     nodes = _leading_nodes(msg, role, env)
     if "content" in msg:
@@ -369,6 +429,7 @@ def decode_message(msg: Any, where: str, call_types: dict[str, str], out: list[N
 
 # -- tools --------------------------------------------------------------------------------
 
+
 def decode_tool(tool: Any, where: str) -> ToolDef:
     if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
         raise ProtocolError("tool must be an object with a 'type'", param=where)
@@ -380,31 +441,52 @@ def decode_tool(tool: Any, where: str) -> ToolDef:
         params = fn.get("parameters")
         if params is not None and not isinstance(params, dict):
             raise ProtocolError("function.parameters must be an object", param=f"{where}.function.parameters")
-        return ToolDef(kind="function", name=fn["name"], description=fn.get("description"), parameters=params,
-                       strict=fn.get("strict"), extra=accept_extra(tool, {"type", "function"}),
-                       inner_extra=accept_extra(fn, {"name", "description", "parameters", "strict"}))
+        return ToolDef(
+            kind="function",
+            name=fn["name"],
+            description=fn.get("description"),
+            parameters=params,
+            strict=fn.get("strict"),
+            extra=accept_extra(tool, {"type", "function"}),
+            inner_extra=accept_extra(fn, {"name", "description", "parameters", "strict"}),
+        )
     if kind == "custom":
         cu = tool.get("custom")
         if not isinstance(cu, dict) or not isinstance(cu.get("name"), str) or not cu["name"]:
             raise ProtocolError("custom tool needs custom.name", param=f"{where}.custom.name")
-        return ToolDef(kind="custom", name=cu["name"], description=cu.get("description"), format=cu.get("format"),
-                       extra=accept_extra(tool, {"type", "custom"}),
-                       inner_extra=accept_extra(cu, {"name", "description", "format"}))
-    return ToolDef(kind=kind, name=tool.get("name") if isinstance(tool.get("name"), str) else None,
-                   origin_protocol=PROTOCOL, extra=accept_extra(tool, {"type"}))
+        return ToolDef(
+            kind="custom",
+            name=cu["name"],
+            description=cu.get("description"),
+            format=cu.get("format"),
+            extra=accept_extra(tool, {"type", "custom"}),
+            inner_extra=accept_extra(cu, {"name", "description", "format"}),
+        )
+    return ToolDef(
+        kind=kind,
+        name=tool.get("name") if isinstance(tool.get("name"), str) else None,
+        origin_protocol=PROTOCOL,
+        extra=accept_extra(tool, {"type"}),
+    )
 
 
 def decode_response_format(rf: Any) -> ResponseFormat:
     if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
-        raise ProtocolError("response_format.type must be text, json_object or json_schema",
-                            param="response_format")
+        raise ProtocolError(
+            "response_format.type must be text, json_object or json_schema", param="response_format"
+        )
     if rf["type"] != "json_schema":
         return ResponseFormat(type=rf["type"], extra=accept_extra(rf, {"type"}))
     js = rf.get("json_schema")
     if not isinstance(js, dict) or not isinstance(js.get("name"), str):
-        raise ProtocolError("json_schema response_format needs json_schema.name", param="response_format.json_schema")
-    return ResponseFormat(type="json_schema", name=js["name"], description=js.get("description"),
-                          schema=js.get("schema"), strict=js.get("strict"),
-                          extra=accept_extra(js, {"name", "description", "schema", "strict"}))
-
-
+        raise ProtocolError(
+            "json_schema response_format needs json_schema.name", param="response_format.json_schema"
+        )
+    return ResponseFormat(
+        type="json_schema",
+        name=js["name"],
+        description=js.get("description"),
+        schema=js.get("schema"),
+        strict=js.get("strict"),
+        extra=accept_extra(js, {"name", "description", "schema", "strict"}),
+    )

@@ -58,6 +58,7 @@ def _inner(base: dict[str, Any], node: Node) -> dict[str, Any]:
 
 # -- parts --------------------------------------------------------------------------------
 
+
 def encode_part(node: Node, same: bool, keep_extra: bool = True) -> dict[str, Any] | None:
     """One content node -> Chat part, or None when Chat cannot express it. ``keep_extra``:
     merge the node's preserved wire fields (off for another family's response nodes, whose
@@ -126,6 +127,7 @@ def _content(parts: list[dict[str, Any]], shape: str | None) -> Any:
 
 # -- reasoning ----------------------------------------------------------------------------
 
+
 def reasoning_entries(node: ReasoningNode, start: int) -> list[dict[str, Any]]:
     """Synthesised OpenRouter entries for a node without a raw Chat entry: text, summary and
     the encrypted payload each get their own entry (never merged)."""
@@ -163,8 +165,20 @@ def raw_detail_matches(node: ReasoningNode, raw: Any) -> bool:
 class _Message:
     """An assistant/user/system/developer message being assembled."""
 
-    __slots__ = ("role", "parts", "shape", "details", "scalars", "refusal", "calls", "function_call", "audio",
-                 "env", "plaintext", "phase")
+    __slots__ = (
+        "role",
+        "parts",
+        "shape",
+        "details",
+        "scalars",
+        "refusal",
+        "calls",
+        "function_call",
+        "audio",
+        "env",
+        "plaintext",
+        "phase",
+    )
 
     def __init__(self, role: str, shape: str | None, env: dict[str, Any]) -> None:
         self.role = role
@@ -182,7 +196,9 @@ class _Message:
 
     def add_reasoning(self, node: ReasoningNode) -> None:
         shown = chat_reasoning_content(node)  # set by reasoning presentation transforms
-        if shown is not None and not (node.extra.get(REASONING_SURFACE) == "reasoning_content" and shown == node.content):
+        if shown is not None and not (
+            node.extra.get(REASONING_SURFACE) == "reasoning_content" and shown == node.content
+        ):
             self.scalars["reasoning_content"] = self.scalars.get("reasoning_content", "") + shown
             if node.extra.get(SUMMARY_AS_CHAT_CONTENT) and node.summary:
                 node = replace(node, summary=None)  # shown as reasoning_content instead of a detail
@@ -191,7 +207,11 @@ class _Message:
             self.details.extend(without_internal(entry) for entry in raw_details(raw))
             return
         surface = node.extra.get(REASONING_SURFACE)
-        if surface in ("reasoning", "reasoning_content") and not node.summary and node.encrypted in (None, ""):
+        if (
+            surface in ("reasoning", "reasoning_content")
+            and not node.summary
+            and node.encrypted in (None, "")
+        ):
             self.scalars[surface] = self.scalars.get(surface, "") + (node.content or "")
             return
         self.details.extend(reasoning_entries(node, len(self.details)))
@@ -209,8 +229,13 @@ class _Message:
                 msg["content"] = self.parts
         else:
             content = _content(self.parts, self.shape)
-            if (isinstance(content, list) and len(content) > 1 and self.shape != "array"
-                    and self.role in ("system", "developer") and all(_plain_text(p) for p in content)):
+            if (
+                isinstance(content, list)
+                and len(content) > 1
+                and self.shape != "array"
+                and self.role in ("system", "developer")
+                and all(_plain_text(p) for p in content)
+            ):
                 # Several plain system segments (an injected prompt next to the client's string,
                 # or folded system nodes): one string, as the client sent it or as any server
                 # takes it; some OpenAI-compatible servers reject a system part array.
@@ -240,11 +265,17 @@ class _Message:
 
 def encode_tool_call(node: ToolCallNode, same: bool, keep_extra: bool = True) -> dict[str, Any]:
     if node.tool_type == "custom":
-        call: dict[str, Any] = {"id": node.call_id, "type": "custom",
-                                "custom": _inner({"name": node.name, "input": node.arguments}, node)}
+        call: dict[str, Any] = {
+            "id": node.call_id,
+            "type": "custom",
+            "custom": _inner({"name": node.name, "input": node.arguments}, node),
+        }
     else:
-        call = {"id": node.call_id, "type": "function",
-                "function": _inner({"name": node.name, "arguments": node.arguments}, node)}
+        call = {
+            "id": node.call_id,
+            "type": "function",
+            "function": _inner({"name": node.name, "arguments": node.arguments}, node),
+        }
         if same and node.extra.get("_gw_chat_no_type"):
             del call["type"]
     if keep_extra:
@@ -255,8 +286,11 @@ def encode_tool_call(node: ToolCallNode, same: bool, keep_extra: bool = True) ->
 def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict[str, Any]:
     parts = [p for p in (encode_part(c, same) for c in node.content) if p is not None]
     if same and node.extra.get(LEGACY_FUNCTION) and node.call_id.startswith(LEGACY_PREFIX):
-        msg: dict[str, Any] = {"role": "function", "name": node.call_id[len(LEGACY_PREFIX):],
-                               "content": "".join(p.get("text", "") for p in parts)}
+        msg: dict[str, Any] = {
+            "role": "function",
+            "name": node.call_id[len(LEGACY_PREFIX) :],
+            "content": "".join(p.get("text", "") for p in parts),
+        }
     else:
         shape = node.extra.get(RESULT_SHAPE) if same else None
         if shape == "null" and not parts:
@@ -272,7 +306,9 @@ def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict
     return msg
 
 
-def _add_to_message(cur: _Message, node: Node, part: dict[str, Any] | None, same: bool, keep_extra: bool) -> None:
+def _add_to_message(
+    cur: _Message, node: Node, part: dict[str, Any] | None, same: bool, keep_extra: bool
+) -> None:
     """Put one node into the message being built: a content part, reasoning, refusal, a tool
     call (or a legacy function call on a same-Chat hop) or message audio."""
     if part is not None:
@@ -342,6 +378,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
 
 
 # -- tools --------------------------------------------------------------------------------
+
 
 def encode_tool(tool: ToolDef) -> dict[str, Any] | None:
     if tool.kind == "function":

@@ -29,14 +29,33 @@ from .common import (
 from .decode import decode_message, decode_response_format, decode_tool, normalise_effort
 from .encode import encode_messages, encode_response_format, encode_tool
 
-_REQUEST_KEYS = frozenset({
-    "model", "messages", "stream", "temperature", "top_p", "max_completion_tokens", "max_tokens",
-    "reasoning_effort", "reasoning", "thinking", "tools", "tool_choice", "parallel_tool_calls", "stop",
-    "verbosity", "response_format", "user", "functions", "function_call",
-})
+_REQUEST_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "stream",
+        "temperature",
+        "top_p",
+        "max_completion_tokens",
+        "max_tokens",
+        "reasoning_effort",
+        "reasoning",
+        "thinking",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stop",
+        "verbosity",
+        "response_format",
+        "user",
+        "functions",
+        "function_call",
+    }
+)
 
 
 # -- request ------------------------------------------------------------------------------
+
 
 def _number(body: dict[str, Any], key: str) -> float | None:
     value = body.get(key)
@@ -224,8 +243,11 @@ def _encode_reasoning(req: Request, body: dict[str, Any], model: str, same: bool
     deepseek = "deepseek" in model.lower()
     if isinstance(cfg, dict):
         obj = without_internal(cfg)
-        if effort is not None and _effort_of(obj.get("effort")) != effort and not (
-                effort == "none" and obj.get("enabled") is False):
+        if (
+            effort is not None
+            and _effort_of(obj.get("effort")) != effort
+            and not (effort == "none" and obj.get("enabled") is False)
+        ):
             obj["effort"] = effort
             obj.pop("max_tokens", None)
         body["reasoning"] = obj
@@ -261,13 +283,18 @@ def encode_request(req: Request, ctx: EncodeContext) -> dict:
     if req.top_p is not None:
         body["top_p"] = req.top_p
     if req.max_output_tokens is not None:
-        use_max_tokens = (same and req.extra.get(MAX_TOKENS_FIELD) == "max_tokens") or "deepseek" in model.lower()
+        use_max_tokens = (
+            same and req.extra.get(MAX_TOKENS_FIELD) == "max_tokens"
+        ) or "deepseek" in model.lower()
         body["max_tokens" if use_max_tokens else "max_completion_tokens"] = req.max_output_tokens
     _encode_reasoning(req, body, model, same)
     if req.tools is not None:
         legacy = [t for t in req.tools if same and t.extra.get(LEGACY_FUNCTION)]
-        tools = [e for e in (encode_tool(t) for t in req.tools if not (same and t.extra.get(LEGACY_FUNCTION)))
-                 if e is not None]
+        tools = [
+            e
+            for e in (encode_tool(t) for t in req.tools if not (same and t.extra.get(LEGACY_FUNCTION)))
+            if e is not None
+        ]
         if tools or (same and not req.tools):
             body["tools"] = tools
         if legacy:

@@ -41,8 +41,12 @@ def raise_embedded_error(err: Any) -> None:
         message = err.get("message") if isinstance(err.get("message"), str) else "upstream error"
         code = err.get("code")
         etype = err.get("type") if isinstance(err.get("type"), str) else None
-        raise UpstreamProtocolError(message, code=str(code) if code is not None else "upstream_error",
-                                    status=code if isinstance(code, int) else None, error_type=etype)
+        raise UpstreamProtocolError(
+            message,
+            code=str(code) if code is not None else "upstream_error",
+            status=code if isinstance(code, int) else None,
+            error_type=etype,
+        )
     raise UpstreamProtocolError(str(err) if err else "upstream error", code="upstream_error")
 
 
@@ -117,8 +121,12 @@ def encode_response(resp: Response, ctx: EncodeContext) -> dict:
                     message.setdefault(k, v)
     calls = message.get("tool_calls") or []
     legacy = "function_call" in message
-    finish = finish_to_wire(resp.finish_reason, resp.extra.get(NATIVE_FINISH),
-                            has_tool_calls=bool(calls) or legacy, legacy=legacy and not calls)
+    finish = finish_to_wire(
+        resp.finish_reason,
+        resp.extra.get(NATIVE_FINISH),
+        has_tool_calls=bool(calls) or legacy,
+        legacy=legacy and not calls,
+    )
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
     if same and isinstance(resp.extra.get(CHOICE_EXTRA), dict):
         put_extra(choice, resp.extra[CHOICE_EXTRA])

@@ -92,10 +92,14 @@ class StreamDecoder:
             if code is None:
                 code = meta.get("provider_code")
             etype = err.get("type") if isinstance(err.get("type"), str) else meta.get("error_type")
-            return self._fail(err.get("message") if isinstance(err.get("message"), str) else "upstream error",
-                              str(code) if code is not None else "upstream_error", out,
-                              error_type=etype if isinstance(etype, str) else None,
-                              status=code if isinstance(code, int) else None, extra={"error": err})
+            return self._fail(
+                err.get("message") if isinstance(err.get("message"), str) else "upstream error",
+                str(code) if code is not None else "upstream_error",
+                out,
+                error_type=etype if isinstance(etype, str) else None,
+                status=code if isinstance(code, int) else None,
+                extra={"error": err},
+            )
         return self._fail(str(err), "upstream_error", out)
 
     def _snapshot(self, msg: dict[str, Any], out: list[ev.Event]) -> None:
@@ -107,7 +111,7 @@ class StreamDecoder:
             if content.startswith(have) and len(content) > len(have):
                 if self._text is None:
                     self._text = self._start(TextNode(role="assistant"), out)
-                self._delta(self._text, ev.TEXT, content[len(have):], out)
+                self._delta(self._text, ev.TEXT, content[len(have) :], out)
         seen = {n.call_id for n in self._nodes if isinstance(n, ToolCallNode)}
         for pos, tc in enumerate(msg.get("tool_calls") or []):
             if isinstance(tc, dict) and tc.get("id") and tc["id"] not in seen:
@@ -122,8 +126,14 @@ class StreamDecoder:
         for idx, node in enumerate(self._nodes):
             out.append(ev.NodeDone(index=idx, node=node))
         extra = {NATIVE_FINISH: self._native_finish} if self._native_finish else {}
-        out.append(ev.ResponseDone(output=list(self._nodes), finish_reason=finish_from_wire(self._native_finish),
-                                   usage=self._usage, extra=extra))
+        out.append(
+            ev.ResponseDone(
+                output=list(self._nodes),
+                finish_reason=finish_from_wire(self._native_finish),
+                usage=self._usage,
+                extra=extra,
+            )
+        )
         return out
 
     # delta handling
@@ -150,14 +160,20 @@ class StreamDecoder:
                 self._delta(idx, ev.REASONING_ENCRYPTED, entry["data"], out)
                 return
         if idx is None:
-            node = ReasoningNode(id=entry.get("id") if isinstance(entry.get("id"), str) else None,
-                                 source=entry.get("format") or None if isinstance(entry.get("format"), str) else None)
+            node = ReasoningNode(
+                id=entry.get("id") if isinstance(entry.get("id"), str) else None,
+                source=entry.get("format") or None if isinstance(entry.get("format"), str) else None,
+            )
             idx = self._start(node, out)
             if key is not None:
                 self._details[key] = idx
             self._raw[idx] = {k: v for k, v in entry.items() if not str(k).startswith("_gw_")}
         else:
-            raw = self._folded[idx] if dtype == "reasoning.encrypted" and idx in self._folded else self._raw[idx]
+            raw = (
+                self._folded[idx]
+                if dtype == "reasoning.encrypted" and idx in self._folded
+                else self._raw[idx]
+            )
             for k, v in entry.items():
                 if str(k).startswith("_gw_"):
                     continue
@@ -187,8 +203,9 @@ class StreamDecoder:
         if idx is None:
             name = inner.get("name") if isinstance(inner.get("name"), str) else ""
             call_id = tc.get("id") if isinstance(tc.get("id"), str) and tc["id"] else new_id("call_")
-            idx = self._start(ToolCallNode(call_id=call_id, name=name, tool_type="custom" if custom else "function"),
-                              out)
+            idx = self._start(
+                ToolCallNode(call_id=call_id, name=name, tool_type="custom" if custom else "function"), out
+            )
             self._calls[key] = idx
         else:
             node = self._nodes[idx]
@@ -251,8 +268,9 @@ class StreamDecoder:
             idx = self._calls.get("legacy")
             if idx is None:
                 name = fc.get("name") or ""
-                idx = self._start(ToolCallNode(call_id=LEGACY_PREFIX + name, name=name,
-                                               extra={LEGACY_FUNCTION: True}), out)
+                idx = self._start(
+                    ToolCallNode(call_id=LEGACY_PREFIX + name, name=name, extra={LEGACY_FUNCTION: True}), out
+                )
                 self._calls["legacy"] = idx
             if isinstance(fc.get("arguments"), str):
                 self._delta(idx, ev.ARGUMENTS, fc["arguments"], out)
@@ -282,9 +300,13 @@ class StreamDecoder:
             self._started = True
             cid = chunk.get("id")
             created = chunk.get("created")
-            out.append(ev.ResponseStart(id=cid if isinstance(cid, str) and cid else chat_id(None),
-                                        model=chunk.get("model") if isinstance(chunk.get("model"), str) else "",
-                                        created=created if isinstance(created, int) else None))
+            out.append(
+                ev.ResponseStart(
+                    id=cid if isinstance(cid, str) and cid else chat_id(None),
+                    model=chunk.get("model") if isinstance(chunk.get("model"), str) else "",
+                    created=created if isinstance(created, int) else None,
+                )
+            )
         if isinstance(chunk.get("usage"), dict):
             self._usage = decode_usage(chunk["usage"])
         choices = chunk.get("choices")
@@ -319,5 +341,3 @@ class StreamDecoder:
         if self._native_finish is not None:
             return self._complete()
         return self._fail("upstream stream ended without a finish_reason", "upstream_stream_incomplete")
-
-

@@ -84,8 +84,15 @@ class StreamEncoder:
         if self._choice_extra:
             for key, value in self._choice_extra.items():
                 choice.setdefault(key, value)
-        return self._frame({"id": self._id, "object": "chat.completion.chunk", "created": self._created,
-                            "model": self.ctx.model, "choices": [choice]})
+        return self._frame(
+            {
+                "id": self._id,
+                "object": "chat.completion.chunk",
+                "created": self._created,
+                "model": self.ctx.model,
+                "choices": [choice],
+            }
+        )
 
     def _ensure_started(self) -> bytes:
         if self._started:
@@ -122,11 +129,19 @@ class StreamEncoder:
             self._calls += 1
             if node.tool_type == "custom":
                 state.custom = True
-                head = {"index": state.wire, "id": node.call_id, "type": "custom",
-                        "custom": {"name": node.name, "input": ""}}
+                head = {
+                    "index": state.wire,
+                    "id": node.call_id,
+                    "type": "custom",
+                    "custom": {"name": node.name, "input": ""},
+                }
             else:
-                head = {"index": state.wire, "id": node.call_id, "type": "function",
-                        "function": {"name": node.name, "arguments": ""}}
+                head = {
+                    "index": state.wire,
+                    "id": node.call_id,
+                    "type": "function",
+                    "function": {"name": node.name, "arguments": ""},
+                }
             return self._chunk({"tool_calls": [head]})
         else:
             state = _NodeState("skip")
@@ -177,8 +192,11 @@ class StreamEncoder:
         if event.kind == ev.REASONING_SUMMARY and event.extra.get(SUMMARY_AS_CHAT_CONTENT):
             state.sent_summary += len(text)
             return self._chunk({"reasoning_content": text})
-        if event.kind not in (ev.REASONING_CONTENT, ev.REASONING_SUMMARY) or not event.extra.get(
-                INJECT_REASONING_CONTENT) or (event.kind == ev.REASONING_CONTENT and state.surface):
+        if (
+            event.kind not in (ev.REASONING_CONTENT, ev.REASONING_SUMMARY)
+            or not event.extra.get(INJECT_REASONING_CONTENT)
+            or (event.kind == ev.REASONING_CONTENT and state.surface)
+        ):
             return self._write(state, event.kind, text)
         if event.kind == ev.REASONING_CONTENT:
             state.sent += len(text)
@@ -192,14 +210,16 @@ class StreamEncoder:
         """Write whatever of the complete node was not streamed (terminal snapshots)."""
         out = b""
         if state.kind in ("text", "refusal") and isinstance(node, TextNode | RefusalNode):
-            out += self._write(state, ev.TEXT if state.kind == "text" else ev.REFUSAL, node.content[state.sent:])
+            out += self._write(
+                state, ev.TEXT if state.kind == "text" else ev.REFUSAL, node.content[state.sent :]
+            )
         elif state.kind == "call" and isinstance(node, ToolCallNode):
-            out += self._write(state, ev.ARGUMENTS, node.arguments[state.sent:])
+            out += self._write(state, ev.ARGUMENTS, node.arguments[state.sent :])
         elif state.kind == "reasoning" and isinstance(node, ReasoningNode):
             if node.content:
-                out += self._write(state, ev.REASONING_CONTENT, node.content[state.sent:])
+                out += self._write(state, ev.REASONING_CONTENT, node.content[state.sent :])
             if node.summary:
-                out += self._write(state, ev.REASONING_SUMMARY, node.summary[state.sent_summary:])
+                out += self._write(state, ev.REASONING_SUMMARY, node.summary[state.sent_summary :])
             if node.encrypted not in (None, ""):
                 entry = {"type": "reasoning.encrypted", "data": node.encrypted, **state.ident}
                 if "index" not in entry or state.sent or state.sent_summary:  # its own entry, its own index
@@ -220,20 +240,40 @@ class StreamEncoder:
                 state = self._states[idx]
             if state.kind != "closed":
                 out += self._finish_node(state, node)
-        finish = finish_to_wire(done.finish_reason, done.extra.get(NATIVE_FINISH),
-                                has_tool_calls=self._calls > 0 or self._legacy,
-                                legacy=self._legacy and self._calls == 0)
+        finish = finish_to_wire(
+            done.finish_reason,
+            done.extra.get(NATIVE_FINISH),
+            has_tool_calls=self._calls > 0 or self._legacy,
+            legacy=self._legacy and self._calls == 0,
+        )
         out += self._chunk({}, finish)
         if self.ctx.include_usage and done.usage is not None:
-            out += self._frame({"id": self._id, "object": "chat.completion.chunk", "created": self._created,
-                                "model": self.ctx.model, "choices": [],
-                                "usage": encode_usage(done.usage, same_protocol=self._same)})
+            out += self._frame(
+                {
+                    "id": self._id,
+                    "object": "chat.completion.chunk",
+                    "created": self._created,
+                    "model": self.ctx.model,
+                    "choices": [],
+                    "usage": encode_usage(done.usage, same_protocol=self._same),
+                }
+            )
         return out + DONE
 
-    def _error_frames(self, status: int | None, code: str | None, message: str, error_type: str | None,
-                      param: str | None = None) -> bytes:
-        err = {"message": message, "type": error_type or default_error_type(status or 500), "param": param,
-               "code": code}
+    def _error_frames(
+        self,
+        status: int | None,
+        code: str | None,
+        message: str,
+        error_type: str | None,
+        param: str | None = None,
+    ) -> bytes:
+        err = {
+            "message": message,
+            "type": error_type or default_error_type(status or 500),
+            "param": param,
+            "code": code,
+        }
         return self._frame({"error": err}) + DONE
 
     # public API
@@ -256,8 +296,9 @@ class StreamEncoder:
                 err.setdefault("param", None)
                 err.setdefault("code", event.code)
                 return self._ensure_started() + self._frame({"error": err}) + DONE
-            return self._ensure_started() + self._error_frames(event.status, event.code, event.message,
-                                                               event.error_type)
+            return self._ensure_started() + self._error_frames(
+                event.status, event.code, event.message, event.error_type
+            )
         if isinstance(event, ev.ProviderControl):
             return b""
         out = self._ensure_started()
@@ -300,4 +341,5 @@ class StreamEncoder:
             return b""
         self._terminal = True
         return self._ensure_started() + self._error_frames(
-            502, "upstream_stream_incomplete", "The upstream stream ended before it completed.", "api_error")
+            502, "upstream_stream_incomplete", "The upstream stream ended before it completed.", "api_error"
+        )

@@ -19,13 +19,28 @@ from .response import decode_response
 from .stream_decode import StreamDecoder
 
 __all__ = [
-    "StreamEncoder", "decode_request", "encode_response", "error_body",
-    "API_VERSION", "NATIVE_FINISH", "PROTOCOL", "SIGNATURE", "SKIP_SIGNATURE", "StreamDecoder", "WIRE_CALL_ID",
-    "clean_schema", "decode_response", "encode_request", "thinking_config", "upstream_headers", "upstream_path",
+    "StreamEncoder",
+    "decode_request",
+    "encode_response",
+    "error_body",
+    "API_VERSION",
+    "NATIVE_FINISH",
+    "PROTOCOL",
+    "SIGNATURE",
+    "SKIP_SIGNATURE",
+    "StreamDecoder",
+    "WIRE_CALL_ID",
+    "clean_schema",
+    "decode_response",
+    "encode_request",
+    "thinking_config",
+    "upstream_headers",
+    "upstream_path",
 ]
 
 
 # -- transport ---------------------------------------------------------------------------------
+
 
 def upstream_path(model: str, stream: bool) -> str:
     """``/v1beta/models/{model}:generateContent``; the model id is one percent-encoded segment

@@ -48,22 +48,47 @@ from gateway.urp import events as ev
 from ..base import EncodeContext, arguments_object, new_id
 from .common import PROTOCOL, RAW_RESPONSE, RAW_THINKING, SIGNATURE, WIRE_CALL_ID
 
-_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-           409: "ABORTED", 413: "INVALID_ARGUMENT", 422: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED",
-           500: "INTERNAL", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    422: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 _FINISH_OUT = {"stop": "STOP", "tool_calls": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
 _LEVELS = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
 
 
-def error_body(status: int, code: str, message: str, *, param: str | None = None,
-               error_type: str | None = None) -> dict:
+def error_body(
+    status: int, code: str, message: str, *, param: str | None = None, error_type: str | None = None
+) -> dict:
     """Google's error envelope; our code goes in ``details`` beside Google's status name."""
-    return {"error": {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN"),
-                      "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": code,
-                                   "domain": "gateway", **({"metadata": {"param": param}} if param else {})}]}}
+    return {
+        "error": {
+            "code": status,
+            "message": message,
+            "status": _STATUS.get(status, "UNKNOWN"),
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": code,
+                    "domain": "gateway",
+                    **({"metadata": {"param": param}} if param else {}),
+                }
+            ],
+        }
+    }
 
 
 # -- request -----------------------------------------------------------------------------------
+
 
 def _schema(value: Any) -> Any:
     """OpenAPI-style schema (``"type": "OBJECT"``) -> JSON Schema spelling."""
@@ -123,7 +148,7 @@ def _client_signature(value: Any) -> str | None:
         except (binascii.Error, ValueError):
             return value
         if raw.startswith(_WRAPPED):
-            return raw[len(_WRAPPED):].decode("utf-8", "replace")
+            return raw[len(_WRAPPED) :].decode("utf-8", "replace")
     return value
 
 
@@ -171,12 +196,25 @@ class _Pending:
         elif call_id in waiting:
             waiting.remove(call_id)
         raw = response = fr.get("response")
-        if isinstance(response, dict) and len(response) == 1 and isinstance(next(iter(response.values())), str) \
-                and next(iter(response)) in ("result", "output", "content"):
-            response = next(iter(response.values()))  # {"result": text}: the text (what our upstream side writes)
-        text = response if isinstance(response, str) else orjson.dumps(response if response is not None else {}).decode()
-        return ToolResultNode(call_id=call_id, content=[TextNode(content=text)],
-                              extra={RAW_RESPONSE: {"text": text, "response": raw}} if isinstance(raw, dict) else {})
+        if (
+            isinstance(response, dict)
+            and len(response) == 1
+            and isinstance(next(iter(response.values())), str)
+            and next(iter(response)) in ("result", "output", "content")
+        ):
+            response = next(
+                iter(response.values())
+            )  # {"result": text}: the text (what our upstream side writes)
+        text = (
+            response
+            if isinstance(response, str)
+            else orjson.dumps(response if response is not None else {}).decode()
+        )
+        return ToolResultNode(
+            call_id=call_id,
+            content=[TextNode(content=text)],
+            extra={RAW_RESPONSE: {"text": text, "response": raw}} if isinstance(raw, dict) else {},
+        )
 
 
 def _content_nodes(content: Any, index: int, pending: _Pending) -> list[Node]:
@@ -233,14 +271,23 @@ def _tools(raw: Any) -> list[ToolDef] | None:
             params = decl.get("parametersJsonSchema", decl.get("parameters_json_schema"))
             if not isinstance(params, dict):
                 params = _schema(decl["parameters"]) if isinstance(decl.get("parameters"), dict) else None
-            out.append(ToolDef(kind="function", name=decl["name"],
-                               description=decl.get("description") if isinstance(decl.get("description"), str)
-                               else None, parameters=params or {"type": "object", "properties": {}}))
+            out.append(
+                ToolDef(
+                    kind="function",
+                    name=decl["name"],
+                    description=decl.get("description") if isinstance(decl.get("description"), str) else None,
+                    parameters=params or {"type": "object", "properties": {}},
+                )
+            )
     return out or None
 
 
 def _tool_choice(raw: Any) -> Any:
-    cfg = raw.get("functionCallingConfig", raw.get("function_calling_config")) if isinstance(raw, dict) else None
+    cfg = (
+        raw.get("functionCallingConfig", raw.get("function_calling_config"))
+        if isinstance(raw, dict)
+        else None
+    )
     if not isinstance(cfg, dict):
         return None
     mode = str(cfg.get("mode") or "AUTO").upper()
@@ -252,8 +299,13 @@ def _tool_choice(raw: Any) -> Any:
         if len(names) == 1:
             return {"type": "function", "function": {"name": names[0]}}
         if names:
-            return {"type": "allowed_tools", "allowed_tools": {
-                "mode": "required", "tools": [{"type": "function", "function": {"name": n}} for n in names]}}
+            return {
+                "type": "allowed_tools",
+                "allowed_tools": {
+                    "mode": "required",
+                    "tools": [{"type": "function", "function": {"name": n}} for n in names],
+                },
+            }
         return "required"
     return "auto"
 
@@ -304,16 +356,22 @@ def decode_request(body: dict[str, Any]) -> Request:
     stops = cfg.get("stopSequences")
     number = (int, float)
     req = Request(
-        model=str(body.get("model") or ""), input=nodes, stream=bool(body.get("stream")),
+        model=str(body.get("model") or ""),
+        input=nodes,
+        stream=bool(body.get("stream")),
         temperature=cfg.get("temperature") if isinstance(cfg.get("temperature"), number) else None,
         top_p=cfg.get("topP") if isinstance(cfg.get("topP"), number) else None,
         max_output_tokens=cfg.get("maxOutputTokens") if isinstance(cfg.get("maxOutputTokens"), int) else None,
         stop=[s for s in stops if isinstance(s, str)] if isinstance(stops, list) and stops else None,
-        reasoning=_reasoning(cfg), tools=_tools(body.get("tools")), tool_choice=_tool_choice(body.get("toolConfig", body.get("tool_config"))))
+        reasoning=_reasoning(cfg),
+        tools=_tools(body.get("tools")),
+        tool_choice=_tool_choice(body.get("toolConfig", body.get("tool_config"))),
+    )
     return req
 
 
 # -- response ----------------------------------------------------------------------------------
+
 
 def _signature(node: Node, same: bool) -> str | None:
     """A part's ``thoughtSignature``: Gemini's own, or (reasoning from another protocol) the
@@ -327,8 +385,9 @@ def _signature(node: Node, same: bool) -> str | None:
 
 
 def _call_part(node: ToolCallNode, same: bool) -> dict[str, Any]:
-    part: dict[str, Any] = {"functionCall": {"id": node.call_id, "name": node.name,
-                                             "args": arguments_object(node.arguments)}}
+    part: dict[str, Any] = {
+        "functionCall": {"id": node.call_id, "name": node.name, "args": arguments_object(node.arguments)}
+    }
     sig = _signature(node, same)
     if sig:
         part["thoughtSignature"] = sig
@@ -344,8 +403,14 @@ def _node_parts(node: Node, same: bool) -> list[dict[str, Any]]:
     elif isinstance(node, ToolCallNode):
         return [_call_part(node, same)]
     elif isinstance(node, ImageNode | FileNode) and node.source.kind == "base64" and node.source.data:
-        return [{"inlineData": {"mimeType": node.source.media_type or "application/octet-stream",
-                                "data": node.source.data}}]
+        return [
+            {
+                "inlineData": {
+                    "mimeType": node.source.media_type or "application/octet-stream",
+                    "data": node.source.data,
+                }
+            }
+        ]
     else:
         return []
     sig = _signature(node, same)
@@ -358,8 +423,11 @@ def usage_metadata(usage: Usage | None) -> dict[str, Any] | None:
     if usage is None:
         return None
     reasoning = usage.reasoning_tokens or 0
-    out = {"promptTokenCount": usage.input_tokens, "candidatesTokenCount": max(0, usage.output_tokens - reasoning),
-           "totalTokenCount": usage.input_tokens + usage.output_tokens}
+    out = {
+        "promptTokenCount": usage.input_tokens,
+        "candidatesTokenCount": max(0, usage.output_tokens - reasoning),
+        "totalTokenCount": usage.input_tokens + usage.output_tokens,
+    }
     if reasoning:
         out["thoughtsTokenCount"] = reasoning
     if usage.cache_read_tokens:
@@ -371,8 +439,14 @@ def finish_to_wire(finish: str | None) -> str:
     return _FINISH_OUT.get(finish or "stop", "OTHER")
 
 
-def _envelope(parts: list[dict[str, Any]], ctx: EncodeContext, response_id: str, *, finish: str | None = None,
-              usage: Usage | None = None) -> dict[str, Any]:
+def _envelope(
+    parts: list[dict[str, Any]],
+    ctx: EncodeContext,
+    response_id: str,
+    *,
+    finish: str | None = None,
+    usage: Usage | None = None,
+) -> dict[str, Any]:
     candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish is not None:
         candidate["finishReason"] = finish
@@ -386,8 +460,9 @@ def _envelope(parts: list[dict[str, Any]], ctx: EncodeContext, response_id: str,
 def encode_response(resp: Response, ctx: EncodeContext) -> dict:
     same = ctx.source_protocol == PROTOCOL
     parts = [part for node in resp.output for part in _node_parts(node, same)]
-    return _envelope(parts, ctx, resp.id or new_id("resp_"), finish=finish_to_wire(resp.finish_reason),
-                     usage=resp.usage)
+    return _envelope(
+        parts, ctx, resp.id or new_id("resp_"), finish=finish_to_wire(resp.finish_reason), usage=resp.usage
+    )
 
 
 class StreamEncoder:
@@ -412,15 +487,25 @@ class StreamEncoder:
             return b""
         if isinstance(event, ev.NodeStart):
             node = event.node
-            self.kinds[event.index] = ("text" if isinstance(node, TextNode) else "thought"
-                                       if isinstance(node, ReasoningNode) else "call"
-                                       if isinstance(node, ToolCallNode) else "other")
+            self.kinds[event.index] = (
+                "text"
+                if isinstance(node, TextNode)
+                else "thought"
+                if isinstance(node, ReasoningNode)
+                else "call"
+                if isinstance(node, ToolCallNode)
+                else "other"
+            )
             return b""
         if isinstance(event, ev.NodeDelta):
             kind = self.kinds.get(event.index)
             if kind == "text" and event.kind == ev.TEXT and event.delta:
                 return self._frame([{"text": event.delta}])
-            if kind == "thought" and event.kind in (ev.REASONING_CONTENT, ev.REASONING_SUMMARY) and event.delta:
+            if (
+                kind == "thought"
+                and event.kind in (ev.REASONING_CONTENT, ev.REASONING_SUMMARY)
+                and event.delta
+            ):
                 return self._frame([{"text": event.delta, "thought": True}])
             return b""
         if isinstance(event, ev.NodeDone):

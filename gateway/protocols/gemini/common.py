@@ -35,9 +35,16 @@ RAW_THINKING = "_gw_gemini_thinking"
 # became, sent as it is to a Gemini upstream while the text is unchanged
 RAW_RESPONSE = "_gw_gemini_function_response"
 
-_FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
-           "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
-           "IMAGE_SAFETY": "content_filter"}
+_FINISH = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+}
 
 
 def _int(value: Any) -> int:
@@ -51,8 +58,14 @@ def decode_usage(raw: Any) -> Usage | None:
         return None
     thoughts = raw.get("thoughtsTokenCount")
     cached = raw.get("cachedContentTokenCount")
-    known = ("promptTokenCount", "toolUsePromptTokenCount", "candidatesTokenCount", "thoughtsTokenCount",
-             "cachedContentTokenCount", "totalTokenCount")
+    known = (
+        "promptTokenCount",
+        "toolUsePromptTokenCount",
+        "candidatesTokenCount",
+        "thoughtsTokenCount",
+        "cachedContentTokenCount",
+        "totalTokenCount",
+    )
     return Usage(
         input_tokens=_int(raw.get("promptTokenCount")) + _int(raw.get("toolUsePromptTokenCount")),
         output_tokens=_int(raw.get("candidatesTokenCount")) + _int(thoughts),
@@ -75,8 +88,12 @@ def _error(body: dict[str, Any]) -> UpstreamProtocolError:
     err = body.get("error") if isinstance(body.get("error"), dict) else {}
     status = err.get("code") if isinstance(err.get("code"), int) else None
     code = err.get("status") if isinstance(err.get("status"), str) else "upstream_error"
-    return UpstreamProtocolError(str(err.get("message") or "upstream returned an error"), code=code.lower(),
-                                 status=status, error_type=code)
+    return UpstreamProtocolError(
+        str(err.get("message") or "upstream returned an error"),
+        code=code.lower(),
+        status=status,
+        error_type=code,
+    )
 
 
 class _Calls:
@@ -100,8 +117,12 @@ class _Calls:
         if part.get("thoughtSignature"):
             extra[SIGNATURE] = part["thoughtSignature"]
         args = fc.get("args")
-        return ToolCallNode(call_id=call_id, name=str(fc.get("name") or ""),
-                            arguments=json_text(args if isinstance(args, dict) else {}), extra=extra)
+        return ToolCallNode(
+            call_id=call_id,
+            name=str(fc.get("name") or ""),
+            arguments=json_text(args if isinstance(args, dict) else {}),
+            extra=extra,
+        )
 
 
 def _media_node(data: dict[str, Any]) -> Node:

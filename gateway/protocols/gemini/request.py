@@ -29,7 +29,15 @@ from gateway.urp.nodes import INTERNAL_PREFIX
 from ..base import EncodeContext, arguments_object, split_data_url
 from .common import PROTOCOL, RAW_RESPONSE, RAW_THINKING, SIGNATURE, WIRE_CALL_ID
 
-_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 16384, "xhigh": 24576, "max": 24576}
+_BUDGETS = {
+    "none": 0,
+    "minimal": 512,
+    "low": 1024,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 24576,
+    "max": 24576,
+}
 _VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
 _SCHEMA_DROP = frozenset({"$schema", "$id", "$comment", "additionalProperties"})
 
@@ -88,7 +96,9 @@ def _function_response(node: ToolResultNode, name: str) -> dict[str, Any]:
     return {"functionResponse": fr}
 
 
-def _node_part(node: Node, call_names: dict[str, str], wire_ids: set[str]) -> tuple[str, dict[str, Any]] | None:
+def _node_part(
+    node: Node, call_names: dict[str, str], wire_ids: set[str]
+) -> tuple[str, dict[str, Any]] | None:
     """(gemini role, part) for one node; None when Gemini cannot express it."""
     if isinstance(node, TextNode):
         sig = node.extra.get(SIGNATURE)
@@ -125,7 +135,9 @@ def _node_part(node: Node, call_names: dict[str, str], wire_ids: set[str]) -> tu
             return None
         return "model", {"text": node.summary or node.content or "", "thought": True, "thoughtSignature": sig}
     if isinstance(node, ImageNode | FileNode | AudioNode):
-        default = {"ImageNode": "image/png", "AudioNode": "audio/wav"}.get(type(node).__name__, "application/pdf")
+        default = {"ImageNode": "image/png", "AudioNode": "audio/wav"}.get(
+            type(node).__name__, "application/pdf"
+        )
         part = _media_part(node.source, default)
         if part is None:
             return None
@@ -147,7 +159,9 @@ def _tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
                 decl["description"] = tool.description
             params = tool.parameters
             # Gemini rejects an OBJECT schema without properties: a no-argument tool omits it.
-            if isinstance(params, dict) and (params.get("properties") or params.get("type") not in (None, "object")):
+            if isinstance(params, dict) and (
+                params.get("properties") or params.get("type") not in (None, "object")
+            ):
                 decl["parameters"] = clean_schema(params)
             decls.append(decl)
         elif tool.origin_protocol == PROTOCOL:
@@ -173,8 +187,11 @@ def _tool_config(choice: Any, names: list[str]) -> dict[str, Any] | None:
         cfg = {"mode": "ANY", "allowedFunctionNames": [name]}
     elif isinstance(choice, dict) and choice.get("type") == "allowed_tools":
         spec = choice.get("allowed_tools") or {}
-        allowed = [t.get("function", {}).get("name") or t.get("name") for t in spec.get("tools") or []
-                   if isinstance(t, dict)]
+        allowed = [
+            t.get("function", {}).get("name") or t.get("name")
+            for t in spec.get("tools") or []
+            if isinstance(t, dict)
+        ]
         allowed = [n for n in allowed if n in names]
         cfg = {"mode": "ANY" if spec.get("mode") == "required" else "AUTO"}
         if allowed:
@@ -275,7 +292,9 @@ def _generation_config(req: Request, model: str) -> dict[str, Any]:
         gc["stopSequences"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
     rc = req.reasoning
     raw = rc.extra.get(RAW_THINKING) if rc is not None else None
-    if rc is not None and isinstance(raw, dict) and raw.get("effort") == rc.effort:  # a Gemini client's, unchanged
+    if (
+        rc is not None and isinstance(raw, dict) and raw.get("effort") == rc.effort
+    ):  # a Gemini client's, unchanged
         tc = raw.get("config")
     else:
         tc = thinking_config(rc.effort if rc is not None else None, model)

@@ -23,15 +23,25 @@ def decode_response(body: dict) -> Response:
     if not isinstance(candidates, list) or not candidates:
         feedback = body.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
-            return Response(id=rid or new_id("gemini-", 8), model=model, output=[],
-                            finish_reason="content_filter", usage=usage,
-                            extra={NATIVE_FINISH: feedback["blockReason"]})
+            return Response(
+                id=rid or new_id("gemini-", 8),
+                model=model,
+                output=[],
+                finish_reason="content_filter",
+                usage=usage,
+                extra={NATIVE_FINISH: feedback["blockReason"]},
+            )
         raise UpstreamProtocolError("upstream response has no candidates")
     cand = candidates[0] if isinstance(candidates[0], dict) else {}
     content = cand.get("content") if isinstance(cand.get("content"), dict) else {}
     parts = content.get("parts") if isinstance(content.get("parts"), list) else []
     output = _parts_to_nodes(parts, _Calls(rid))
     native = cand.get("finishReason")
-    return Response(id=rid or new_id("gemini-", 8), model=model, output=output,
-                    finish_reason=_finish(native, output), usage=usage,
-                    extra={NATIVE_FINISH: native} if native else {})
+    return Response(
+        id=rid or new_id("gemini-", 8),
+        model=model,
+        output=output,
+        finish_reason=_finish(native, output),
+        usage=usage,
+        extra={NATIVE_FINISH: native} if native else {},
+    )

@@ -112,14 +112,19 @@ class StreamDecoder:
             self._started = True
             rid = chunk.get("responseId") if isinstance(chunk.get("responseId"), str) else None
             self._calls = _Calls(rid)
-            out.append(ResponseStart(id=rid or new_id("gemini-", 8),
-                                     model=str(chunk.get("modelVersion") or "")))
+            out.append(
+                ResponseStart(id=rid or new_id("gemini-", 8), model=str(chunk.get("modelVersion") or ""))
+            )
         assert self._calls is not None
         usage = decode_usage(chunk.get("usageMetadata"))
         if usage is not None:
             self._usage = usage
         candidates = chunk.get("candidates")
-        cand = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) else {}
+        cand = (
+            candidates[0]
+            if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict)
+            else {}
+        )
         content = cand.get("content") if isinstance(cand.get("content"), dict) else {}
         parts = content.get("parts")
         for part in parts if isinstance(parts, list) else ():
@@ -142,8 +147,14 @@ class StreamDecoder:
         if isinstance(native, str) and native:
             out.extend(self._close_open())
             output = list(self._nodes)
-            out.append(ResponseDone(output=output, finish_reason=_finish(native, output), usage=self._usage,
-                                    extra={NATIVE_FINISH: native}))
+            out.append(
+                ResponseDone(
+                    output=output,
+                    finish_reason=_finish(native, output),
+                    usage=self._usage,
+                    extra={NATIVE_FINISH: native},
+                )
+            )
             self.finished = True
         return out
 

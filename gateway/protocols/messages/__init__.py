@@ -14,8 +14,16 @@ from .stream_decode import StreamDecoder
 from .stream_encode import StreamEncoder
 
 __all__ = [
-    "PROTOCOL", "StreamDecoder", "StreamEncoder", "decode_request", "decode_response", "encode_request",
-    "encode_response", "error_body", "upstream_headers", "upstream_path",
+    "PROTOCOL",
+    "StreamDecoder",
+    "StreamEncoder",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "error_body",
+    "upstream_headers",
+    "upstream_path",
 ]
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -23,8 +31,10 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 # -- errors and transport ----------------------------------------------------------------------
 
-def error_body(status: int, code: str, message: str, *, param: str | None = None,
-               error_type: str | None = None) -> dict:
+
+def error_body(
+    status: int, code: str, message: str, *, param: str | None = None, error_type: str | None = None
+) -> dict:
     """Anthropic error envelope ``{"type": "error", "error": {"type", "message", "code"}}`` with one of
     Anthropic's own error types and our code beside it."""
     err = error_object(status, code, message, error_type)

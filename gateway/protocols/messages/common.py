@@ -35,7 +35,9 @@ from ..base import (
 PROTOCOL = "messages"
 
 # Internal markers (never emitted, never accepted from the wire).
-SHAPE = "_gw_messages_shape"  # "string" | "array" | "absent": content shape of a message / tool result / system
+SHAPE = (
+    "_gw_messages_shape"  # "string" | "array" | "absent": content shape of a message / tool result / system
+)
 SOURCE_EXTRA = "_gw_messages_source_extra"  # unknown keys of an image/document `source` object
 REASONING_KIND = "_gw_reasoning_kind"  # "redacted_thinking" for redacted thinking blocks
 FILE_ID_ORIGIN = "_gw_file_id_origin"  # "messages" for Anthropic Files API ids
@@ -69,11 +71,12 @@ def unknown(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
 
 # -- reasoning signature sigil ---------------------------------------------------------------
 
+
 def split_signature(sig: Any) -> tuple[str | None, Any]:
     """``mz1.<id>.<signature>`` -> (id, signature): lets a Responses reasoning id survive a round
     trip through a Claude-style client. Anything else is returned unchanged with no id."""
     if isinstance(sig, str) and sig.startswith(SIGIL):
-        rid, sep, rest = sig[len(SIGIL):].partition(".")
+        rid, sep, rest = sig[len(SIGIL) :].partition(".")
         if sep and rid:
             return rid, rest
     return None, sig
@@ -161,8 +164,12 @@ def decode_block(block: Any, role: str, path: str, *, in_tool_result: bool = Fal
         if not isinstance(text, str):
             raise ProtocolError("text block needs a string `text`", param=f"{path}.text")
         phase = block.get("phase")
-        return TextNode(role=role, content=text, phase=phase if isinstance(phase, str) else None,
-                        extra=unknown(block, _TEXT_KEYS))
+        return TextNode(
+            role=role,
+            content=text,
+            phase=phase if isinstance(phase, str) else None,
+            extra=unknown(block, _TEXT_KEYS),
+        )
     if btype in ("image", "document"):
         got = _source(block.get("source"), path, document=btype == "document")
         if got is not None:
@@ -198,7 +205,9 @@ def decode_block(block: Any, role: str, path: str, *, in_tool_result: bool = Fal
                 inp = {}
             if not isinstance(inp, dict):
                 raise ProtocolError("tool_use input must be an object", param=f"{path}.input")
-            return ToolCallNode(call_id=cid, name=name, arguments=json_text(inp), extra=unknown(block, _TOOL_USE_KEYS))
+            return ToolCallNode(
+                call_id=cid, name=name, arguments=json_text(inp), extra=unknown(block, _TOOL_USE_KEYS)
+            )
         if btype == "tool_result":
             return decode_tool_result(block, path)
     return ProviderItemNode(origin_protocol=PROTOCOL, item_type=btype, body=scrub(block), role=role)
@@ -231,13 +240,17 @@ def decode_tool_result(block: dict[str, Any], path: str) -> ToolResultNode:
 
 # -- nodes -> blocks ---------------------------------------------------------------------------
 
+
 def encode_source(src: MediaSource, extra: dict[str, Any], *, document: bool) -> dict[str, Any] | None:
     """MediaSource -> Anthropic source object; None when Anthropic cannot express it (the node is
     then skipped, never turned into text)."""
     kind = src.kind
     if kind == "base64" and src.data is not None:
-        out: dict[str, Any] = {"type": "base64", "media_type": src.media_type or (
-            "application/pdf" if document else "image/png"), "data": src.data}
+        out: dict[str, Any] = {
+            "type": "base64",
+            "media_type": src.media_type or ("application/pdf" if document else "image/png"),
+            "data": src.data,
+        }
     elif kind == "url" and src.url:
         parts = split_data_url(src.url)
         if parts is not None:
@@ -250,8 +263,12 @@ def encode_source(src: MediaSource, extra: dict[str, Any], *, document: bool) ->
         out = {"type": "text", "media_type": src.media_type or "text/plain", "data": src.text}
     elif document and kind == "content" and src.content is not None:
         content: Any = src.content
-        if extra.get(SHAPE) == "string" and len(content) == 1 and isinstance(content[0], dict) \
-                and set(content[0]) == {"type", "text"}:
+        if (
+            extra.get(SHAPE) == "string"
+            and len(content) == 1
+            and isinstance(content[0], dict)
+            and set(content[0]) == {"type", "text"}
+        ):
             content = content[0]["text"]
         out = {"type": "content", "content": scrub(content)}
     else:
@@ -287,8 +304,9 @@ def reasoning_block(node: ReasoningNode, *, extras: bool, signature: str | None)
     return put_extra(block, node.extra) if extras else block
 
 
-def encode_content_block(node: Node, *, extras: bool, same_family: bool,
-                         signature_for_client: bool = False) -> dict[str, Any] | None:
+def encode_content_block(
+    node: Node, *, extras: bool, same_family: bool, signature_for_client: bool = False
+) -> dict[str, Any] | None:
     """One node -> one Anthropic content block (None: not expressible, skipped).
 
     ``extras``: merge node extras (same-family or when nested stripping is off).
@@ -305,7 +323,12 @@ def encode_content_block(node: Node, *, extras: bool, same_family: bool,
     if isinstance(node, ToolCallNode):
         if node.tool_type != "function":
             return None
-        block = {"type": "tool_use", "id": node.call_id, "name": node.name, "input": arguments_object(node.arguments)}
+        block = {
+            "type": "tool_use",
+            "id": node.call_id,
+            "name": node.name,
+            "input": arguments_object(node.arguments),
+        }
         return put_extra(block, node.extra) if extras else block
     if isinstance(node, ReasoningNode):
         if signature_for_client:
@@ -342,15 +365,23 @@ def encode_tool_result(node: ToolResultNode, *, extras: bool, same_family: bool)
     for sub in node.content:
         if isinstance(sub, TextNode):
             if sub.content or shape == "string":
-                parts.append(put_extra({"type": "text", "text": sub.content}, sub.extra) if extras
-                             else {"type": "text", "text": sub.content})
+                parts.append(
+                    put_extra({"type": "text", "text": sub.content}, sub.extra)
+                    if extras
+                    else {"type": "text", "text": sub.content}
+                )
         else:
             b = encode_content_block(sub, extras=extras, same_family=same_family)
             if b is not None:
                 parts.append(b)
     if parts:
-        if len(parts) == 1 and parts[0].get("type") == "text" and len(parts[0]) == 2 and shape != "array" \
-                and (shape == "string" or not same_family):
+        if (
+            len(parts) == 1
+            and parts[0].get("type") == "text"
+            and len(parts[0]) == 2
+            and shape != "array"
+            and (shape == "string" or not same_family)
+        ):
             block["content"] = parts[0]["text"]
         else:
             block["content"] = parts
@@ -367,7 +398,9 @@ def encode_tool_result(node: ToolResultNode, *, extras: bool, same_family: bool)
 
 # -- usage -------------------------------------------------------------------------------------
 
-_USAGE_KNOWN = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"})
+_USAGE_KNOWN = frozenset(
+    {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+)
 
 
 def decode_usage(raw: Any) -> Usage | None:
@@ -412,6 +445,7 @@ def encode_usage(usage: Usage | None, *, same_family: bool) -> dict[str, Any]:
 
 # -- stop reasons ------------------------------------------------------------------------------
 
+
 def finish_from_wire(reason: Any) -> str | None:
     if not isinstance(reason, str) or not reason:
         return None
@@ -438,16 +472,35 @@ def stop_to_wire(finish: str | None, extra: dict[str, Any], *, has_tool_use: boo
 # -- errors ------------------------------------------------------------------------------------
 
 _STATUS_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
-    502: "api_error", 503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
 }
 # Anthropic's own ``error.type`` values: the SDKs and Claude Code branch on these, so nothing
 # else (our codes such as ``invalid_request``, OpenAI's ``server_error``) goes in that field.
-ANTHROPIC_ERROR_TYPES = frozenset({
-    "invalid_request_error", "authentication_error", "billing_error", "permission_error", "not_found_error",
-    "request_too_large", "rate_limit_error", "api_error", "timeout_error", "overloaded_error",
-})
+ANTHROPIC_ERROR_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "billing_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+        "rate_limit_error",
+        "api_error",
+        "timeout_error",
+        "overloaded_error",
+    }
+)
 
 
 def error_type_for(status: int, code: str | None, error_type: str | None = None) -> str:
@@ -464,7 +517,9 @@ def error_type_for(status: int, code: str | None, error_type: str | None = None)
     return "invalid_request_error" if 400 <= status < 500 else "api_error"
 
 
-def error_object(status: int, code: str | None, message: str, error_type: str | None = None) -> dict[str, Any]:
+def error_object(
+    status: int, code: str | None, message: str, error_type: str | None = None
+) -> dict[str, Any]:
     """The inner Anthropic error object: ``{"type", "message", "code"?}``."""
     err: dict[str, Any] = {"type": error_type_for(status, code, error_type), "message": message}
     if code:

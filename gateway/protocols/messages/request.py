@@ -44,10 +44,24 @@ from .common import (
 DEFAULT_MAX_TOKENS = 64000
 
 
-_TOP_KNOWN = frozenset({
-    "model", "messages", "system", "max_tokens", "stream", "temperature", "top_p", "stop_sequences",
-    "metadata", "tools", "tool_choice", "thinking", "output_config", "parallel_tool_calls",
-})
+_TOP_KNOWN = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "stream",
+        "temperature",
+        "top_p",
+        "stop_sequences",
+        "metadata",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "parallel_tool_calls",
+    }
+)
 _MESSAGE_KNOWN = frozenset({"role", "content"})
 _FUNCTION_TOOL_KNOWN = frozenset({"type", "name", "description", "input_schema", "strict"})
 
@@ -63,6 +77,7 @@ def _number(body: dict[str, Any], key: str) -> float | None:
 
 # -- request decode ----------------------------------------------------------------------------
 
+
 def _decode_system(system: Any, nodes: list[Node]) -> None:
     if system is None:
         return
@@ -77,8 +92,14 @@ def _decode_system(system: Any, nodes: list[Node]) -> None:
         if block.get("type") == "text":
             nodes.append(decode_block(block, "system", f"system[{i}]", in_tool_result=True))
         else:
-            nodes.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=str(block.get("type")),
-                                          body=scrub(block), role="system"))
+            nodes.append(
+                ProviderItemNode(
+                    origin_protocol=PROTOCOL,
+                    item_type=str(block.get("type")),
+                    body=scrub(block),
+                    role="system",
+                )
+            )
 
 
 def _decode_messages(messages: Any, nodes: list[Node]) -> None:
@@ -123,14 +144,24 @@ def _decode_tool(tool: Any, path: str) -> ToolDef:
         extra = unknown(tool, _FUNCTION_TOOL_KNOWN)
         if ttype == "custom":
             extra[TOOL_TYPE] = "custom"
-        return ToolDef(kind="function", name=name, description=desc, parameters=schema,
-                       strict=strict if isinstance(strict, bool) else None, extra=extra)
+        return ToolDef(
+            kind="function",
+            name=name,
+            description=desc,
+            parameters=schema,
+            strict=strict if isinstance(strict, bool) else None,
+            extra=extra,
+        )
     if not isinstance(ttype, str):
         raise ProtocolError("tool type must be a string", param=f"{path}.type")
     # Anthropic-native tool (bash_20250124, web_search_20250305, text_editor_*, mcp_toolset...):
     # its whole configuration rides in `extra` and is replayed only to a Messages upstream.
-    return ToolDef(kind=ttype, name=name if isinstance(name, str) else None, origin_protocol=PROTOCOL,
-                   extra=unknown(tool, frozenset({"type", "name"})))
+    return ToolDef(
+        kind=ttype,
+        name=name if isinstance(name, str) else None,
+        origin_protocol=PROTOCOL,
+        extra=unknown(tool, frozenset({"type", "name"})),
+    )
 
 
 def _choice_from_wire(choice: dict[str, Any], path: str = "tool_choice") -> str | dict[str, Any]:
@@ -223,9 +254,15 @@ def _decode_thinking(body: dict[str, Any], req: Request, extra: dict[str, Any]) 
         if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
             schema = fmt.get("schema")
             if not isinstance(schema, dict):
-                raise ProtocolError("output_config.format.schema must be an object", param="output_config.format.schema")
-            req.response_format = ResponseFormat(type="json_schema", name="response", schema=schema,
-                                                 extra=unknown(fmt, frozenset({"type", "schema"})))
+                raise ProtocolError(
+                    "output_config.format.schema must be an object", param="output_config.format.schema"
+                )
+            req.response_format = ResponseFormat(
+                type="json_schema",
+                name="response",
+                schema=schema,
+                extra=unknown(fmt, frozenset({"type", "schema"})),
+            )
     effort = thinking_rules.derive_effort(thinking, output_config)
     if thinking is not None or effort is not None:
         rextra: dict[str, Any] = {DERIVED_EFFORT: effort}
@@ -258,6 +295,7 @@ def decode_request(body: dict) -> Request:
 
 # -- request encode ----------------------------------------------------------------------------
 
+
 def _node_role(node: Node) -> str:
     if isinstance(node, ToolResultNode):
         return "user"
@@ -285,7 +323,12 @@ class _Grouper:
         if self.blocks:
             blocks = self.blocks
             content: Any = blocks
-            if self.shape == "string" and len(blocks) == 1 and blocks[0].get("type") == "text" and len(blocks[0]) == 2:
+            if (
+                self.shape == "string"
+                and len(blocks) == 1
+                and blocks[0].get("type") == "text"
+                and len(blocks[0]) == 2
+            ):
                 content = blocks[0]["text"]
             msg = {"role": self.role, "content": content}
             self.messages.append(put_extra(msg, self.env))

@@ -29,10 +29,13 @@ from .common import (
     unknown,
 )
 
-_RESPONSE_KNOWN = frozenset({"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"})
+_RESPONSE_KNOWN = frozenset(
+    {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
+)
 
 
 # -- response ----------------------------------------------------------------------------------
+
 
 def decode_response(body: dict) -> Response:
     """A Messages response body -> Response. Embedded errors and garbage raise
@@ -42,8 +45,11 @@ def decode_response(body: dict) -> Response:
     if body.get("type") == "error" or (isinstance(body.get("error"), dict) and "content" not in body):
         err = body.get("error") if isinstance(body.get("error"), dict) else {}
         etype = err.get("type") if isinstance(err.get("type"), str) else None
-        raise UpstreamProtocolError(str(err.get("message") or "upstream returned an error"),
-                                    code=etype or "upstream_error", error_type=etype)
+        raise UpstreamProtocolError(
+            str(err.get("message") or "upstream returned an error"),
+            code=etype or "upstream_error",
+            error_type=etype,
+        )
     content = body.get("content")
     if not isinstance(content, list):
         raise UpstreamProtocolError("upstream response has no content list")
@@ -60,8 +66,14 @@ def decode_response(body: dict) -> Response:
     if finish is None:
         finish = "tool_calls" if any(isinstance(n, ToolCallNode) for n in output) else "stop"
     rid = body.get("id")
-    return Response(id=rid if isinstance(rid, str) and rid else new_id("msg_"), model=str(body.get("model") or ""),
-                    output=output, finish_reason=finish, usage=decode_usage(body.get("usage")), extra=extra)
+    return Response(
+        id=rid if isinstance(rid, str) and rid else new_id("msg_"),
+        model=str(body.get("model") or ""),
+        output=output,
+        finish_reason=finish,
+        usage=decode_usage(body.get("usage")),
+        extra=extra,
+    )
 
 
 def encode_response(resp: Response, ctx: EncodeContext) -> dict:

@@ -40,7 +40,9 @@ from .common import (
     unknown,
 )
 
-_MESSAGE_KNOWN = frozenset({"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"})
+_MESSAGE_KNOWN = frozenset(
+    {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
+)
 _SUMMARY_MARK = {THINKING_FROM_MESSAGES: True}
 
 
@@ -111,7 +113,9 @@ class StreamDecoder:
         if slot.kind == "tool":
             assert isinstance(node, ToolCallNode)
             if not slot.parts:
-                node.arguments = json_text(slot.fallback_input if isinstance(slot.fallback_input, dict) else {})
+                node.arguments = json_text(
+                    slot.fallback_input if isinstance(slot.fallback_input, dict) else {}
+                )
         elif slot.kind == "item" and slot.parts:
             assert isinstance(node, ProviderItemNode)
             text = "".join(slot.parts)
@@ -137,8 +141,14 @@ class StreamDecoder:
         if self._stop_reason:
             extra[STOP_REASON] = self._stop_reason
             extra[STOP_SEQUENCE] = self._stop_sequence
-        out.append(ResponseDone(output=output, finish_reason=finish, usage=decode_usage(self._usage) if self._usage
-                                else None, extra=extra))
+        out.append(
+            ResponseDone(
+                output=output,
+                finish_reason=finish,
+                usage=decode_usage(self._usage) if self._usage else None,
+                extra=extra,
+            )
+        )
         self.finished = True
         return out
 
@@ -147,7 +157,9 @@ class StreamDecoder:
         out = self._start(None)
         widx, cb = payload.get("index"), payload.get("content_block")
         if not isinstance(widx, int) or not isinstance(cb, dict):
-            return out + self._fail("content_block_start without index or content_block", "invalid_upstream_response")
+            return out + self._fail(
+                "content_block_start without index or content_block", "invalid_upstream_response"
+            )
         if widx in self._slots:
             # A reused wire index: close the previous block first so node invariants hold.
             out.extend(self._close_slot(self._slots[widx]))
@@ -174,8 +186,11 @@ class StreamDecoder:
             if isinstance(cb.get("data"), str):
                 deltas.append((ev.REASONING_ENCRYPTED, cb["data"], None))
         elif btype == "tool_use":
-            node = ToolCallNode(call_id=str(cb.get("id") or new_id("toolu_")), name=str(cb.get("name") or ""),
-                                extra=unknown(cb, frozenset({"type", "id", "name", "input"})))
+            node = ToolCallNode(
+                call_id=str(cb.get("id") or new_id("toolu_")),
+                name=str(cb.get("name") or ""),
+                extra=unknown(cb, frozenset({"type", "id", "name", "input"})),
+            )
             slot = _Slot(index, "tool", node)
             slot.fallback_input = cb.get("input")
         else:
@@ -213,10 +228,16 @@ class StreamDecoder:
             return self._apply(slot, ev.TEXT, text, None) if isinstance(text, str) and text else []
         if dtype == "thinking_delta" and slot.kind == "thinking":
             text = delta.get("thinking")
-            return self._apply(slot, ev.REASONING_SUMMARY, text, _SUMMARY_MARK) if isinstance(text, str) and text else []
+            return (
+                self._apply(slot, ev.REASONING_SUMMARY, text, _SUMMARY_MARK)
+                if isinstance(text, str) and text
+                else []
+            )
         if dtype == "signature_delta" and slot.kind == "thinking":
             sig = delta.get("signature")
-            return self._apply(slot, ev.REASONING_ENCRYPTED, sig, None) if isinstance(sig, str) and sig else []
+            return (
+                self._apply(slot, ev.REASONING_ENCRYPTED, sig, None) if isinstance(sig, str) and sig else []
+            )
         if dtype == "input_json_delta":
             part = delta.get("partial_json")
             if not isinstance(part, str) or not part:
@@ -280,13 +301,15 @@ class StreamDecoder:
         if etype == "error":
             err = payload.get("error") if isinstance(payload.get("error"), dict) else {}
             etype_ = err.get("type") if isinstance(err.get("type"), str) else None
-            return self._fail(str(err.get("message") or "upstream stream error"), etype_ or "upstream_error",
-                              etype_, raw=err)
+            return self._fail(
+                str(err.get("message") or "upstream stream error"),
+                etype_ or "upstream_error",
+                etype_,
+                raw=err,
+            )
         return []
 
     def close(self) -> list:
         if self.finished:
             return []
         return self._fail("upstream stream ended without a terminal event", "upstream_stream_incomplete")
-
-

@@ -42,8 +42,19 @@ class _Out:
     """One URP node on its way to the client: which block type it becomes, whether its block is
     open, what was already streamed, and events buffered while an earlier block is open."""
 
-    __slots__ = ("index", "kind", "header", "block", "streamed", "rkind", "buffer", "done", "parked", "encrypted",
-                 "signed")
+    __slots__ = (
+        "index",
+        "kind",
+        "header",
+        "block",
+        "streamed",
+        "rkind",
+        "buffer",
+        "done",
+        "parked",
+        "encrypted",
+        "signed",
+    )
 
     def __init__(self, index: int, kind: str, header: Node) -> None:
         self.index = index
@@ -131,10 +142,14 @@ class StreamEncoder:
         self._next_block += 1
         if self.extras:
             put_extra(block, out.header.extra)
-        return frame({"type": "content_block_start", "index": out.block, "content_block": block}, "content_block_start")
+        return frame(
+            {"type": "content_block_start", "index": out.block, "content_block": block}, "content_block_start"
+        )
 
     def _delta_frame(self, out: _Out, delta: dict[str, Any]) -> bytes:
-        return frame({"type": "content_block_delta", "index": out.block, "delta": delta}, "content_block_delta")
+        return frame(
+            {"type": "content_block_delta", "index": out.block, "delta": delta}, "content_block_delta"
+        )
 
     def _stop_frame(self, out: _Out) -> bytes:
         return frame({"type": "content_block_stop", "index": out.block}, "content_block_stop")
@@ -187,7 +202,7 @@ class StreamEncoder:
         if kind == "text":
             full = node.content if isinstance(node, TextNode | RefusalNode) else out.streamed
             if full.startswith(out.streamed):
-                parts.append(self._text_delta(out, full[len(out.streamed):]))
+                parts.append(self._text_delta(out, full[len(out.streamed) :]))
             citations = node.extra.get("citations") if self.extras else None
             if out.block is not None and isinstance(citations, list) and "citations" not in out.header.extra:
                 # Upstream citations_delta events were folded into the node; replay them in the block.
@@ -201,7 +216,7 @@ class StreamEncoder:
             else:
                 full = node.content or node.summary or ""
             if full.startswith(out.streamed):
-                parts.append(self._text_delta(out, full[len(out.streamed):]))
+                parts.append(self._text_delta(out, full[len(out.streamed) :]))
             sig = client_signature(node)
             if sig and sig == out.signed:
                 sig = None  # written when the block was parked
@@ -217,7 +232,7 @@ class StreamEncoder:
             if not out.streamed and not full:
                 full = "{}"
             if full.startswith(out.streamed) and len(full) > len(out.streamed):
-                rest = full[len(out.streamed):]
+                rest = full[len(out.streamed) :]
                 out.streamed = full
                 parts.append(self._delta_frame(out, {"type": "input_json_delta", "partial_json": rest}))
         elif kind == "item" and isinstance(node, ProviderItemNode):
@@ -372,13 +387,23 @@ class StreamEncoder:
             parts.append(self._close(out, node))
         stop_reason, stop_sequence = stop_to_wire(done.finish_reason, done.extra, has_tool_use=self._has_tool)
         usage = encode_usage(done.usage, same_family=self.same)
-        parts.append(frame({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                            "usage": usage}, "message_delta"))
+        parts.append(
+            frame(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                    "usage": usage,
+                },
+                "message_delta",
+            )
+        )
         parts.append(frame({"type": "message_stop"}, "message_stop"))
         self.finished = True
         return b"".join(parts)
 
-    def _error_terminal(self, status: int | None, code: str | None, message: str, error_type: str | None) -> bytes:
+    def _error_terminal(
+        self, status: int | None, code: str | None, message: str, error_type: str | None
+    ) -> bytes:
         head = b"" if self.started else self._message_start(None)
         self.finished = True
         err = {"type": "error", "error": error_object(status or 500, code, message, error_type)}
@@ -396,5 +421,6 @@ class StreamEncoder:
     def close(self) -> bytes:
         if self.finished:
             return b""
-        return self._error_terminal(502, "upstream_stream_incomplete", "upstream stream ended without a terminal event",
-                                    None)
+        return self._error_terminal(
+            502, "upstream_stream_incomplete", "upstream stream ended without a terminal event", None
+        )

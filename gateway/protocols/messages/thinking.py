@@ -10,7 +10,14 @@ from typing import Any
 from gateway.errors import ProtocolError
 
 MANUAL_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384, "xhigh": 32000, "max": 32000}
-ADAPTIVE_EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max", "max": "max"}
+ADAPTIVE_EFFORTS = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "max",
+    "max": "max",
+}
 MIN_BUDGET = 1024
 
 _FAMILY_FIRST = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)(?:[-.](\d{1,2}))?(?:\D|$)")
@@ -63,7 +70,9 @@ def is_adaptive_model(model: str) -> bool:
     return (major, minor) >= (4, 6)
 
 
-def generate(effort: str | None, model: str, max_tokens: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def generate(
+    effort: str | None, model: str, max_tokens: int
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(thinking, output_config) for an effort that came from another protocol.
 
     Effort ``none`` disables thinking entirely (the reference falls through to a 4096 budget for
@@ -97,7 +106,9 @@ def validate(body: dict[str, Any]) -> None:
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
         if not isinstance(budget, int) or isinstance(budget, bool):
-            raise _bad("thinking.budget_tokens is required when thinking is enabled", "thinking.budget_tokens")
+            raise _bad(
+                "thinking.budget_tokens is required when thinking is enabled", "thinking.budget_tokens"
+            )
         if budget < MIN_BUDGET:
             raise _bad(f"thinking.budget_tokens must be >= {MIN_BUDGET}", "thinking.budget_tokens")
         max_tokens = body.get("max_tokens")

@@ -45,15 +45,36 @@ GENERATIONS = "/v1/images/generations"
 EDITS = "/v1/images/edits"
 EDITS_KEY = "_gw_edits"  # marks an edits body; the files are under _gw_images / _gw_mask
 IMAGE_OPTIONS = "_gw_image_generation"  # typed options set by image_enable_openai_generation_tool
-PASSTHROUGH = ("n", "size", "quality", "background", "output_format", "output_compression", "moderation", "style",
-               "response_format", "user", "input_fidelity", "partial_images")
+PASSTHROUGH = (
+    "n",
+    "size",
+    "quality",
+    "background",
+    "output_format",
+    "output_compression",
+    "moderation",
+    "style",
+    "response_format",
+    "user",
+    "input_fidelity",
+    "partial_images",
+)
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
 
-__all__ = ["PROTOCOL", "SUPPORTS_STREAM", "StreamDecoder", "decode_response", "encode_request", "upstream_headers",
-           "upstream_path", "wire"]
+__all__ = [
+    "PROTOCOL",
+    "SUPPORTS_STREAM",
+    "StreamDecoder",
+    "decode_response",
+    "encode_request",
+    "upstream_headers",
+    "upstream_path",
+    "wire",
+]
 
 
 # -- request ----------------------------------------------------------------------------------------
+
 
 def _file(node: ImageNode) -> dict[str, str] | None:
     src = node.source
@@ -102,8 +123,11 @@ def wire(body: dict[str, Any]) -> tuple[bytes, str, str]:
     plain = {k: v for k, v in body.items() if not k.startswith("_gw_")}
     if not body.get(EDITS_KEY):
         return orjson.dumps(plain), "application/json", GENERATIONS
-    fields = [(k, v if isinstance(v, str) else orjson.dumps(v).decode().strip('"')) for k, v in plain.items()
-              if v is not None]
+    fields = [
+        (k, v if isinstance(v, str) else orjson.dumps(v).decode().strip('"'))
+        for k, v in plain.items()
+        if v is not None
+    ]
     files = []
     images = body.get("_gw_images") or []
     name = "image[]" if len(images) > 1 else "image"
@@ -112,8 +136,14 @@ def wire(body: dict[str, Any]) -> tuple[bytes, str, str]:
         files.append((name, f"image-{i + 1}.{_EXT.get(mt, 'png')}", mt, base64.b64decode(f["b64"])))
     mask = body.get("_gw_mask")
     if mask:
-        files.append(("mask", f"mask.{_EXT.get(mask['content_type'], 'png')}", mask["content_type"],
-                      base64.b64decode(mask["b64"])))
+        files.append(
+            (
+                "mask",
+                f"mask.{_EXT.get(mask['content_type'], 'png')}",
+                mask["content_type"],
+                base64.b64decode(mask["b64"]),
+            )
+        )
     data, ctype = multipart.encode(fields, files)
     return data, ctype, EDITS
 
@@ -127,6 +157,7 @@ def upstream_headers(api_key: str) -> dict[str, str]:
 
 
 # -- response ---------------------------------------------------------------------------------------
+
 
 def _media_type(b64: str, output_format: Any) -> str:
     if isinstance(output_format, str) and output_format:
@@ -143,8 +174,11 @@ def decode_response(body: dict[str, Any]) -> Response:
         raise UpstreamProtocolError("images response must be a JSON object")
     if isinstance(body.get("error"), dict):
         err = body["error"]
-        raise UpstreamProtocolError(str(err.get("message") or "upstream error"), code=str(err.get("code") or "upstream_error"),
-                                    error_type=err.get("type") if isinstance(err.get("type"), str) else None)
+        raise UpstreamProtocolError(
+            str(err.get("message") or "upstream error"),
+            code=str(err.get("code") or "upstream_error"),
+            error_type=err.get("type") if isinstance(err.get("type"), str) else None,
+        )
     data = body.get("data")
     if not isinstance(data, list):
         raise UpstreamProtocolError("images response has no 'data' array")
@@ -152,10 +186,15 @@ def decode_response(body: dict[str, Any]) -> Response:
     for item in data:
         if not isinstance(item, dict):
             continue
-        extra = {"revised_prompt": item["revised_prompt"]} if isinstance(item.get("revised_prompt"), str) else {}
+        extra = (
+            {"revised_prompt": item["revised_prompt"]} if isinstance(item.get("revised_prompt"), str) else {}
+        )
         if isinstance(item.get("b64_json"), str) and item["b64_json"]:
-            src = MediaSource(kind="base64", data=item["b64_json"],
-                              media_type=_media_type(item["b64_json"], body.get("output_format")))
+            src = MediaSource(
+                kind="base64",
+                data=item["b64_json"],
+                media_type=_media_type(item["b64_json"], body.get("output_format")),
+            )
         elif isinstance(item.get("url"), str) and item["url"]:
             src = MediaSource(kind="url", url=item["url"])
         else:
@@ -164,10 +203,14 @@ def decode_response(body: dict[str, Any]) -> Response:
     usage = None
     raw = body.get("usage")
     if isinstance(raw, dict):
-        usage = Usage(input_tokens=token_count(raw.get("input_tokens")) or 0,
-                      output_tokens=token_count(raw.get("output_tokens")) or 0)
+        usage = Usage(
+            input_tokens=token_count(raw.get("input_tokens")) or 0,
+            output_tokens=token_count(raw.get("output_tokens")) or 0,
+        )
     created = body.get("created") if isinstance(body.get("created"), int) else int(time.time())
-    return Response(id=new_id("img_"), model="", output=output, finish_reason="stop", usage=usage, created=created)
+    return Response(
+        id=new_id("img_"), model="", output=output, finish_reason="stop", usage=usage, created=created
+    )
 
 
 class StreamDecoder:
@@ -178,7 +221,11 @@ class StreamDecoder:
 
     def feed(self, event_name: str | None, data: str) -> list[ev.Event]:
         self.finished = True
-        return [ev.StreamError(message="openai_image upstreams are not streamed", code="invalid_upstream_response")]
+        return [
+            ev.StreamError(
+                message="openai_image upstreams are not streamed", code="invalid_upstream_response"
+            )
+        ]
 
     def close(self) -> list[ev.Event]:
         return [] if self.finished else self.feed(None, "")

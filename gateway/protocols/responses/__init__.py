@@ -25,6 +25,14 @@ def upstream_headers(api_key: str) -> dict[str, str]:
 
 
 __all__ = [
-    "PROTOCOL", "StreamDecoder", "StreamEncoder", "decode_request", "decode_response", "encode_request",
-    "encode_response", "error_body", "upstream_headers", "upstream_path",
+    "PROTOCOL",
+    "StreamDecoder",
+    "StreamEncoder",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "error_body",
+    "upstream_headers",
+    "upstream_path",
 ]

@@ -1,7 +1,8 @@
-"""The Responses shared field module: items <-> URP nodes, shared by the request codec
-(``input``/``instructions``), the response codec (``output``) and the streams.
+"""The Responses shared field module: the provenance markers and items -> URP nodes, shared by
+the request codec (``input``/``instructions``), the response codec (``output``) and the streams;
+the other direction (URP nodes -> items) is ``encode.py``.
 
-Why one module: Responses request input items and response output items have the same shape
+Why one decoder: Responses request input items and response output items have the same shape
 (message, function_call, custom_tool_call, reasoning, ...), so a single decoder and a single
 encoder keep both directions consistent.
 
@@ -20,7 +21,6 @@ from gateway.errors import ProtocolError
 from gateway.urp.nodes import (
     INTERNAL_PREFIX,
     ROLES,
-    AudioNode,
     EnvelopeExtraNode,
     FileNode,
     ImageNode,
@@ -32,10 +32,9 @@ from gateway.urp.nodes import (
     TextNode,
     ToolCallNode,
     ToolResultNode,
-    wire_extra,
 )
 
-from ..base import json_text, new_id, put_extra, scrub, split_data_url, without_internal
+from ..base import scrub, split_data_url
 
 PROTOCOL = "responses"
 
@@ -55,7 +54,7 @@ DOWNSTREAM_ONLY = "_gw_reasoning_downstream_only"  # reasoning shown to a client
 # paragraph; joining them without a separator, as the reference does, runs titles into sentences).
 SUMMARY_SEP = "\n\n"
 
-_TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
+TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "phase", "status"})
 _TEXT_PART_KEYS = frozenset({"type", "text"})
 _REFUSAL_KEYS = frozenset({"type", "refusal"})
@@ -113,7 +112,7 @@ def decode_part(part: Any, role: str, path: str) -> Node:
     ptype = part.get("type")
     if not isinstance(ptype, str):
         raise ProtocolError("content part 'type' must be a string", param=f"{path}.type")
-    if ptype in _TEXT_PART_TYPES:
+    if ptype in TEXT_PART_TYPES:
         text = part.get("text")
         if not isinstance(text, str):
             raise ProtocolError("'text' must be a string", param=f"{path}.text")
@@ -154,8 +153,9 @@ def decode_part(part: Any, role: str, path: str) -> Node:
             raise ProtocolError("input_file needs 'file_id', 'file_data' or 'file_url'", param=path)
         return FileNode(role=role, source=src, extra=extra)
     body = {k: v for k, v in part.items() if not k.startswith(INTERNAL_PREFIX)}
-    return ProviderItemNode(origin_protocol=PROTOCOL, item_type=ptype, body=body, role=role,
-                            extra={M_IS_PART: True})
+    return ProviderItemNode(
+        origin_protocol=PROTOCOL, item_type=ptype, body=body, role=role, extra={M_IS_PART: True}
+    )
 
 
 def _decode_message(item: dict[str, Any], path: str, default_role: str, out: list[Node]) -> None:
@@ -210,8 +210,13 @@ def _decode_output(item: dict[str, Any], path: str, tool_type: str) -> ToolResul
         extra[M_OUTPUT] = "object"
     else:
         raise ProtocolError("'output' must be a string or an array", param=f"{path}.output")
-    return ToolResultNode(id=_opt_str(item, "id", path), call_id=_req_str(item, "call_id", path),
-                          content=content, tool_type=tool_type, extra=extra)
+    return ToolResultNode(
+        id=_opt_str(item, "id", path),
+        call_id=_req_str(item, "call_id", path),
+        content=content,
+        tool_type=tool_type,
+        extra=extra,
+    )
 
 
 def _joined(parts: Any, kind: str, path: str, sep: str = "") -> str | None:
@@ -231,9 +236,12 @@ def _decode_reasoning(item: dict[str, Any], path: str) -> ReasoningNode:
     extra = unknown_fields(item, _REASONING_KEYS)
     summary = item.get("summary")
     content = item.get("content")
-    node = ReasoningNode(id=_opt_str(item, "id", path), extra=extra,
-                         summary=_joined(summary, "summary", path, SUMMARY_SEP) or None,
-                         content=_joined(content, "content", path))
+    node = ReasoningNode(
+        id=_opt_str(item, "id", path),
+        extra=extra,
+        summary=_joined(summary, "summary", path, SUMMARY_SEP) or None,
+        content=_joined(content, "content", path),
+    )
     if summary is not None:
         extra[M_SUMMARY] = scrub(summary)
     if content is not None:
@@ -253,15 +261,17 @@ def decode_item(item: Any, path: str, default_role: str, out: list[Node]) -> Non
         _decode_message(item, path, default_role, out)
     elif itype == "function_call" or itype == "custom_tool_call":
         custom = itype == "custom_tool_call"
-        out.append(ToolCallNode(
-            id=_opt_str(item, "id", path),
-            call_id=_req_str(item, "call_id", path),
-            name=_req_str(item, "name", path),
-            arguments=_arguments(item, "input" if custom else "arguments", path),
-            tool_type="custom" if custom else "function",
-            namespace=_opt_str(item, "namespace", path),
-            extra=unknown_fields(item, _CUSTOM_CALL_KEYS if custom else _CALL_KEYS),
-        ))
+        out.append(
+            ToolCallNode(
+                id=_opt_str(item, "id", path),
+                call_id=_req_str(item, "call_id", path),
+                name=_req_str(item, "name", path),
+                arguments=_arguments(item, "input" if custom else "arguments", path),
+                tool_type="custom" if custom else "function",
+                namespace=_opt_str(item, "namespace", path),
+                extra=unknown_fields(item, _CUSTOM_CALL_KEYS if custom else _CALL_KEYS),
+            )
+        )
     elif itype == "function_call_output":
         out.append(_decode_output(item, path, "function"))
     elif itype == "custom_tool_call_output":
@@ -270,8 +280,15 @@ def decode_item(item: Any, path: str, default_role: str, out: list[Node]) -> Non
         out.append(_decode_reasoning(item, path))
     elif isinstance(itype, str):
         role = item.get("role") if isinstance(item.get("role"), str) else "assistant"
-        out.append(ProviderItemNode(origin_protocol=PROTOCOL, item_type=itype, body=scrub(item), role=role,
-                                    id=item.get("id") if isinstance(item.get("id"), str) else None))
+        out.append(
+            ProviderItemNode(
+                origin_protocol=PROTOCOL,
+                item_type=itype,
+                body=scrub(item),
+                role=role,
+                id=item.get("id") if isinstance(item.get("id"), str) else None,
+            )
+        )
     else:
         raise ProtocolError("item 'type' must be a string", param=f"{path}.type")
 
@@ -281,298 +298,3 @@ def decode_items(items: list[Any], path: str, default_role: str) -> list[Node]:
     for i, item in enumerate(items):
         decode_item(item, f"{path}[{i}]", default_role, out)
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# encode
-# --------------------------------------------------------------------------------------------
-
-
-def _data_url(src: MediaSource) -> str:
-    return f"data:{src.media_type};base64,{src.data}" if src.media_type else (src.data or "")
-
-
-def encode_part(node: Node, same: bool, output: bool) -> dict[str, Any] | None:
-    """One content part, or None when Responses cannot express the node."""
-    if isinstance(node, TextNode):
-        ptype = node.extra.get(M_PART) or ("output_text" if node.role == "assistant" else "input_text")
-        if ptype == "_empty":
-            return None
-        part: dict[str, Any] = {"type": ptype, "text": node.content}
-        if output and ptype == "output_text" and "annotations" not in node.extra:
-            part["annotations"] = []
-        return put_extra(part, node.extra)
-    if isinstance(node, RefusalNode):
-        return put_extra({"type": "refusal", "refusal": node.content}, node.extra)
-    if isinstance(node, ImageNode):
-        src = node.source
-        part = {"type": "input_image"}
-        if src.kind == "url" and src.url is not None:
-            part["image_url"] = src.url
-        elif src.kind == "base64" and src.data is not None:
-            part["image_url"] = _data_url(src) if src.media_type else f"data:image/png;base64,{src.data}"
-        elif src.kind == "file_id" and src.file_id and node.extra.get(FILE_ID_ORIGIN, "openai") == "openai":
-            part["file_id"] = src.file_id
-        else:
-            return None
-        if src.detail is not None:
-            part["detail"] = src.detail
-        elif not same:
-            part["detail"] = "auto"
-        return put_extra(part, node.extra)
-    if isinstance(node, FileNode):
-        src = node.source
-        part = {"type": "input_file"}
-        if src.kind == "file_id" and src.file_id and node.extra.get(FILE_ID_ORIGIN, "openai") == "openai":
-            part["file_id"] = src.file_id
-        elif src.kind == "base64" and src.data is not None:
-            part["file_data"] = _data_url(src) if (same or src.media_type) else \
-                f"data:application/octet-stream;base64,{src.data}"
-        elif src.kind == "url" and src.url is not None:
-            part["file_url"] = src.url
-        else:
-            return None
-        if src.filename is not None:
-            part["filename"] = src.filename
-        return put_extra(part, node.extra)
-    if isinstance(node, ProviderItemNode) and node.origin_protocol == PROTOCOL:
-        return without_internal(node.body)
-    return None
-
-
-def _is_part_node(node: Node) -> bool:
-    t = type(node)
-    if t is TextNode or t is RefusalNode or t is ImageNode or t is FileNode:
-        return True
-    return t is ProviderItemNode and M_IS_PART in node.extra
-
-
-def _reasoning_parts(raw: Any, text: str | None, ptype: str, sep: str = "") -> list[dict[str, Any]]:
-    """Replay the raw part list when the joined text is unchanged (keeps part boundaries)."""
-    if isinstance(raw, list):
-        if sep.join(p.get("text", "") for p in raw if isinstance(p, dict)) == (text or ""):
-            return raw
-    return [{"type": ptype, "text": text}] if text else []
-
-
-def encode_reasoning(node: ReasoningNode, same: bool, output: bool) -> dict[str, Any] | None:
-    """A reasoning item, or None when there is nothing meaningful (or it must not be replayed)."""
-    if node.extra.get(DOWNSTREAM_ONLY) and not output:
-        return None
-    if not same and not output and not node.id:
-        # A foreign reasoning node without a Responses item id cannot be replayed to a
-        # Responses upstream (encrypted content is bound to the item id); skip it.
-        return None
-    if output and not (node.content or node.summary or node.encrypted):
-        return None
-    item: dict[str, Any] = {"type": "reasoning"}
-    if node.id:
-        item["id"] = node.id
-    elif output:
-        item["id"] = new_id("rs_")
-    item["summary"] = _reasoning_parts(node.extra.get(M_SUMMARY), node.summary, "summary_text", SUMMARY_SEP)
-    if node.content is not None or M_CONTENT in node.extra:
-        item["content"] = _reasoning_parts(node.extra.get(M_CONTENT), node.content, "reasoning_text")
-    if node.encrypted is not None:
-        enc = node.encrypted
-        item["encrypted_content"] = json_text(enc)
-    if same:
-        put_extra(item, node.extra)
-    return item
-
-
-def encode_tool_call(node: ToolCallNode, same: bool, output: bool) -> dict[str, Any]:
-    custom = node.tool_type == "custom"
-    item: dict[str, Any] = {"type": "custom_tool_call" if custom else "function_call"}
-    if node.id and (same or node.id.startswith("fc_" if not custom else "ctc_")):
-        item["id"] = node.id
-    elif output:
-        item["id"] = new_id("ctc_" if custom else "fc_")
-    if output and not custom and "status" not in node.extra:
-        item["status"] = "completed"
-    item["call_id"] = node.call_id
-    if node.namespace is not None:
-        item["namespace"] = node.namespace
-    item["name"] = node.name
-    item["input" if custom else "arguments"] = node.arguments
-    if same:
-        put_extra(item, node.extra)
-    return item
-
-
-def encode_tool_result(node: ToolResultNode, same: bool) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "custom_tool_call_output" if node.tool_type == "custom"
-                            else "function_call_output"}
-    if node.id and same:
-        item["id"] = node.id
-    item["call_id"] = node.call_id
-    shape = node.extra.get(M_OUTPUT)
-    content = node.content
-    if (shape is None and len(content) == 1 and type(content[0]) is TextNode
-            and not wire_extra(content[0].extra)):
-        item["output"] = content[0].content
-    elif shape is None and not content:
-        item["output"] = ""
-    else:
-        parts = []
-        for n in content:
-            if type(n) is TextNode:
-                p = {"type": "input_text", "text": n.content}
-                if M_PART in n.extra:
-                    p["type"] = n.extra[M_PART]
-                if same:
-                    put_extra(p, n.extra)
-                elif BREAKPOINT in n.extra:  # cache_openai_tool_use marks entries on any hop
-                    p[BREAKPOINT] = n.extra[BREAKPOINT]
-                parts.append(p)
-            else:
-                p = encode_part(n, same, False)
-                if p is not None:
-                    parts.append(p)
-        item["output"] = parts[0] if shape == "object" and len(parts) == 1 else parts
-    if same:
-        put_extra(item, node.extra)
-    return item
-
-
-class _Message:
-    __slots__ = ("role", "phase", "id", "parts", "flags", "nodes")
-
-    def __init__(self, role: str, phase: str | None, item_id: str | None, flags: dict | None) -> None:
-        self.role = role
-        self.phase = phase
-        self.id = item_id
-        self.parts: list[dict[str, Any]] = []
-        self.flags = flags
-        self.nodes = 0
-
-
-class _ItemWriter:
-    """The grouping state of ``encode_items``: the items written so far, the envelope extras
-    waiting for the next item, and the message item being filled."""
-
-    __slots__ = ("same", "output", "phases", "items", "env", "cur")
-
-    def __init__(self, same: bool, output: bool, phases: frozenset[str] | None) -> None:
-        self.same = same
-        self.output = output
-        self.phases = phases
-        self.items: list[dict[str, Any]] = []
-        self.env: dict[str, Any] = {}
-        self.cur: _Message | None = None
-
-    def flush(self) -> None:
-        """Close the open message item (if it has anything to say) and append it."""
-        same, output = self.same, self.output
-        if self.cur is None:
-            return
-        m, self.cur = self.cur, None
-        if not m.parts and m.flags is None:
-            return
-        item: dict[str, Any] = {}
-        flags = m.flags
-        if flags is None or flags.get("t", True) or not same:
-            item["type"] = "message"
-        if m.id is not None and (same or output):
-            item["id"] = m.id
-        elif output:
-            item["id"] = new_id("msg_")
-        if same and flags and "st" in flags:
-            item["status"] = flags["st"]
-        elif output:
-            item["status"] = "completed"
-        item["role"] = m.role
-        parts = m.parts
-        if (same and flags and flags.get("s") and len(parts) == 1 and parts[0].get("type") in _TEXT_PART_TYPES
-                and len(parts[0]) == 2):
-            item["content"] = parts[0]["text"]
-        else:
-            item["content"] = parts
-        if m.phase is not None:
-            item["phase"] = m.phase
-        if self.env:
-            put_extra(item, self.env)
-            self.env = {}
-        self.items.append(item)
-
-    def part(self, node: Any, t: type) -> None:
-        """A message-compatible node: joins the open message item or starts a new one."""
-        same, output, phases = self.same, self.output, self.phases
-        if t is ProviderItemNode and node.origin_protocol != PROTOCOL:
-            return
-        role = node.role if t is not RefusalNode else "assistant"
-        if role == "tool":
-            role = "user"
-        if role == "assistant" and (t is ImageNode or t is FileNode):
-            # Assistant messages carry only output_text/refusal; a generated image in a
-            # response becomes the native image_generation_call item.
-            if output and t is ImageNode and node.source.kind == "base64":
-                self.flush()
-                self.items.append(node.extra.get(M_BODY) if same and M_BODY in node.extra else
-                                  {"type": "image_generation_call", "id": node.id or new_id("ig_"),
-                                   "status": "completed", "result": node.source.data})
-            return
-        phase = node.phase if t is TextNode else None
-        if phases is not None and phase not in phases:
-            phase = None
-        starts = M_ITEM in node.extra and same
-        cur = self.cur
-        if (cur is None or starts or role != cur.role or (phase is not None and phase != cur.phase)
-                or (node.id is not None and cur.id is not None and node.id != cur.id)):
-            self.flush()
-            cur = self.cur = _Message(role, phase, node.id if same or output else None,
-                                      node.extra.get(M_ITEM) if same else None)
-        elif phase is not None and cur.phase is None:
-            cur.phase = phase
-        if cur.id is None and node.id is not None and (same or output):
-            cur.id = node.id
-        part = encode_part(node, same, output)
-        if part is not None:
-            cur.parts.append(part)
-        cur.nodes += 1
-
-    def item(self, node: Any, t: type) -> None:
-        """A node that is an item of its own: tool call, tool result, reasoning, provider item."""
-        same, output = self.same, self.output
-        if t is ToolCallNode:
-            self.items.append(encode_tool_call(node, same, output))
-        elif t is ToolResultNode:
-            item = encode_tool_result(node, same)
-            if self.env:
-                put_extra(item, self.env)
-                self.env = {}
-            self.items.append(item)
-        elif t is ReasoningNode:
-            reasoning = encode_reasoning(node, same, output)
-            if reasoning is not None:
-                self.items.append(reasoning)
-        elif t is ProviderItemNode:
-            if node.origin_protocol == PROTOCOL:
-                self.items.append(without_internal(node.body))
-        elif t is AudioNode:
-            return  # Responses has no audio input part
-
-
-def encode_items(nodes: list[Node], *, same: bool, output: bool, phases: frozenset[str] | None = None
-                 ) -> list[dict[str, Any]]:
-    """Group flat nodes into Responses items.
-
-    Contiguous message-compatible nodes of one role, phase and item id form one ``message``
-    item; a node that started an item on the wire (``M_ITEM``), a control node, or any
-    reasoning/tool/provider item closes it. ``output`` fills the fields a response object needs
-    (ids, status, annotations); ``phases`` (when given) is the set of phases forwarded.
-    """
-    writer = _ItemWriter(same, output, phases)
-    for node in nodes:
-        t = type(node)
-        if t is EnvelopeExtraNode:
-            writer.flush()
-            if same:
-                writer.env.update(wire_extra(node.extra))
-        elif _is_part_node(node):
-            writer.part(node, t)
-        else:
-            writer.flush()
-            writer.item(node, t)
-    writer.flush()
-    return writer.items

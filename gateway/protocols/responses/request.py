@@ -24,9 +24,9 @@ from .common import (
     M_INSTR,
     PROTOCOL,
     decode_items,
-    encode_items,
     unknown_fields,
 )
+from .encode import encode_items
 
 # Request.extra markers
 X_INSTRUCTIONS = "_gw_rsp_instructions"  # raw ``instructions`` value
@@ -34,10 +34,24 @@ X_INSTR_PRINT = "_gw_rsp_instr_print"  # fingerprint of the instruction nodes at
 X_INPUT_STRING = "_gw_rsp_input_string"  # ``input`` was a plain string
 X_NO_INPUT = "_gw_rsp_no_input"  # ``input`` was absent
 
-_TYPED = frozenset({
-    "model", "input", "instructions", "stream", "temperature", "top_p", "max_output_tokens", "reasoning",
-    "tools", "tool_choice", "parallel_tool_calls", "text", "response_format", "user",
-})
+_TYPED = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "stream",
+        "temperature",
+        "top_p",
+        "max_output_tokens",
+        "reasoning",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "text",
+        "response_format",
+        "user",
+    }
+)
 _FUNCTION_TOOL_KEYS = frozenset({"type", "name", "description", "parameters", "strict"})
 _CUSTOM_TOOL_KEYS = frozenset({"type", "name", "description", "format"})
 _NAMESPACE_KEYS = frozenset({"type", "name", "description", "tools"})
@@ -53,8 +67,10 @@ _EFFORT_ALIASES = {"minimum": "minimal"}
 
 
 def _fingerprint(nodes: list[Node]) -> list[tuple]:
-    return [(n.type, getattr(n, "role", None), getattr(n, "content", None) if isinstance(n, TextNode) else None)
-            for n in nodes]
+    return [
+        (n.type, getattr(n, "role", None), getattr(n, "content", None) if isinstance(n, TextNode) else None)
+        for n in nodes
+    ]
 
 
 def _decode_tool(tool: Any, path: str) -> ToolDef:
@@ -78,23 +94,44 @@ def _decode_tool(tool: Any, path: str) -> ToolDef:
         strict = tool.get("strict")
         if strict is not None and not isinstance(strict, bool):
             raise ProtocolError("'strict' must be a boolean", param=f"{path}.strict")
-        return ToolDef(kind="function", name=name, description=desc, parameters=params, strict=strict,
-                       extra=unknown_fields(tool, _FUNCTION_TOOL_KEYS))
+        return ToolDef(
+            kind="function",
+            name=name,
+            description=desc,
+            parameters=params,
+            strict=strict,
+            extra=unknown_fields(tool, _FUNCTION_TOOL_KEYS),
+        )
     if kind == "custom":
         fmt = tool.get("format")
         if fmt is not None and not isinstance(fmt, dict):
             raise ProtocolError("'format' must be an object", param=f"{path}.format")
-        return ToolDef(kind="custom", name=name, description=desc, format=fmt,
-                       extra=unknown_fields(tool, _CUSTOM_TOOL_KEYS))
+        return ToolDef(
+            kind="custom",
+            name=name,
+            description=desc,
+            format=fmt,
+            extra=unknown_fields(tool, _CUSTOM_TOOL_KEYS),
+        )
     if kind == "namespace":
         members = tool.get("tools")
         if not isinstance(members, list):
             raise ProtocolError("namespace 'tools' must be an array", param=f"{path}.tools")
-        return ToolDef(kind="namespace", name=name, description=desc, origin_protocol=PROTOCOL,
-                       tools=[_decode_tool(m, f"{path}.tools[{i}]") for i, m in enumerate(members)],
-                       extra=unknown_fields(tool, _NAMESPACE_KEYS))
-    return ToolDef(kind=kind, name=name, description=desc, origin_protocol=PROTOCOL,
-                   extra=without_internal(unknown_fields(tool, _NATIVE_KEYS)))
+        return ToolDef(
+            kind="namespace",
+            name=name,
+            description=desc,
+            origin_protocol=PROTOCOL,
+            tools=[_decode_tool(m, f"{path}.tools[{i}]") for i, m in enumerate(members)],
+            extra=unknown_fields(tool, _NAMESPACE_KEYS),
+        )
+    return ToolDef(
+        kind=kind,
+        name=name,
+        description=desc,
+        origin_protocol=PROTOCOL,
+        extra=without_internal(unknown_fields(tool, _NATIVE_KEYS)),
+    )
 
 
 def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
@@ -107,8 +144,14 @@ def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
     if kind in ("function", "custom"):
         if not isinstance(choice.get("name"), str):
             raise ProtocolError("tool_choice needs a 'name'", param=f"{path}.name")
-        return {"type": kind, kind: {k: without_internal(v) for k, v in choice.items()
-                                     if k != "type" and not k.startswith(INTERNAL_PREFIX)}}
+        return {
+            "type": kind,
+            kind: {
+                k: without_internal(v)
+                for k, v in choice.items()
+                if k != "type" and not k.startswith(INTERNAL_PREFIX)
+            },
+        }
     if kind == "allowed_tools":
         tools = choice.get("tools")
         if not isinstance(tools, list):
@@ -117,8 +160,11 @@ def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
         for k, v in choice.items():
             if k == "type" or k.startswith(INTERNAL_PREFIX):
                 continue
-            inner[k] = [decode_tool_choice(t, f"{path}.tools[{i}]") for i, t in enumerate(tools)] \
-                if k == "tools" else v
+            inner[k] = (
+                [decode_tool_choice(t, f"{path}.tools[{i}]") for i, t in enumerate(tools)]
+                if k == "tools"
+                else v
+            )
         return {"type": "allowed_tools", "allowed_tools": inner}
     if not isinstance(kind, str):
         raise ProtocolError("tool_choice 'type' must be a string", param=f"{path}.type")
@@ -128,7 +174,9 @@ def decode_tool_choice(choice: Any, path: str) -> str | dict[str, Any]:
 def _decode_reasoning(raw: Any) -> ReasoningConfig:
     if not isinstance(raw, dict):
         raise ProtocolError("'reasoning' must be an object", param="reasoning")
-    cfg = ReasoningConfig(extra={k: v for k, v in raw.items() if k != "effort" and not k.startswith(INTERNAL_PREFIX)})
+    cfg = ReasoningConfig(
+        extra={k: v for k, v in raw.items() if k != "effort" and not k.startswith(INTERNAL_PREFIX)}
+    )
     effort = raw.get("effort")
     if isinstance(effort, str):
         norm = _EFFORT_ALIASES.get(effort.lower(), effort.lower())
@@ -152,8 +200,14 @@ def _decode_format(fmt: Any, path: str) -> ResponseFormat:
     schema = fmt.get("schema")
     if schema is not None and not isinstance(schema, dict):
         raise ProtocolError("'schema' must be an object", param=f"{path}.schema")
-    return ResponseFormat(type=fmt["type"], name=fmt.get("name"), description=fmt.get("description"),
-                          schema=schema, strict=fmt.get("strict"), extra=unknown_fields(fmt, _FORMAT_KEYS))
+    return ResponseFormat(
+        type=fmt["type"],
+        name=fmt.get("name"),
+        description=fmt.get("description"),
+        schema=schema,
+        strict=fmt.get("strict"),
+        extra=unknown_fields(fmt, _FORMAT_KEYS),
+    )
 
 
 def _check(body: dict[str, Any], key: str, types: tuple[type, ...], what: str) -> Any:
@@ -204,8 +258,11 @@ def _decode_text(body: dict[str, Any], req: Request, extra: dict[str, Any]) -> N
     if text is not None:
         if not isinstance(text, dict):
             raise ProtocolError("'text' must be an object", param="text")
-        extra["text"] = {k: v for k, v in text.items()
-                         if k not in ("format", "verbosity") and not k.startswith(INTERNAL_PREFIX)}
+        extra["text"] = {
+            k: v
+            for k, v in text.items()
+            if k not in ("format", "verbosity") and not k.startswith(INTERNAL_PREFIX)
+        }
         if text.get("format") is not None:
             req.response_format = _decode_format(text["format"], "text.format")
         elif "format" in text:
@@ -227,8 +284,11 @@ def decode_request(body: dict) -> Request:
     if not isinstance(model, str) or not model:
         raise ProtocolError("'model' is required and must be a string", param="model")
     if body.get("background") is True:
-        raise ProtocolError("background responses are not supported by this gateway", param="background",
-                            code="background_not_supported")
+        raise ProtocolError(
+            "background responses are not supported by this gateway",
+            param="background",
+            code="background_not_supported",
+        )
     req = Request(model=model)
     extra = req.extra
     for k, v in body.items():
@@ -289,7 +349,12 @@ def encode_tool(tool: ToolDef, same: bool) -> dict[str, Any] | None:
             out["format"] = tool.format
     elif kind == "namespace":
         members = [m for m in (encode_tool(t, same) for t in tool.tools or ()) if m is not None]
-        out = {"type": "namespace", "name": tool.name, "description": tool.description or "", "tools": members}
+        out = {
+            "type": "namespace",
+            "name": tool.name,
+            "description": tool.description or "",
+            "tools": members,
+        }
     elif tool.origin_protocol in (None, PROTOCOL):
         out = {"type": kind}
         if tool.name is not None:
@@ -368,8 +433,15 @@ def _encode_conversation(req: Request, same: bool, body: dict[str, Any]) -> None
         body["instructions"] = "\n\n".join(n.content for n in rest[:k])
         rest = rest[k:]
 
-    if (same and req.extra.get(X_INPUT_STRING) and len(rest) == 1 and type(rest[0]) is TextNode
-            and rest[0].role == "user" and rest[0].phase is None and not wire_extra(rest[0].extra)):
+    if (
+        same
+        and req.extra.get(X_INPUT_STRING)
+        and len(rest) == 1
+        and type(rest[0]) is TextNode
+        and rest[0].role == "user"
+        and rest[0].phase is None
+        and not wire_extra(rest[0].extra)
+    ):
         body["input"] = rest[0].content
     elif rest or not (same and req.extra.get(X_NO_INPUT)):
         body["input"] = encode_items(rest, same=same, output=False, phases=None if same else _UPSTREAM_PHASES)

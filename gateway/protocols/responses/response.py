@@ -28,7 +28,8 @@ from gateway.urp.nodes import (
 from gateway.urp.request import Response, Usage
 
 from ..base import EncodeContext, new_id, token_count, without_internal
-from .common import M_BODY, PROTOCOL, decode_items, encode_items
+from .common import M_BODY, PROTOCOL, decode_items
+from .encode import encode_items
 
 X_OBJECT = "_gw_rsp_object"  # Response.extra: the upstream Responses object minus output/usage
 X_STATUS = "_gw_rsp_status"  # Response.extra / ResponseDone.extra: exact upstream status
@@ -36,10 +37,24 @@ X_USAGE = "_gw_rsp_usage"  # Usage.extra: (raw usage object, typed counters at d
 
 # What the Response dataclass itself carries; every other top-level field of an upstream object
 # lives in Response.extra, where response rules (the raw-field set/remove ones) can change it.
-_TYPED_FIELDS = frozenset({"id", "object", "created_at", "completed_at", "status", "error", "incomplete_details",
-                           "model", "output", "output_text", "usage"})
-_USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens", "input_tokens_details",
-                         "output_tokens_details"})
+_TYPED_FIELDS = frozenset(
+    {
+        "id",
+        "object",
+        "created_at",
+        "completed_at",
+        "status",
+        "error",
+        "incomplete_details",
+        "model",
+        "output",
+        "output_text",
+        "usage",
+    }
+)
+_USAGE_KEYS = frozenset(
+    {"input_tokens", "output_tokens", "total_tokens", "input_tokens_details", "output_tokens_details"}
+)
 _IN_DETAIL_KEYS = frozenset({"cached_tokens", "cache_write_tokens", "cache_creation_tokens"})
 _OUT_DETAIL_KEYS = frozenset({"reasoning_tokens"})
 
@@ -113,8 +128,11 @@ def encode_usage(u: Usage) -> dict[str, Any]:
         "total_tokens": u.input_tokens + u.output_tokens,
     }
     for k, v in u.extra.items():
-        if k not in out and not k.startswith(INTERNAL_PREFIX) and k not in ("input_tokens_details",
-                                                                            "output_tokens_details"):
+        if (
+            k not in out
+            and not k.startswith(INTERNAL_PREFIX)
+            and k not in ("input_tokens_details", "output_tokens_details")
+        ):
             out[k] = v
     return out
 
@@ -155,11 +173,20 @@ def images_from_items(nodes: list[Node]) -> list[Node]:
     """``image_generation_call`` items with a result become assistant images (raw item kept)."""
     out = []
     for n in nodes:
-        if type(n) is ProviderItemNode and n.item_type == "image_generation_call" and isinstance(
-                n.body.get("result"), str):
+        if (
+            type(n) is ProviderItemNode
+            and n.item_type == "image_generation_call"
+            and isinstance(n.body.get("result"), str)
+        ):
             fmt = n.body.get("output_format") or "png"
-            out.append(ImageNode(id=n.id, role="assistant", extra={M_BODY: n.body},
-                                 source=MediaSource(kind="base64", data=n.body["result"], media_type=f"image/{fmt}")))
+            out.append(
+                ImageNode(
+                    id=n.id,
+                    role="assistant",
+                    extra={M_BODY: n.body},
+                    source=MediaSource(kind="base64", data=n.body["result"], media_type=f"image/{fmt}"),
+                )
+            )
         else:
             out.append(n)
     return out
@@ -177,9 +204,11 @@ def decode_output(items: Any) -> list[Node]:
 def raise_embedded_error(err: Any) -> None:
     """An ``error`` object in an upstream body is a failed attempt; anything else returns."""
     if isinstance(err, dict):
-        raise UpstreamProtocolError(str(err.get("message") or "upstream error"),
-                                    code=str(err.get("code") or "upstream_error"),
-                                    error_type=err.get("type") if isinstance(err.get("type"), str) else None)
+        raise UpstreamProtocolError(
+            str(err.get("message") or "upstream error"),
+            code=str(err.get("code") or "upstream_error"),
+            error_type=err.get("type") if isinstance(err.get("type"), str) else None,
+        )
 
 
 def decode_response(body: dict) -> Response:
@@ -203,18 +232,70 @@ def decode_response(body: dict) -> Response:
         created=_opt_int(body.get("created_at")),
     )
     extra = {k: v for k, v in body.items() if k not in _TYPED_FIELDS and not k.startswith(INTERNAL_PREFIX)}
-    extra[X_OBJECT] = {k: without_internal(v) for k, v in body.items()
-                       if k not in ("output", "usage", "output_text") and not k.startswith(INTERNAL_PREFIX)}
+    extra[X_OBJECT] = {
+        k: without_internal(v)
+        for k, v in body.items()
+        if k not in ("output", "usage", "output_text") and not k.startswith(INTERNAL_PREFIX)
+    }
     if isinstance(body.get("status"), str):
         extra[X_STATUS] = body["status"]
     resp.extra = extra
     return resp
 
 
-def response_object(*, rid: str, model: str, created_at: int, status: str, output: list[dict[str, Any]],
-                    usage: dict[str, Any] | None, template: dict[str, Any] | None = None,
-                    extra: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
-                    incomplete_details: dict[str, Any] | None = None) -> dict[str, Any]:
+def _synthesized(
+    *,
+    rid: str,
+    model: str,
+    created_at: int,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    error: dict[str, Any] | None,
+    incomplete_details: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The standard Responses object's fields and defaults, for when no upstream object is at hand."""
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": False,
+        "error": error,
+        "incomplete_details": incomplete_details,
+        "instructions": None,
+        "max_output_tokens": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "store": False,
+        "temperature": None,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": None,
+        "metadata": {},
+    }
+
+
+def response_object(
+    *,
+    rid: str,
+    model: str,
+    created_at: int,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    template: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+    incomplete_details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A full Responses object. ``template`` (an upstream object of the same protocol) supplies
     every field it has; otherwise the standard defaults are synthesized."""
     if template is not None:
@@ -240,14 +321,16 @@ def response_object(*, rid: str, model: str, created_at: int, status: str, outpu
                 if not k.startswith(INTERNAL_PREFIX):
                     obj[k] = v
         return obj
-    obj = {
-        "id": rid, "object": "response", "created_at": created_at, "status": status, "background": False,
-        "error": error, "incomplete_details": incomplete_details, "instructions": None,
-        "max_output_tokens": None, "model": model, "output": output, "parallel_tool_calls": True,
-        "previous_response_id": None, "reasoning": {"effort": None, "summary": None}, "store": False,
-        "temperature": None, "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [],
-        "top_p": None, "truncation": "disabled", "usage": usage, "user": None, "metadata": {},
-    }
+    obj = _synthesized(
+        rid=rid,
+        model=model,
+        created_at=created_at,
+        status=status,
+        output=output,
+        usage=usage,
+        error=error,
+        incomplete_details=incomplete_details,
+    )
     if status == "completed":
         obj["completed_at"] = int(time.time())
     if extra:
@@ -257,8 +340,9 @@ def response_object(*, rid: str, model: str, created_at: int, status: str, outpu
     return obj
 
 
-def terminal_state(finish_reason: str | None, extra: dict[str, Any], same: bool
-                   ) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+def terminal_state(
+    finish_reason: str | None, extra: dict[str, Any], same: bool
+) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
     """(status, error, incomplete_details) for a finished response: a same-protocol upstream's
     exact status is re-emitted when it still agrees with the (possibly transformed) finish reason."""
     template = extra.get(X_OBJECT) if same else None
@@ -287,15 +371,28 @@ def encode_response(resp: Response, ctx: EncodeContext) -> dict:
     status, error, details = terminal_state(resp.finish_reason, resp.extra, same)
     template = resp.extra.get(X_OBJECT) if same else None
     return response_object(
-        rid=resp.id if same and resp.id else client_response_id(resp.id), model=ctx.model, created_at=resp.created or int(time.time()),
-        status=status, output=encode_items(resp.output, same=same, output=True),
+        rid=resp.id if same and resp.id else client_response_id(resp.id),
+        model=ctx.model,
+        created_at=resp.created or int(time.time()),
+        status=status,
+        output=encode_items(resp.output, same=same, output=True),
         usage=encode_usage(resp.usage) if resp.usage is not None else None,
-        template=template, extra=resp.extra, error=error, incomplete_details=details)
+        template=template,
+        extra=resp.extra,
+        error=error,
+        incomplete_details=details,
+    )
 
 
-def error_body(status: int, code: str, message: str, *, param: str | None = None,
-               error_type: str | None = None) -> dict:
+def error_body(
+    status: int, code: str, message: str, *, param: str | None = None, error_type: str | None = None
+) -> dict:
     """OpenAI-style error envelope (reference protocols.md §6.2)."""
-    return {"error": {"message": message,
-                      "type": error_type or ("server_error" if status >= 500 else "invalid_request_error"),
-                      "param": param, "code": code}}
+    return {
+        "error": {
+            "message": message,
+            "type": error_type or ("server_error" if status >= 500 else "invalid_request_error"),
+            "param": param,
+            "code": code,
+        }
+    }

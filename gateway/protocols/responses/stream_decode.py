@@ -15,12 +15,9 @@ Deliberate choices:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from copy import copy
 from typing import Any
-
-import orjson
 
 from gateway.errors import ProtocolError
 from gateway.urp import events as ev
@@ -37,7 +34,6 @@ from gateway.urp.nodes import (
 )
 
 from ..base import new_id, without_internal
-from ..json_depth import too_deep
 from .common import M_ITEM, M_SUMMARY, PROTOCOL, SUMMARY_SEP, decode_item
 from .response import (
     X_OBJECT,
@@ -47,42 +43,12 @@ from .response import (
     finish_from_status,
     images_from_items,
 )
+from .sse_json import parse_data
 
 X_START = "_gw_rsp_start"  # ResponseStart.extra: the upstream start object minus output/usage
 E_SUMMARY_SEP = "_gw_rsp_summary_sep"  # NodeDelta.extra: this delta is the separator between summary parts
 
 _TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.cancelled"})
-_MAX_VALUES = 64
-_JSON = json.JSONDecoder()
-
-
-def _parse_data(data: str) -> list[Any]:
-    """One SSE data field -> its JSON values (some upstreams concatenate several objects)."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
-    else:
-        if too_deep(value, data):
-            raise ValueError("stream event nested too deeply")
-        return [value]
-    out: list[Any] = []
-    i, n = 0, len(data)
-    while i < n:
-        while i < n and data[i].isspace():
-            i += 1
-        if i >= n:
-            break
-        try:
-            value, i = _JSON.raw_decode(data, i)  # raises ValueError on garbage
-        except RecursionError:  # the stdlib parser recurses per nesting level
-            raise ValueError("stream event nested too deeply") from None
-        if too_deep(value):
-            raise ValueError("stream event nested too deeply")
-        out.append(value)
-        if len(out) > _MAX_VALUES:
-            raise ValueError("too many JSON values in one SSE data field")
-    return out
 
 
 def _template(obj: Any) -> dict[str, Any] | None:
@@ -149,9 +115,11 @@ class StreamDecoder:
         resp = resp if isinstance(resp, dict) else {}
         rid = resp.get("id")
         created = resp.get("created_at")
-        start = ev.ResponseStart(id=rid if isinstance(rid, str) and rid else new_id("resp_"),
-                                 model=resp.get("model") if isinstance(resp.get("model"), str) else "",
-                                 created=created if isinstance(created, int) else None)
+        start = ev.ResponseStart(
+            id=rid if isinstance(rid, str) and rid else new_id("resp_"),
+            model=resp.get("model") if isinstance(resp.get("model"), str) else "",
+            created=created if isinstance(created, int) else None,
+        )
         if resp:
             start.extra[X_START] = _template(resp)
         out.append(start)
@@ -191,11 +159,16 @@ class StreamDecoder:
         if idx is None or idx not in self._open or not isinstance(full, str):
             return
         node = self._acc.nodes[idx]
-        have = {ev.TEXT: "content", ev.REFUSAL: "content", ev.ARGUMENTS: "arguments",
-                ev.REASONING_SUMMARY: "summary", ev.REASONING_CONTENT: "content"}[kind]
+        have = {
+            ev.TEXT: "content",
+            ev.REFUSAL: "content",
+            ev.ARGUMENTS: "arguments",
+            ev.REASONING_SUMMARY: "summary",
+            ev.REASONING_CONTENT: "content",
+        }[kind]
         cur = getattr(node, have) or ""
         if full.startswith(cur) and len(full) > len(cur):
-            self._delta(out, idx, kind, full[len(cur):])
+            self._delta(out, idx, kind, full[len(cur) :])
 
     def _header(self, item: dict[str, Any]) -> Node:
         """The node header for an ``output_item.added`` item (content left empty)."""
@@ -205,11 +178,20 @@ class StreamDecoder:
             return ReasoningNode(id=iid)
         if t in ("function_call", "custom_tool_call"):
             ns = item.get("namespace")
-            return ToolCallNode(id=iid, call_id=str(item.get("call_id") or iid or new_id("call_")),
-                                name=str(item.get("name") or ""), namespace=ns if isinstance(ns, str) else None,
-                                tool_type="custom" if t == "custom_tool_call" else "function")
-        return ProviderItemNode(id=iid, origin_protocol=PROTOCOL, item_type=str(t), body=without_internal(item),
-                                role=item.get("role") if isinstance(item.get("role"), str) else "assistant")
+            return ToolCallNode(
+                id=iid,
+                call_id=str(item.get("call_id") or iid or new_id("call_")),
+                name=str(item.get("name") or ""),
+                namespace=ns if isinstance(ns, str) else None,
+                tool_type="custom" if t == "custom_tool_call" else "function",
+            )
+        return ProviderItemNode(
+            id=iid,
+            origin_protocol=PROTOCOL,
+            item_type=str(t),
+            body=without_internal(item),
+            role=item.get("role") if isinstance(item.get("role"), str) else "assistant",
+        )
 
     def _part_header(self, slot: _Slot, part: Any) -> Node:
         item = slot.item
@@ -249,11 +231,15 @@ class StreamDecoder:
                     if not node.content:
                         continue
                     idx = slot.parts[ci] = self._start_node(out, self._part_header(slot, {"type": node.type}))
-                    self._delta(out, idx, ev.REFUSAL if isinstance(node, RefusalNode) else ev.TEXT, node.content)
+                    self._delta(
+                        out, idx, ev.REFUSAL if isinstance(node, RefusalNode) else ev.TEXT, node.content
+                    )
                 elif not node.content:
                     node.content = getattr(self._acc.nodes[idx], "content", "")
                 else:  # deltas lost on the way: send the missing suffix before the done node
-                    self._snapshot(out, idx, ev.REFUSAL if isinstance(node, RefusalNode) else ev.TEXT, node.content)
+                    self._snapshot(
+                        out, idx, ev.REFUSAL if isinstance(node, RefusalNode) else ev.TEXT, node.content
+                    )
                 self._done(out, idx, node)
             for idx in slot.parts.values():
                 self._done(out, idx)
@@ -261,8 +247,11 @@ class StreamDecoder:
         node = finals[0] if finals else None
         if slot.node is None:
             if isinstance(node, ImageNode):
-                header = ImageNode(id=node.id, role="assistant",
-                                   source=MediaSource(kind="base64", media_type=node.source.media_type))
+                header = ImageNode(
+                    id=node.id,
+                    role="assistant",
+                    source=MediaSource(kind="base64", media_type=node.source.media_type),
+                )
             else:
                 header = self._header(item)
             slot.node = self._start_node(out, header)
@@ -294,7 +283,7 @@ class StreamDecoder:
             self._fail(out, "upstream_stream_incomplete", "upstream stream ended before a terminal event")
             return out
         try:
-            values = _parse_data(data)
+            values = parse_data(data)
         except ValueError:
             self._fail(out, "invalid_upstream_response", "upstream sent an invalid stream event")
             return out
@@ -306,8 +295,15 @@ class StreamDecoder:
                 self._handle(out, etype if isinstance(etype, str) and etype else event_name, payload)
         return out
 
-    def _fail(self, out: list[ev.Event], code: str, message: str, *, error_type: str | None = None,
-              extra: dict[str, Any] | None = None) -> None:
+    def _fail(
+        self,
+        out: list[ev.Event],
+        code: str,
+        message: str,
+        *,
+        error_type: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         self.finished = True
         out.append(ev.StreamError(message=message, code=code, error_type=error_type, extra=extra or {}))
 
@@ -319,9 +315,13 @@ class StreamDecoder:
             return
         if etype == "error":
             err = p.get("error") if isinstance(p.get("error"), dict) else p
-            self._fail(out, str(err.get("code") or "upstream_error"), str(err.get("message") or "upstream error"),
-                       error_type=err.get("type") if isinstance(err.get("type"), str) else None,
-                       extra={"param": err.get("param")} if err.get("param") is not None else None)
+            self._fail(
+                out,
+                str(err.get("code") or "upstream_error"),
+                str(err.get("message") or "upstream error"),
+                error_type=err.get("type") if isinstance(err.get("type"), str) else None,
+                extra={"param": err.get("param")} if err.get("param") is not None else None,
+            )
             return
         self._ensure_start(out)
         if etype in _TERMINALS:
@@ -331,8 +331,9 @@ class StreamDecoder:
         if handler is not None:
             handler(self, out, etype, p)
             return
-        if isinstance(etype, str) and (etype.startswith("response.reasoning_summary_")
-                                       or etype.startswith("response.reasoning_text.")):
+        if isinstance(etype, str) and (
+            etype.startswith("response.reasoning_summary_") or etype.startswith("response.reasoning_text.")
+        ):
             return  # part boundaries and snapshots: the done item is authoritative
         if isinstance(etype, str):
             out.append(ev.ProviderControl(protocol=PROTOCOL, event_name=etype, data=without_internal(p)))
@@ -353,8 +354,12 @@ class StreamDecoder:
             if slot.kind == "reasoning":
                 slot.encrypted = item.get("encrypted_content")
             elif slot.kind == "call":
-                self._delta(out, slot.node, ev.ARGUMENTS,
-                            item.get("input" if item.get("type") == "custom_tool_call" else "arguments"))
+                self._delta(
+                    out,
+                    slot.node,
+                    ev.ARGUMENTS,
+                    item.get("input" if item.get("type") == "custom_tool_call" else "arguments"),
+                )
 
     def _on_item_done(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
         item = p.get("item")
@@ -377,22 +382,32 @@ class StreamDecoder:
         if slot is not None and slot.kind == "message":
             idx = self._part_index(out, slot, p.get("content_index"), part)
             if isinstance(part, dict):
-                self._delta(out, idx, ev.REFUSAL if part.get("type") == "refusal" else ev.TEXT,
-                            part.get("refusal") if part.get("type") == "refusal" else part.get("text"))
+                self._delta(
+                    out,
+                    idx,
+                    ev.REFUSAL if part.get("type") == "refusal" else ev.TEXT,
+                    part.get("refusal") if part.get("type") == "refusal" else part.get("text"),
+                )
 
     def _on_text_delta(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
         slot = self._slot(p, "message")
         if slot is not None and slot.kind == "message":
             refusal = etype == "response.refusal.delta"
-            idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
+            idx = self._part_index(
+                out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None
+            )
             self._delta(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("delta"))
 
     def _on_text_done(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
         slot = self._slot(p)
         if slot is not None and slot.kind == "message":
             refusal = etype == "response.refusal.done"
-            idx = self._part_index(out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None)
-            self._snapshot(out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("refusal" if refusal else "text"))
+            idx = self._part_index(
+                out, slot, p.get("content_index"), {"type": "refusal"} if refusal else None
+            )
+            self._snapshot(
+                out, idx, ev.REFUSAL if refusal else ev.TEXT, p.get("refusal" if refusal else "text")
+            )
 
     def _on_part_done(self, out: list[ev.Event], etype: str, p: dict[str, Any]) -> None:
         return  # the part closes with its item (output_item.done carries the authoritative text)
@@ -407,8 +422,15 @@ class StreamDecoder:
                 si = p.get("summary_index") if isinstance(p.get("summary_index"), int) else 0
                 if slot.sidx is not None and si != slot.sidx and p.get("delta"):
                     # A new summary part: the URP summary joins parts with a blank line.
-                    self._emit(out, ev.NodeDelta(index=slot.node, kind=ev.REASONING_SUMMARY,
-                                                 delta=SUMMARY_SEP, extra={E_SUMMARY_SEP: True}))
+                    self._emit(
+                        out,
+                        ev.NodeDelta(
+                            index=slot.node,
+                            kind=ev.REASONING_SUMMARY,
+                            delta=SUMMARY_SEP,
+                            extra={E_SUMMARY_SEP: True},
+                        ),
+                    )
                 if p.get("delta"):
                     slot.sidx = si
                 self._delta(out, slot.node, ev.REASONING_SUMMARY, p.get("delta"))
@@ -445,46 +467,59 @@ class StreamDecoder:
         "response.custom_tool_call_input.done": _on_arguments_done,
     }
 
+    def _unstreamed(self, out: list[ev.Event], items: list[Any]) -> bool:
+        """Emit the terminal object's items that never streamed (and finish the open ones it
+        completes); False, with the failure emitted, when it conflicts with what did stream."""
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            kind = _kind(item.get("type"))
+            iid = item.get("id")
+            if isinstance(iid, str) and iid in self._ids:
+                slot = self._ids[iid]
+                conflict = self._conflict(slot, item)
+                if conflict is not None:
+                    self._fail(
+                        out,
+                        "responses_terminal_conflict",
+                        f"upstream terminal response conflicts with the streamed output ({conflict})",
+                    )
+                    return False
+                if not slot.done:
+                    self._finish_item(out, slot, item)
+                continue
+            if kind in self._streamed:
+                continue
+            try:
+                nodes = decode_output([item])
+            except Exception:
+                continue
+            for node in nodes:
+                node.extra.pop(M_ITEM, None)
+                if isinstance(node, TextNode | RefusalNode) and not node.content:
+                    continue
+                header = copy(node)
+                idx = self._start_node(out, header)
+                self._done(out, idx, node)
+        return True
+
     def _terminal(self, out: list[ev.Event], etype: str, resp: dict[str, Any]) -> None:
         status = resp.get("status") or etype.rpartition(".")[2]
         if etype == "response.failed" or status == "failed":
-            err = resp.get("error") if isinstance(resp.get("error"), dict) else {}
-            self._fail(out, str(err.get("code") or "upstream_error"),
-                       str(err.get("message") or "upstream response failed"),
-                       error_type=err.get("type") if isinstance(err.get("type"), str) else None,
-                       extra={X_OBJECT: _template(resp), X_STATUS: "failed"})
+            error = resp.get("error")
+            err: dict[str, Any] = error if isinstance(error, dict) else {}
+            self._fail(
+                out,
+                str(err.get("code") or "upstream_error"),
+                str(err.get("message") or "upstream response failed"),
+                error_type=err.get("type") if isinstance(err.get("type"), str) else None,
+                extra={X_OBJECT: _template(resp), X_STATUS: "failed"},
+            )
             return
         # Completion-only fallback: items the terminal object has but that never streamed.
         items = resp.get("output")
-        if isinstance(items, list):
-            for item in items:
-                if not isinstance(item, dict):
-                    continue
-                kind = _kind(item.get("type"))
-                iid = item.get("id")
-                if isinstance(iid, str) and iid in self._ids:
-                    slot = self._ids[iid]
-                    conflict = self._conflict(slot, item)
-                    if conflict is not None:
-                        self._fail(out, "responses_terminal_conflict",
-                                   f"upstream terminal response conflicts with the streamed output ({conflict})")
-                        return
-                    if not slot.done:
-                        self._finish_item(out, slot, item)
-                    continue
-                if kind in self._streamed:
-                    continue
-                try:
-                    nodes = decode_output([item])
-                except Exception:
-                    continue
-                for node in nodes:
-                    node.extra.pop(M_ITEM, None)
-                    if isinstance(node, TextNode | RefusalNode) and not node.content:
-                        continue
-                    header = copy(node)
-                    idx = self._start_node(out, header)
-                    self._done(out, idx, node)
+        if isinstance(items, list) and not self._unstreamed(out, items):
+            return
         for idx in sorted(self._open):
             self._done(out, idx)
         output = self._acc.output()
@@ -493,8 +528,14 @@ class StreamDecoder:
             if resp.get(key) is not None:
                 extra[key] = resp[key]
         self.finished = True
-        out.append(ev.ResponseDone(output=output, usage=decode_usage(resp.get("usage")), extra=extra,
-                                   finish_reason=finish_from_status(status, resp.get("incomplete_details"), output)))
+        out.append(
+            ev.ResponseDone(
+                output=output,
+                usage=decode_usage(resp.get("usage")),
+                extra=extra,
+                finish_reason=finish_from_status(status, resp.get("incomplete_details"), output),
+            )
+        )
 
     def _conflict(self, slot: _Slot, item: dict[str, Any]) -> str | None:
         """What in the terminal object's ``item`` contradicts what was streamed for the same
@@ -507,12 +548,18 @@ class StreamDecoder:
             if isinstance(final, str) and final and streamed and final != streamed:
                 return f"arguments of item {item.get('id')}"
         elif slot.kind == "message" and slot.parts:
-            texts = [c.get("text") or c.get("refusal") for c in item.get("content") or [] if isinstance(c, dict)]
+            texts = [
+                c.get("text") or c.get("refusal") for c in item.get("content") or [] if isinstance(c, dict)
+            ]
             for ci, idx in slot.parts.items():
                 streamed = getattr(nodes.get(idx), "content", "") or ""
                 final = texts[ci] if ci < len(texts) else None
-                if isinstance(final, str) and final and streamed and "".join(final.split()) != "".join(
-                        streamed.split()):
+                if (
+                    isinstance(final, str)
+                    and final
+                    and streamed
+                    and "".join(final.split()) != "".join(streamed.split())
+                ):
                     return f"text of item {item.get('id')}"
         return None
 

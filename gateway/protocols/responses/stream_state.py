@@ -23,8 +23,25 @@ class _Part:
 class _Item:
     """One wire output item the encoder has announced with ``output_item.added``."""
 
-    __slots__ = ("oi", "id", "kind", "head", "parts", "sealed", "final", "role", "phase", "src_id",
-                 "summary", "summary_open", "summary_sep", "parts_text", "content", "content_open", "args")
+    __slots__ = (
+        "oi",
+        "id",
+        "kind",
+        "head",
+        "parts",
+        "sealed",
+        "final",
+        "role",
+        "phase",
+        "src_id",
+        "summary",
+        "summary_open",
+        "summary_sep",
+        "parts_text",
+        "content",
+        "content_open",
+        "args",
+    )
 
     def __init__(self, oi: int, item_id: str, kind: str, head: dict[str, Any]) -> None:
         self.oi = oi

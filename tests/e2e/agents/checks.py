@@ -25,17 +25,28 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 def agent_turns(recorded: list[dict[str, Any]], path: str, tool: str) -> list[dict[str, Any]]:
     """The recorded requests on ``path`` that offered ``tool`` (the agent loop's turns), in order."""
-    return [rec for rec in recorded
-            if rec["path"] == path and isinstance(rec["body"], dict) and tool in tool_names(rec["body"])]
+    return [
+        rec
+        for rec in recorded
+        if rec["path"] == path and isinstance(rec["body"], dict) and tool in tool_names(rec["body"])
+    ]
 
 
-def assert_upstream_credentials(recorded: list[dict[str, Any]], *, upstream_key: str, client_key: str,
-                                upstream_model: str, headers: tuple[str, ...]) -> None:
+def assert_upstream_credentials(
+    recorded: list[dict[str, Any]],
+    *,
+    upstream_key: str,
+    client_key: str,
+    upstream_model: str,
+    headers: tuple[str, ...],
+) -> None:
     """Every upstream request carried the channel's key in ``headers`` (``authorization`` as a
     Bearer token), the redirected model, and no trace of the client's key."""
     assert recorded, "the upstream received nothing"
     for rec in recorded:
-        assert client_key not in orjson.dumps(rec["headers"]).decode(), f"client key forwarded: {rec['headers']}"
+        assert client_key not in orjson.dumps(rec["headers"]).decode(), (
+            f"client key forwarded: {rec['headers']}"
+        )
         assert client_key not in orjson.dumps(rec["body"]).decode(), "client key forwarded in the body"
         for name in headers:
             expected = f"Bearer {upstream_key}" if name == "authorization" else upstream_key
@@ -43,8 +54,13 @@ def assert_upstream_credentials(recorded: list[dict[str, Any]], *, upstream_key:
         assert rec["body"]["model"] == upstream_model
 
 
-def masked(value: Any, paths: dict[str, Callable[[Any], bool]], here: str = "", *,
-           dropped: dict[str, Callable[[Any], bool]] | None = None) -> Any:
+def masked(
+    value: Any,
+    paths: dict[str, Callable[[Any], bool]],
+    here: str = "",
+    *,
+    dropped: dict[str, Callable[[Any], bool]] | None = None,
+) -> Any:
     """A copy of ``value`` with the volatile members replaced by ``MASK``. ``paths`` maps a
     path pattern (``/input/*/id``: ``*`` is any list index) to a predicate on the parent object;
     ``dropped`` has the same form and removes the member instead (a known, accepted loss)."""
@@ -57,7 +73,9 @@ def masked(value: Any, paths: dict[str, Callable[[Any], bool]], here: str = "", 
             if drop is not None and drop(value):
                 continue
             rule = paths.get(path)
-            out[key] = MASK if rule is not None and rule(value) else masked(item, paths, path, dropped=dropped)
+            out[key] = (
+                MASK if rule is not None and rule(value) else masked(item, paths, path, dropped=dropped)
+            )
         return out
     if isinstance(value, list):
         return [masked(item, paths, f"{here}/*", dropped=dropped) for item in value]

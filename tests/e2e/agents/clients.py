@@ -51,8 +51,13 @@ def ensure_installed() -> tuple[dict[str, Path] | None, str]:
             return paths, ""
         manifest.write_bytes(wanted)
         try:
-            done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=folder,
-                                  capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT,
+            )
         except subprocess.TimeoutExpired:
             manifest.unlink(missing_ok=True)
             return None, f"npm install of the agent CLIs did not finish within {INSTALL_TIMEOUT}s"
@@ -68,18 +73,33 @@ def ensure_installed() -> tuple[dict[str, Path] | None, str]:
 
 def _npm_error(done: subprocess.CompletedProcess) -> str:
     """npm's own explanation (its ``npm error`` lines, without the stack and the log path)."""
-    lines = [line.removeprefix("npm error").strip() for line in (done.stderr or done.stdout).splitlines()
-             if line.startswith("npm error") and "complete log" not in line]
+    lines = [
+        line.removeprefix("npm error").strip()
+        for line in (done.stderr or done.stdout).splitlines()
+        if line.startswith("npm error") and "complete log" not in line
+    ]
     lines = [line for line in lines if line and not line.startswith("at ")]
     return " | ".join(lines[:6])[:800] or (done.stderr or done.stdout).strip()[-800:]
 
 
 def clean_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     """The machine's environment without provider credentials, with a private HOME."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_PREFIXES)
-           and k not in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY")}
-    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "NO_COLOR": "1", "TERM": "dumb",
-                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_STRIPPED_PREFIXES)
+        and k not in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY")
+    }
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "NO_COLOR": "1",
+            "TERM": "dumb",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+    )
     env.update(extra)
     return env
 
@@ -92,15 +112,24 @@ class AgentRun:
     workdir: Path
 
     def describe(self) -> str:
-        return (f"exit {self.returncode}\n--- stdout ---\n{self.stdout[-6000:]}\n"
-                f"--- stderr ---\n{self.stderr[-4000:]}")
+        return (
+            f"exit {self.returncode}\n--- stdout ---\n{self.stdout[-6000:]}\n"
+            f"--- stderr ---\n{self.stderr[-4000:]}"
+        )
 
 
 def run(cmd: list[str], *, workdir: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT) -> AgentRun:
     """Run a CLI to completion (stdin closed); a timeout is reported as exit -9 with its output."""
     try:
-        done = subprocess.run(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run(
+            cmd,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
@@ -128,39 +157,89 @@ ENV_KEY_AUTH = 'env_key = "GATEWAY_API_KEY"'
 COMMAND_AUTH = 'auth = { command = "printenv", args = ["GATEWAY_API_KEY"] }'
 
 
-def run_codex(binary: Path, *, base_url: str, api_key: str, model: str, prompt: str, tmp: Path,
-              auth: str = ENV_KEY_AUTH, provider_extra: str = "") -> AgentRun:
+def run_codex(
+    binary: Path,
+    *,
+    base_url: str,
+    api_key: str,
+    model: str,
+    prompt: str,
+    tmp: Path,
+    auth: str = ENV_KEY_AUTH,
+    provider_extra: str = "",
+) -> AgentRun:
     """``codex exec`` in ``tmp/work`` with ``CODEX_HOME=tmp/codex-home`` holding the provider config;
     ``auth`` is the provider's auth line, ``provider_extra`` more provider settings (TOML lines)."""
     workdir, home = tmp / "work", tmp / "home"
     codex_home = home / ".codex"
     for folder in (workdir, codex_home):
         folder.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=model, base_url=base_url, auth=auth,
-                                                                    extra=provider_extra))
+    (codex_home / "config.toml").write_text(
+        CODEX_CONFIG.format(model=model, base_url=base_url, auth=auth, extra=provider_extra)
+    )
     env = clean_env(home, {"CODEX_HOME": str(codex_home), "GATEWAY_API_KEY": api_key, "RUST_LOG": "error"})
-    cmd = [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json",
-           "--color", "never", "--ephemeral", "-C", str(workdir), prompt]
+    cmd = [
+        str(binary),
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--json",
+        "--color",
+        "never",
+        "--ephemeral",
+        "-C",
+        str(workdir),
+        prompt,
+    ]
     return run(cmd, workdir=workdir, env=env)
 
 
-def run_claude(binary: Path, *, base_url: str, api_key: str, model: str, small_model: str, prompt: str,
-               tmp: Path, auth: str) -> AgentRun:
+def run_claude(
+    binary: Path,
+    *,
+    base_url: str,
+    api_key: str,
+    model: str,
+    small_model: str,
+    prompt: str,
+    tmp: Path,
+    auth: str,
+) -> AgentRun:
     """``claude -p`` in ``tmp/work``; ``auth`` is ``"x-api-key"`` (ANTHROPIC_API_KEY) or ``"bearer"``
     (ANTHROPIC_AUTH_TOKEN)."""
     workdir, home = tmp / "work", tmp / "home"
     for folder in (workdir, home):
         folder.mkdir(parents=True, exist_ok=True)
     credential = {"ANTHROPIC_API_KEY": api_key} if auth == "x-api-key" else {"ANTHROPIC_AUTH_TOKEN": api_key}
-    env = clean_env(home, {
-        "ANTHROPIC_BASE_URL": base_url, **credential,
-        "ANTHROPIC_MODEL": model, "ANTHROPIC_DEFAULT_HAIKU_MODEL": small_model,
-        "ANTHROPIC_SMALL_FAST_MODEL": small_model,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_MAX_RETRIES": "0", "API_TIMEOUT_MS": "60000",
-    })
-    cmd = [str(binary), "-p", prompt, "--output-format", "json", "--permission-mode", "acceptEdits",
-           "--allowedTools", "Write", "--model", model]
+    env = clean_env(
+        home,
+        {
+            "ANTHROPIC_BASE_URL": base_url,
+            **credential,
+            "ANTHROPIC_MODEL": model,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": small_model,
+            "ANTHROPIC_SMALL_FAST_MODEL": small_model,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+            "API_TIMEOUT_MS": "60000",
+        },
+    )
+    cmd = [
+        str(binary),
+        "-p",
+        prompt,
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Write",
+        "--model",
+        model,
+    ]
     return run(cmd, workdir=workdir, env=env)
 
 
@@ -184,7 +263,14 @@ def run_gemini(binary: Path, *, base_url: str, api_key: str, model: str, prompt:
     for folder in (workdir, home / ".gemini"):
         folder.mkdir(parents=True, exist_ok=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
-    env = clean_env(home, {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": api_key,
-                           "GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_TELEMETRY_ENABLED": "false"})
+    env = clean_env(
+        home,
+        {
+            "GOOGLE_GEMINI_BASE_URL": base_url,
+            "GEMINI_API_KEY": api_key,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            "GEMINI_TELEMETRY_ENABLED": "false",
+        },
+    )
     cmd = [str(binary), "-p", prompt, "-m", model, "--approval-mode", "auto_edit", "--output-format", "json"]
     return run(cmd, workdir=workdir, env=env)

@@ -39,12 +39,15 @@ def agent_upstream(agent_upstream_server, request):
     if dump:  # a folder: every test's upstream requests as JSON, for looking at what the CLIs send
         Path(dump).mkdir(parents=True, exist_ok=True)
         (Path(dump) / f"{request.node.name}.json").write_bytes(
-            orjson.dumps(agent_upstream_server.app.recorded(), option=orjson.OPT_INDENT_2))
+            orjson.dumps(agent_upstream_server.app.recorded(), option=orjson.OPT_INDENT_2)
+        )
     if report is not None and report.failed:
         for i, rec in enumerate(agent_upstream_server.app.recorded()):
             body = rec["body"] if isinstance(rec["body"], dict) else {}
-            print(f"upstream request {i}: {rec['method']} {rec['path']}?{rec['query']} model={body.get('model')!r} "
-                  f"stream={body.get('stream')!r} tools={[_tool_name(t) for t in body.get('tools') or []]}")
+            print(
+                f"upstream request {i}: {rec['method']} {rec['path']}?{rec['query']} model={body.get('model')!r} "
+                f"stream={body.get('stream')!r} tools={[_tool_name(t) for t in body.get('tools') or []]}"
+            )
 
 
 def _tool_name(tool: dict) -> str:

@@ -39,7 +39,11 @@ FINAL_TEXT = "AGENT-E2E-DONE: the file is written."
 UNEXPECTED_RESULT = "AGENT-E2E-UNEXPECTED-TOOL-RESULT:"
 SIDE_TEXT = "Agent file task"
 _WIRES = {"chat_completion": chat, "responses": responses, "messages": messages}
-_ROUTES = {"/v1/chat/completions": "chat_completion", "/v1/responses": "responses", "/v1/messages": "messages"}
+_ROUTES = {
+    "/v1/chat/completions": "chat_completion",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+}
 
 
 @dataclass
@@ -93,8 +97,15 @@ class ScriptedUpstream:
             body = None
         path = scope["path"].removesuffix("/")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        record = {"method": scope["method"], "path": path, "query": scope.get("query_string", b"").decode("latin-1"),
-                  "headers": headers, "body": body, "frames": 0, "tool_call": False}
+        record = {
+            "method": scope["method"],
+            "path": path,
+            "query": scope.get("query_string", b"").decode("latin-1"),
+            "headers": headers,
+            "body": body,
+            "frames": 0,
+            "tool_call": False,
+        }
         with self._lock:
             self.requests.append(record)
         if path == "/v1/messages/count_tokens":
@@ -106,15 +117,24 @@ class ScriptedUpstream:
             return
         wire = _WIRES[protocol]
         turn, stream = self.plan(protocol, body)
-        ctx = WireContext(model=str(body.get("model", "")), response_id=f"agent{len(self.requests)}",
-                          created=int(time.time()), arg_chunk=self.arg_chunk,
-                          include_usage=bool((body.get("stream_options") or {}).get("include_usage"))
-                          or protocol != "chat_completion")
+        ctx = WireContext(
+            model=str(body.get("model", "")),
+            response_id=f"agent{len(self.requests)}",
+            created=int(time.time()),
+            arg_chunk=self.arg_chunk,
+            include_usage=bool((body.get("stream_options") or {}).get("include_usage"))
+            or protocol != "chat_completion",
+        )
         if not stream:
             await send_json(send, 200, wire.respond(turn, ctx))
             return
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
         record["tool_call"] = bool(turn.tool_calls)
         for frame in wire.stream(turn, ctx):
             record["frames"] += 1
@@ -123,8 +143,11 @@ class ScriptedUpstream:
 
     def plan(self, protocol: str, body: dict[str, Any]) -> tuple[Turn, bool]:
         """The model's answer to this request, and whether to stream it."""
-        parse = {"chat_completion": inbound.from_chat, "responses": inbound.from_responses,
-                 "messages": inbound.from_messages}[protocol]
+        parse = {
+            "chat_completion": inbound.from_chat,
+            "responses": inbound.from_responses,
+            "messages": inbound.from_messages,
+        }[protocol]
         summary = parse(body)
         turn = Turn(input_tokens=10, output_tokens=10)
         play = self.play
@@ -137,7 +160,9 @@ class ScriptedUpstream:
             turn.text = SIDE_TEXT
         elif summary.tool_results:
             results = " | ".join(summary.tool_results)
-            turn.text = FINAL_TEXT if play.result_ok.search(results) else f"{UNEXPECTED_RESULT} {results[:500]}"
+            turn.text = (
+                FINAL_TEXT if play.result_ok.search(results) else f"{UNEXPECTED_RESULT} {results[:500]}"
+            )
         else:
             kind = offered[play.tool]
             turn.tool_calls.append(ToolCall(play.tool, play.arguments_for(kind), play.call_id, kind))

@@ -52,14 +52,25 @@ def _configure(agent_upstream, protocol: str):
 
 def _play(tmp_path) -> AgentPlay:
     target = tmp_path / "work" / "hello.txt"
-    return AgentPlay(tool="Write", arguments={"file_path": str(target), "content": CONTENT},
-                     result_ok=re.compile(r"(?i)created successfully.*hello\.txt"))
+    return AgentPlay(
+        tool="Write",
+        arguments={"file_path": str(target), "content": CONTENT},
+        result_ok=re.compile(r"(?i)created successfully.*hello\.txt"),
+    )
 
 
 def _run(agent_clis, base_url: str, secret: str, tmp_path, auth: str) -> AgentRun:
     """One ``claude -p`` run of the task; asserts exit 0, the final message and the file."""
-    run = run_claude(agent_clis["claude"], base_url=base_url, api_key=secret, model=MODEL, small_model=SMALL_MODEL,
-                     prompt=PROMPT, tmp=tmp_path, auth=auth)
+    run = run_claude(
+        agent_clis["claude"],
+        base_url=base_url,
+        api_key=secret,
+        model=MODEL,
+        small_model=SMALL_MODEL,
+        prompt=PROMPT,
+        tmp=tmp_path,
+        auth=auth,
+    )
     assert run.returncode == 0, run.describe()
     lines = run.stdout.strip().splitlines()
     result = orjson.loads(lines[-1]) if lines else {}
@@ -77,7 +88,9 @@ def _assert_messages_query_accepted(gateway, since: int) -> None:
 
 
 @pytest.mark.parametrize("auth", AUTH_MODES)
-def test_claude_code_write_through_chat_completions_upstream(agent_clis, gateway, agent_upstream, tmp_path, auth):
+def test_claude_code_write_through_chat_completions_upstream(
+    agent_clis, gateway, agent_upstream, tmp_path, auth
+):
     route, secret = _configure(agent_upstream, "chat_completion")
     gateway.wait_config()
     play = _play(tmp_path)
@@ -88,8 +101,13 @@ def test_claude_code_write_through_chat_completions_upstream(agent_clis, gateway
 
     recorded = agent_upstream.app.recorded()
     assert {r["path"] for r in recorded} == {"/v1/chat/completions"}
-    assert_upstream_credentials(recorded, upstream_key=route.upstream_key, client_key=secret,
-                                upstream_model=UPSTREAM_MODEL, headers=("authorization",))
+    assert_upstream_credentials(
+        recorded,
+        upstream_key=route.upstream_key,
+        client_key=secret,
+        upstream_model=UPSTREAM_MODEL,
+        headers=("authorization",),
+    )
     turns = agent_turns(recorded, "/v1/chat/completions", "Write")
     assert len(turns) == 2, [r["path"] for r in recorded]
     first, second = turns[0]["body"], turns[1]["body"]
@@ -103,7 +121,9 @@ def test_claude_code_write_through_chat_completions_upstream(agent_clis, gateway
     assert PROMPT in orjson.dumps([m for m in first["messages"] if m["role"] == "user"]).decode()
     # second turn: the call in the history (arguments as Claude Code got them), then its result
     calls = [c for m in second["messages"] if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-    assert [(c["id"], c["type"], c["function"]["name"]) for c in calls] == [(play.call_id, "function", "Write")]
+    assert [(c["id"], c["type"], c["function"]["name"]) for c in calls] == [
+        (play.call_id, "function", "Write")
+    ]
     assert orjson.loads(calls[0]["function"]["arguments"]) == play.arguments
     results = [m for m in second["messages"] if m.get("role") == "tool"]
     assert [m["tool_call_id"] for m in results] == [play.call_id]
@@ -111,7 +131,9 @@ def test_claude_code_write_through_chat_completions_upstream(agent_clis, gateway
 
 
 @pytest.mark.parametrize("auth", AUTH_MODES)
-def test_claude_code_write_through_messages_upstream_is_lossless(agent_clis, gateway, agent_upstream, tmp_path, auth):
+def test_claude_code_write_through_messages_upstream_is_lossless(
+    agent_clis, gateway, agent_upstream, tmp_path, auth
+):
     route, secret = _configure(agent_upstream, "messages")
     gateway.wait_config()
     play = _play(tmp_path)
@@ -128,8 +150,13 @@ def test_claude_code_write_through_messages_upstream_is_lossless(agent_clis, gat
     _run(agent_clis, gateway.url, secret, tmp_path, auth)
     _assert_messages_query_accepted(gateway, since)
     recorded = agent_upstream.app.recorded()
-    assert_upstream_credentials(recorded, upstream_key=route.upstream_key, client_key=secret,
-                                upstream_model=UPSTREAM_MODEL, headers=("x-api-key",))
+    assert_upstream_credentials(
+        recorded,
+        upstream_key=route.upstream_key,
+        client_key=secret,
+        upstream_model=UPSTREAM_MODEL,
+        headers=("x-api-key",),
+    )
     via = agent_turns(recorded, "/v1/messages", "Write")
     assert len(direct) == len(via) == 2
     assert via[0]["tool_call"] and via[0]["frames"] > 20 and not via[1]["tool_call"]
@@ -143,7 +170,13 @@ def test_claude_code_write_through_messages_upstream_is_lossless(agent_clis, gat
     for field in ("thinking", "context_management", "metadata", "system"):
         assert field in first, field
     assert "cache_control" in orjson.dumps(first["system"]).decode()
-    uses = [b for m in second["messages"] if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"]
+    uses = [
+        b
+        for m in second["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
     assert [(u["name"], u["input"]) for u in uses] == [("Write", play.arguments)]
     results = [b for b in second["messages"][-1]["content"] if b.get("type") == "tool_result"]
     assert [r["tool_use_id"] for r in results] == [uses[0]["id"]]

@@ -28,8 +28,10 @@ pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT + 300)  # the first test may in
 MODEL = "gpt-5.5"  # Codex offers apply_patch only to model names in its own catalogue
 UPSTREAM_MODEL = "upstream-coder-1"
 PROMPT = "Create hello.txt with the greeting, using apply_patch."
-PATCH = ('*** Begin Patch\n*** Add File: hello.txt\n+Hello from the gateway!\n'
-         '+quotes "kept", a \\ backslash, a tab\there and ünïcödé\n*** End Patch\n')
+PATCH = (
+    "*** Begin Patch\n*** Add File: hello.txt\n+Hello from the gateway!\n"
+    '+quotes "kept", a \\ backslash, a tab\there and ünïcödé\n*** End Patch\n'
+)
 CONTENT = 'Hello from the gateway!\nquotes "kept", a \\ backslash, a tab\there and ünïcödé\n'
 PLAY = AgentPlay(tool="apply_patch", arguments=PATCH, result_ok=re.compile(r"A hello\.txt"))
 
@@ -57,9 +59,15 @@ def _configure(agent_upstream, protocol: str, model: str = MODEL):
     route = make_route(protocol, model, f"{agent_upstream.url}/v1", upstream_model=UPSTREAM_MODEL, **fields)
     if protocol == "chat_completion":
         for position, phase in enumerate(("request", "response")):
-            TransformRule.objects.create(scope="provider", provider=route.provider, position=position,
-                                         transform="field_custom_tools_to_function", phase=phase,
-                                         models=[model], config={"names": ["*"]})
+            TransformRule.objects.create(
+                scope="provider",
+                provider=route.provider,
+                position=position,
+                transform="field_custom_tools_to_function",
+                phase=phase,
+                models=[model],
+                config={"names": ["*"]},
+            )
         config_version.bump()
     _, secret = make_key("codex")
     return route, secret
@@ -79,11 +87,20 @@ def _events(stdout: str) -> list[dict]:
 def _run(agent_clis, base_url: str, secret: str, tmp_path, model: str = MODEL, **codex: str) -> AgentRun:
     """One ``codex exec`` run of the task; asserts exit 0, the final message and the file.
     ``codex``: more ``run_codex`` settings (the provider's auth, extra provider lines)."""
-    run = run_codex(agent_clis["codex"], base_url=base_url, api_key=secret, model=model, prompt=PROMPT,
-                    tmp=tmp_path, **codex)
+    run = run_codex(
+        agent_clis["codex"],
+        base_url=base_url,
+        api_key=secret,
+        model=model,
+        prompt=PROMPT,
+        tmp=tmp_path,
+        **codex,
+    )
     assert run.returncode == 0, run.describe()
     events = _events(run.stdout)
-    items = [e["item"] for e in events if e.get("type") == "item.completed" and isinstance(e.get("item"), dict)]
+    items = [
+        e["item"] for e in events if e.get("type") == "item.completed" and isinstance(e.get("item"), dict)
+    ]
     messages = [i.get("text") for i in items if i.get("type") == "agent_message"]
     assert messages and messages[-1] == FINAL_TEXT, run.describe()
     changes = [i for i in items if i.get("type") == "file_change"]
@@ -102,8 +119,13 @@ def test_codex_apply_patch_through_chat_completions_upstream(agent_clis, gateway
 
     recorded = agent_upstream.app.recorded()
     assert {r["path"] for r in recorded} == {"/v1/chat/completions"}
-    assert_upstream_credentials(recorded, upstream_key=route.upstream_key, client_key=secret,
-                                upstream_model=UPSTREAM_MODEL, headers=("authorization",))
+    assert_upstream_credentials(
+        recorded,
+        upstream_key=route.upstream_key,
+        client_key=secret,
+        upstream_model=UPSTREAM_MODEL,
+        headers=("authorization",),
+    )
     turns = agent_turns(recorded, "/v1/chat/completions", "apply_patch")
     assert len(turns) == 2, [r["path"] for r in recorded]
     first, second = turns[0]["body"], turns[1]["body"]
@@ -122,7 +144,9 @@ def test_codex_apply_patch_through_chat_completions_upstream(agent_clis, gateway
     assert PROMPT in orjson.dumps([m for m in first["messages"] if m["role"] == "user"]).decode()
     # second turn: the converted call in the history, then its result
     calls = [c for m in second["messages"] if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-    assert [(c["id"], c["type"], c["function"]["name"]) for c in calls] == [(PLAY.call_id, "function", "apply_patch")]
+    assert [(c["id"], c["type"], c["function"]["name"]) for c in calls] == [
+        (PLAY.call_id, "function", "apply_patch")
+    ]
     assert orjson.loads(calls[0]["function"]["arguments"]) == {"input": PATCH}
     results = [m for m in second["messages"] if m.get("role") == "tool"]
     assert [m["tool_call_id"] for m in results] == [PLAY.call_id]
@@ -130,7 +154,9 @@ def test_codex_apply_patch_through_chat_completions_upstream(agent_clis, gateway
     assert second["messages"][-1]["role"] == "tool"
 
 
-def test_codex_apply_patch_through_responses_upstream_is_lossless(agent_clis, gateway, agent_upstream, tmp_path):
+def test_codex_apply_patch_through_responses_upstream_is_lossless(
+    agent_clis, gateway, agent_upstream, tmp_path
+):
     route, secret = _configure(agent_upstream, "responses")
     gateway.wait_config()
 
@@ -142,15 +168,22 @@ def test_codex_apply_patch_through_responses_upstream_is_lossless(agent_clis, ga
     agent_upstream.app.reset(PLAY)  # 2. the same task through the gateway
     _run(agent_clis, f"{gateway.url}/v1", secret, tmp_path)
     recorded = agent_upstream.app.recorded()
-    assert_upstream_credentials(recorded, upstream_key=route.upstream_key, client_key=secret,
-                                upstream_model=UPSTREAM_MODEL, headers=("authorization",))
+    assert_upstream_credentials(
+        recorded,
+        upstream_key=route.upstream_key,
+        client_key=secret,
+        upstream_model=UPSTREAM_MODEL,
+        headers=("authorization",),
+    )
     via = agent_turns(recorded, "/v1/responses", "apply_patch")
     assert len(direct) == len(via) == 2
     assert via[0]["tool_call"] and via[0]["frames"] > 20 and not via[1]["tool_call"]
 
     for i, (a, b) in enumerate(zip(direct, via, strict=True)):
-        diff = first_difference(masked(a["body"], VOLATILE, dropped=KNOWN_LOSSES),
-                                masked(b["body"], VOLATILE, dropped=KNOWN_LOSSES))
+        diff = first_difference(
+            masked(a["body"], VOLATILE, dropped=KNOWN_LOSSES),
+            masked(b["body"], VOLATILE, dropped=KNOWN_LOSSES),
+        )
         assert diff is None, f"turn {i + 1}: the gateway changed Codex's request at {diff}"
     first, second = via[0]["body"], via[1]["body"]
     tool = next(t for t in first["tools"] if t.get("name") == "apply_patch")

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT + 300)  # the first test may in
 UNKNOWN_MODEL = "gw-coder-e2e"  # not in Codex's catalogue: without a descriptor, no apply_patch
 
 
-def test_codex_takes_the_gateways_descriptor_for_a_model_it_does_not_know(agent_clis, gateway, agent_upstream,
-                                                                           tmp_path):
+def test_codex_takes_the_gateways_descriptor_for_a_model_it_does_not_know(
+    agent_clis, gateway, agent_upstream, tmp_path
+):
     from gateway.models import GlobalSettings
     from gateway.proxy.codex_models import INSTRUCTIONS
     from gateway.services import write_settings
@@ -52,7 +53,9 @@ def test_codex_over_the_responses_websocket(agent_clis, gateway, agent_upstream,
     _, secret = _configure(agent_upstream, "chat_completion")
     gateway.wait_config()
     agent_upstream.app.reset(PLAY)
-    run = _run(agent_clis, f"{gateway.url}/v1", secret, tmp_path, provider_extra="supports_websockets = true\n")
+    run = _run(
+        agent_clis, f"{gateway.url}/v1", secret, tmp_path, provider_extra="supports_websockets = true\n"
+    )
 
     items = [e["item"] for e in _events(run.stdout) if e.get("type") == "item.completed"]
     assert not [i for i in items if i.get("type") == "error"], run.describe()  # no fallback to HTTPS
@@ -65,6 +68,6 @@ def test_codex_over_the_responses_websocket(agent_clis, gateway, agent_upstream,
     # Codex sent the second turn as a continuation (``previous_response_id`` and the tool output
     # only); the upstream got the whole conversation, from the connection's history
     first, second = turns[0]["body"]["messages"], turns[1]["body"]["messages"]
-    assert second[:len(first)] == first
-    assert [m["role"] for m in second[len(first):]] == ["assistant", "tool"]
+    assert second[: len(first)] == first
+    assert [m["role"] for m in second[len(first) :]] == ["assistant", "tool"]
     assert second[len(first)]["tool_calls"][0]["id"] == PLAY.call_id

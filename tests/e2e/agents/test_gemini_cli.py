@@ -23,29 +23,41 @@ PROMPT = "Write hello.txt with the greeting."
 CONTENT = 'Hello from Gemini CLI!\nquotes "kept", a \\ backslash, a tab\there and ünïcödé\n'
 
 
-def test_gemini_cli_writes_a_file_through_a_chat_completions_upstream(agent_clis, gateway, agent_upstream, tmp_path):
+def test_gemini_cli_writes_a_file_through_a_chat_completions_upstream(
+    agent_clis, gateway, agent_upstream, tmp_path
+):
     route = make_route("chat_completion", MODEL, f"{agent_upstream.url}/v1", upstream_model=UPSTREAM_MODEL)
     _, secret = make_key("gemini-cli")
     gateway.wait_config()
     target = tmp_path / "work" / "hello.txt"
-    play = AgentPlay(tool="write_file", arguments={"file_path": str(target), "content": CONTENT},
-                     result_ok=re.compile(r"(?i)success.*hello\.txt"))
+    play = AgentPlay(
+        tool="write_file",
+        arguments={"file_path": str(target), "content": CONTENT},
+        result_ok=re.compile(r"(?i)success.*hello\.txt"),
+    )
     agent_upstream.app.reset(play)
     since = gateway.log_size()
-    run = run_gemini(agent_clis["gemini"], base_url=gateway.url, api_key=secret, model=MODEL, prompt=PROMPT,
-                     tmp=tmp_path)
+    run = run_gemini(
+        agent_clis["gemini"], base_url=gateway.url, api_key=secret, model=MODEL, prompt=PROMPT, tmp=tmp_path
+    )
     assert run.returncode == 0, run.describe()
     assert FINAL_TEXT in run.stdout, run.describe()
     assert target.read_text() == CONTENT
 
     log = gateway.log_tail(since)
     # two streamed calls, the colon percent-encoded by the CLI (the ASGI path is decoded)
-    answered = re.findall(rf'"POST /v1beta/models/{re.escape(MODEL)}(?::|%3A)streamGenerateContent\?alt=sse HTTP/1\.1" 200',
-                          log)
+    answered = re.findall(
+        rf'"POST /v1beta/models/{re.escape(MODEL)}(?::|%3A)streamGenerateContent\?alt=sse HTTP/1\.1" 200', log
+    )
     assert len(answered) == 2, log[-3000:]
     recorded = agent_upstream.app.recorded()
-    assert_upstream_credentials(recorded, upstream_key=route.upstream_key, client_key=secret,
-                                upstream_model=UPSTREAM_MODEL, headers=("authorization",))
+    assert_upstream_credentials(
+        recorded,
+        upstream_key=route.upstream_key,
+        client_key=secret,
+        upstream_model=UPSTREAM_MODEL,
+        headers=("authorization",),
+    )
     turns = agent_turns(recorded, "/v1/chat/completions", "write_file")
     assert len(turns) == 2, [r["path"] for r in recorded]
     first, second = turns[0]["body"], turns[1]["body"]

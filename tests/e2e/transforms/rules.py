@@ -46,22 +46,41 @@ def save_rules(specs: list[RuleSpec], *, route: Route | None, key: Any) -> None:
     from transforms.models import TransformRule
 
     for position, spec in enumerate(specs):
-        rule = TransformRule(scope=spec.scope, transform=spec.transform, phase=spec.phase, models=spec.models,
-                             config=spec.config, position=position, enabled=spec.enabled,
-                             provider=route.provider if spec.scope == "provider" and route else None,
-                             api_key=key if spec.scope == "api_key" else None)
+        rule = TransformRule(
+            scope=spec.scope,
+            transform=spec.transform,
+            phase=spec.phase,
+            models=spec.models,
+            config=spec.config,
+            position=position,
+            enabled=spec.enabled,
+            provider=route.provider if spec.scope == "provider" and route else None,
+            api_key=key if spec.scope == "api_key" else None,
+        )
         rule.full_clean()  # the same validation the admin and REST API run on save
         rule.save()
     config_version.bump()
 
 
-def setup(mock_upstream, upstream: str, model: str, rules: Sequence[RuleSpec] = (), *,
-          upstream_model: str = "", fault: str = "", **key_fields: Any) -> Setup:
+def setup(
+    mock_upstream,
+    upstream: str,
+    model: str,
+    rules: Sequence[RuleSpec] = (),
+    *,
+    upstream_model: str = "",
+    fault: str = "",
+    **key_fields: Any,
+) -> Setup:
     """A route ``model`` → ``upstream_model`` (default ``up-<model>``) on the mock speaking
     ``upstream`` (``fault``: a mock option prefix such as ``prompt-cache=1``), a fresh key (with
     ``key_fields``, e.g. ``owner``), and ``rules``."""
-    route = make_route(upstream, model, mock_upstream.base_url(upstream, fault),
-                       upstream_model=upstream_model or f"up-{model}")
+    route = make_route(
+        upstream,
+        model,
+        mock_upstream.base_url(upstream, fault),
+        upstream_model=upstream_model or f"up-{model}",
+    )
     key, secret = make_key("transform-e2e", **key_fields)
     save_rules(list(rules), route=route, key=key)
     return Setup(route, key, secret, model)
@@ -77,8 +96,12 @@ def anthropic_client(gateway, secret: str) -> anthropic.Anthropic:
 
 def post_raw(gateway, secret: str, path: str, body: dict[str, Any]) -> httpx.Response:
     """A raw POST (for bodies or response fields an SDK would hide)."""
-    return httpx.post(f"{gateway.url}{path}", json=body, timeout=30,
-                      headers={"authorization": f"Bearer {secret}", "anthropic-version": "2023-06-01"})
+    return httpx.post(
+        f"{gateway.url}{path}",
+        json=body,
+        timeout=30,
+        headers={"authorization": f"Bearer {secret}", "anthropic-version": "2023-06-01"},
+    )
 
 
 def last_upstream_body(mock_upstream) -> dict[str, Any]:
@@ -100,5 +123,9 @@ def chat_text_parts(content: Any) -> list[str]:
 
 def chat_system_texts(body: dict[str, Any], role: str = "system") -> list[str]:
     """Every text part of every ``role`` message of a Chat Completions body, in order."""
-    return [text for message in body["messages"] if message["role"] == role
-            for text in chat_text_parts(message.get("content"))]
+    return [
+        text
+        for message in body["messages"]
+        if message["role"] == role
+        for text in chat_text_parts(message.get("content"))
+    ]

@@ -15,16 +15,28 @@ from tests.e2e.sdk_turns import CONVERSATIONS, WEATHER_ARGS
 from tests.e2e.transforms.rules import RuleSpec, last_upstream_body, openai_client, setup
 
 ALIASES = {"aliases": {"view_image": "client_view_image"}}
-VIEW_IMAGE = {"type": "function", "function": {
-    "name": "view_image", "description": "Show an image to the model",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
-RULES = [RuleSpec("field_alias_reserved_tool_names", "request", ALIASES),
-         RuleSpec("field_alias_reserved_tool_names", "response", ALIASES)]
+VIEW_IMAGE = {
+    "type": "function",
+    "function": {
+        "name": "view_image",
+        "description": "Show an image to the model",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+}
+RULES = [
+    RuleSpec("field_alias_reserved_tool_names", "request", ALIASES),
+    RuleSpec("field_alias_reserved_tool_names", "response", ALIASES),
+]
 
 
 def _tool_use_names(body: dict) -> list[str]:
-    return [block["name"] for message in body["messages"] if isinstance(message["content"], list)
-            for block in message["content"] if block.get("type") == "tool_use"]
+    return [
+        block["name"]
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_use"
+    ]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
@@ -36,8 +48,9 @@ def test_reserved_name_is_aliased_upstream_and_restored_for_the_client(gateway, 
 
     if stream:
         name, args, call_id = "", "", ""
-        for chunk in client.chat.completions.create(model=s.model, messages=messages, tools=[VIEW_IMAGE],
-                                                    stream=True):
+        for chunk in client.chat.completions.create(
+            model=s.model, messages=messages, tools=[VIEW_IMAGE], stream=True
+        ):
             for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
                 name += delta.function.name or "" if delta.function else ""
                 args += delta.function.arguments or "" if delta.function else ""
@@ -55,9 +68,15 @@ def test_reserved_name_is_aliased_upstream_and_restored_for_the_client(gateway, 
 
     # The next turn replays the call in history: it must go upstream under the alias too.
     history = messages + [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": "view_image", "arguments": args}}]},
-        {"role": "tool", "tool_call_id": call_id, "content": "a red square"}]
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "view_image", "arguments": args}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": "a red square"},
+    ]
     final = client.chat.completions.create(model=s.model, messages=history, tools=[VIEW_IMAGE])
     assert final.choices[0].message.content == "Tool said: a red square"
     body = last_upstream_body(mock_upstream)
@@ -68,24 +87,47 @@ def test_reserved_name_is_aliased_upstream_and_restored_for_the_client(gateway, 
 def test_names_outside_the_map_are_untouched(gateway, mock_upstream):
     s = setup(mock_upstream, "messages", "alias-other", RULES)
     gateway.wait_config()
-    other = {"type": "function", "function": {"name": "read_file", "parameters": {
-        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+    other = {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
     reply = openai_client(gateway, s.secret).chat.completions.create(
-        model=s.model, messages=[{"role": "user", "content": "please call read_file"}], tools=[VIEW_IMAGE, other])
+        model=s.model,
+        messages=[{"role": "user", "content": "please call read_file"}],
+        tools=[VIEW_IMAGE, other],
+    )
     assert reply.choices[0].message.tool_calls[0].function.name == "read_file"
-    assert [tool["name"] for tool in last_upstream_body(mock_upstream)["tools"]] == ["client_view_image", "read_file"]
+    assert [tool["name"] for tool in last_upstream_body(mock_upstream)["tools"]] == [
+        "client_view_image",
+        "read_file",
+    ]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
-@pytest.mark.parametrize(("client", "upstream"), [("responses", "gemini"), ("messages", "chat_completion"),
-                                                  ("chat_completion", "responses")])
+@pytest.mark.parametrize(
+    ("client", "upstream"),
+    [("responses", "gemini"), ("messages", "chat_completion"), ("chat_completion", "responses")],
+)
 def test_round_trip_through_every_client_encoder(gateway, mock_upstream, client, upstream, stream):
     """A call round trip through each client protocol's SDK (stream and not): the upstream only
     ever sees the alias (declaration, replayed call), the client only its own name."""
     aliases = {"aliases": {"get_weather": "client_get_weather"}}
-    s = setup(mock_upstream, upstream, f"alias-{client}-{upstream}-{int(stream)}",
-              [RuleSpec("field_alias_reserved_tool_names", "request", aliases),
-               RuleSpec("field_alias_reserved_tool_names", "response", aliases)])
+    s = setup(
+        mock_upstream,
+        upstream,
+        f"alias-{client}-{upstream}-{int(stream)}",
+        [
+            RuleSpec("field_alias_reserved_tool_names", "request", aliases),
+            RuleSpec("field_alias_reserved_tool_names", "response", aliases),
+        ],
+    )
     gateway.wait_config()
     agent = CONVERSATIONS[client](gateway.url, s.secret, s.model, stream=stream, tools=("get_weather",))
     turn = agent.ask("please use a tool")

@@ -18,7 +18,8 @@ from tests.e2e.transforms.rules import RuleSpec, anthropic_client, last_upstream
 
 def _ask(gateway, secret: str, model: str) -> None:
     reply = anthropic_client(gateway, secret).messages.create(
-        model=model, max_tokens=100000, messages=[{"role": "user", "content": "hello"}])
+        model=model, max_tokens=100000, messages=[{"role": "user", "content": "hello"}]
+    )
     assert reply.content[0].text == "Echo: hello"
     assert reply.model == model
 
@@ -35,7 +36,12 @@ def _upstream_cap(upstream: str, body: dict) -> int | None:
 
 @pytest.mark.parametrize("upstream", ["chat_completion", "responses", "gemini"])
 def test_client_max_tokens_is_overridden(gateway, mock_upstream, upstream):
-    s = setup(mock_upstream, upstream, f"fomt-{upstream}", [RuleSpec("field_override_max_tokens", config={"value": 4096})])
+    s = setup(
+        mock_upstream,
+        upstream,
+        f"fomt-{upstream}",
+        [RuleSpec("field_override_max_tokens", config={"value": 4096})],
+    )
     gateway.wait_config()
     _ask(gateway, s.secret, s.model)
     assert _upstream_cap(upstream, last_upstream_body(mock_upstream)) == 4096
@@ -43,7 +49,9 @@ def test_client_max_tokens_is_overridden(gateway, mock_upstream, upstream):
 
 def test_glob_on_the_logical_model_runs_despite_a_redirect(gateway, mock_upstream):
     rule = RuleSpec("field_override_max_tokens", config={"value": 2048}, models=["fomt-log*"])
-    s = setup(mock_upstream, "chat_completion", "fomt-logical", [rule], upstream_model="redirected-upstream-model")
+    s = setup(
+        mock_upstream, "chat_completion", "fomt-logical", [rule], upstream_model="redirected-upstream-model"
+    )
     gateway.wait_config()
     _ask(gateway, s.secret, s.model)
     body = last_upstream_body(mock_upstream)
@@ -51,11 +59,15 @@ def test_glob_on_the_logical_model_runs_despite_a_redirect(gateway, mock_upstrea
     assert body["max_completion_tokens"] == 2048
 
 
-@pytest.mark.parametrize("models", [["redirected-*"], ["fomt-other*", "FOMT-MISS"]], ids=["upstream-name", "other"])
+@pytest.mark.parametrize(
+    "models", [["redirected-*"], ["fomt-other*", "FOMT-MISS"]], ids=["upstream-name", "other"]
+)
 def test_glob_that_misses_the_logical_model_does_not_run(gateway, mock_upstream, models):
     """``redirected-*`` matches the upstream model name only; globs are case-sensitive."""
     rule = RuleSpec("field_override_max_tokens", config={"value": 2048}, models=models)
-    s = setup(mock_upstream, "chat_completion", "fomt-miss", [rule], upstream_model="redirected-upstream-model")
+    s = setup(
+        mock_upstream, "chat_completion", "fomt-miss", [rule], upstream_model="redirected-upstream-model"
+    )
     gateway.wait_config()
     _ask(gateway, s.secret, s.model)
     body = last_upstream_body(mock_upstream)

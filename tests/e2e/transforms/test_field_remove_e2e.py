@@ -14,10 +14,13 @@ from tests.e2e.transforms.rules import RuleSpec, last_upstream_body, openai_clie
 
 
 def test_request_field_is_removed(gateway, mock_upstream):
-    s = setup(mock_upstream, "messages", "frm-req", [RuleSpec("field_remove", config={"path": "service_tier"})])
+    s = setup(
+        mock_upstream, "messages", "frm-req", [RuleSpec("field_remove", config={"path": "service_tier"})]
+    )
     gateway.wait_config()
     reply = openai_client(gateway, s.secret).chat.completions.create(
-        model=s.model, messages=[{"role": "user", "content": "hi"}], service_tier="priority", temperature=0.5)
+        model=s.model, messages=[{"role": "user", "content": "hi"}], service_tier="priority", temperature=0.5
+    )
     assert reply.choices[0].message.content == "Echo: hi"
     body = last_upstream_body(mock_upstream)
     assert "service_tier" not in body
@@ -25,16 +28,23 @@ def test_request_field_is_removed(gateway, mock_upstream):
 
 
 def test_request_missing_path_is_a_no_op(gateway, mock_upstream):
-    s = setup(mock_upstream, "messages", "frm-miss", [RuleSpec("field_remove", config={"path": "service_tier.x"})])
+    s = setup(
+        mock_upstream, "messages", "frm-miss", [RuleSpec("field_remove", config={"path": "service_tier.x"})]
+    )
     gateway.wait_config()
     openai_client(gateway, s.secret).chat.completions.create(
-        model=s.model, messages=[{"role": "user", "content": "hi"}], service_tier="priority")
+        model=s.model, messages=[{"role": "user", "content": "hi"}], service_tier="priority"
+    )
     assert last_upstream_body(mock_upstream)["service_tier"] == "priority"
 
 
 def test_response_field_is_removed(gateway, mock_upstream):
-    rules = [RuleSpec("field_set", "response", {"path": "gateway_info", "value": {"region": "eu", "trace": "t-1"}}),
-             RuleSpec("field_remove", "response", {"path": "gateway_info.trace"})]
+    rules = [
+        RuleSpec(
+            "field_set", "response", {"path": "gateway_info", "value": {"region": "eu", "trace": "t-1"}}
+        ),
+        RuleSpec("field_remove", "response", {"path": "gateway_info.trace"}),
+    ]
     s = setup(mock_upstream, "messages", "frm-resp", rules)
     gateway.wait_config()
     raw = post_raw(gateway, s.secret, "/v1/responses", {"model": s.model, "input": "hi"})
@@ -44,8 +54,12 @@ def test_response_field_is_removed(gateway, mock_upstream):
 
 
 def test_upstream_response_field_is_removed_on_a_same_protocol_responses_hop(gateway, mock_upstream):
-    s = setup(mock_upstream, "responses", "frm-resp-same",
-              [RuleSpec("field_remove", "response", {"path": "service_tier"})])
+    s = setup(
+        mock_upstream,
+        "responses",
+        "frm-resp-same",
+        [RuleSpec("field_remove", "response", {"path": "service_tier"})],
+    )
     gateway.wait_config()
     raw = post_raw(gateway, s.secret, "/v1/responses", {"model": s.model, "input": "hi"})
     assert raw.status_code == 200, raw.text

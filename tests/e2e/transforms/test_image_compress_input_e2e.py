@@ -24,19 +24,32 @@ def _upstream_image(mock_upstream) -> dict:
 
 
 def _ask(gateway, s, data, stream=False):
-    messages = [{"role": "user", "content": [
-        {"type": "text", "text": "what is this?"},
-        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}},
+            ],
+        }
+    ]
     client = openai_client(gateway, s.secret)
     if stream:
-        return "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-            model=s.model, messages=messages, stream=True) if c.choices)
+        return "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(model=s.model, messages=messages, stream=True)
+            if c.choices
+        )
     return client.chat.completions.create(model=s.model, messages=messages).choices[0].message.content
 
 
 def test_request_image_is_resized_and_reencoded(gateway, mock_upstream):
-    s = setup(mock_upstream, "messages", "ici", [RuleSpec("image_compress_input", config={
-        "max_edge_px": 60, "output_format": "webp"})])
+    s = setup(
+        mock_upstream,
+        "messages",
+        "ici",
+        [RuleSpec("image_compress_input", config={"max_edge_px": 60, "output_format": "webp"})],
+    )
     gateway.wait_config()
     data = _png()
     for stream in (False, True):

@@ -21,16 +21,27 @@ def _size(b64: str) -> tuple[int, int]:
 
 def _messages_image(gateway, s) -> str:
     reply = anthropic_client(gateway, s.secret).messages.create(
-        model=s.model, max_tokens=64, messages=[{"role": "user", "content": "draw"}])
+        model=s.model, max_tokens=64, messages=[{"role": "user", "content": "draw"}]
+    )
     block = next(b for b in reply.content if b.type == "image")
     source = block.source if isinstance(block.source, dict) else block.source.model_dump()
     return source["data"]
 
 
 def test_response_image_is_shrunk_whole_and_streamed(gateway, mock_upstream):
-    s = setup(mock_upstream, "responses", "ico", [TOOL_RULE, RuleSpec("image_compress_output", phase="response",
-                                                                      config={"max_edge_px": 4, "output_format": "png",
-                                                                              "skip_if_smaller": False})])
+    s = setup(
+        mock_upstream,
+        "responses",
+        "ico",
+        [
+            TOOL_RULE,
+            RuleSpec(
+                "image_compress_output",
+                phase="response",
+                config={"max_edge_px": 4, "output_format": "png", "skip_if_smaller": False},
+            ),
+        ],
+    )
     gateway.wait_config()
     assert _size(_messages_image(gateway, s)) == (4, 4)
     with openai_client(gateway, s.secret).responses.stream(model=s.model, input="draw") as stream:

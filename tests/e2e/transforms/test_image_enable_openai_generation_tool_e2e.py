@@ -12,13 +12,26 @@ IMAGE_PART = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,
 
 
 def _content(gateway, s, stream=False):
-    return openai_client(gateway, s.secret).chat.completions.create(
-        model=s.model, messages=[{"role": "user", "content": "draw a red square"}]).choices[0].message.content
+    return (
+        openai_client(gateway, s.secret)
+        .chat.completions.create(model=s.model, messages=[{"role": "user", "content": "draw a red square"}])
+        .choices[0]
+        .message.content
+    )
 
 
 def test_chat_client_gets_a_generated_image(gateway, mock_upstream):
-    s = setup(mock_upstream, "responses", "eigt", [RuleSpec("image_enable_openai_generation_tool", config={
-        "output_format": "png", "force_tool_choice": True})])
+    s = setup(
+        mock_upstream,
+        "responses",
+        "eigt",
+        [
+            RuleSpec(
+                "image_enable_openai_generation_tool",
+                config={"output_format": "png", "force_tool_choice": True},
+            )
+        ],
+    )
     gateway.wait_config()
     content = _content(gateway, s)
     assert IMAGE_PART in content
@@ -28,8 +41,12 @@ def test_chat_client_gets_a_generated_image(gateway, mock_upstream):
 
 
 def test_force_stream_upstream_streams_with_partial_images(gateway, mock_upstream):
-    s = setup(mock_upstream, "responses", "eigt-stream", [RuleSpec("image_enable_openai_generation_tool", config={
-        "force_stream": True})])
+    s = setup(
+        mock_upstream,
+        "responses",
+        "eigt-stream",
+        [RuleSpec("image_enable_openai_generation_tool", config={"force_stream": True})],
+    )
     gateway.wait_config()
     assert IMAGE_PART in _content(gateway, s)
     body = last_upstream_body(mock_upstream)

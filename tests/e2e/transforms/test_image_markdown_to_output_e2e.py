@@ -30,7 +30,9 @@ def test_markdown_images_become_image_blocks(gateway, mock_upstream):
     client = anthropic_client(gateway, s.secret)
     messages = [{"role": "user", "content": "show me"}]
     expected = [("text", "Here:  and "), ("image", PNG_RGB_8), ("image", "https://example.com/cat.png")]
-    assert _blocks(client.messages.create(model=s.model, max_tokens=64, messages=messages).content) == expected
+    assert (
+        _blocks(client.messages.create(model=s.model, max_tokens=64, messages=messages).content) == expected
+    )
     with client.messages.stream(model=s.model, max_tokens=64, messages=messages) as stream:
         final = stream.get_final_message()
     # Anthropic streams have no image block events: the text arrives without the Markdown.
@@ -46,5 +48,6 @@ def test_without_the_rule_markdown_stays_text(gateway, mock_upstream):
     gateway.wait_config()
     mock_upstream.script([{"text": TEXT}])
     reply = anthropic_client(gateway, s.secret).messages.create(
-        model=s.model, max_tokens=64, messages=[{"role": "user", "content": "show me"}])
+        model=s.model, max_tokens=64, messages=[{"role": "user", "content": "show me"}]
+    )
     assert _blocks(reply.content) == [("text", TEXT)]

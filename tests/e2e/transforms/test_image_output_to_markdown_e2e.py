@@ -18,14 +18,22 @@ def test_image_becomes_markdown_text(gateway, mock_upstream):
     content = client.chat.completions.create(model=s.model, messages=messages).choices[0].message.content
     texts = [p["text"] for p in content if p["type"] == "text"] if isinstance(content, list) else [content]
     assert texts == [MARKDOWN]
-    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-        model=s.model, messages=messages, stream=True) if c.choices)
+    streamed = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(model=s.model, messages=messages, stream=True)
+        if c.choices
+    )
     assert streamed == MARKDOWN
 
 
 def test_without_the_rule_no_text(gateway, mock_upstream):
     s = setup(mock_upstream, "openai_image", "o2m-off")
     gateway.wait_config()
-    streamed = "".join(c.choices[0].delta.content or "" for c in openai_client(gateway, s.secret).chat.completions.create(
-        model=s.model, messages=[{"role": "user", "content": "x"}], stream=True) if c.choices)
+    streamed = "".join(
+        c.choices[0].delta.content or ""
+        for c in openai_client(gateway, s.secret).chat.completions.create(
+            model=s.model, messages=[{"role": "user", "content": "x"}], stream=True
+        )
+        if c.choices
+    )
     assert streamed == ""

@@ -12,8 +12,15 @@ from tests.e2e.transforms.rules import RuleSpec, anthropic_client, last_upstream
 
 def _send(gateway, s, url, stream=False):
     client = anthropic_client(gateway, s.secret)
-    messages = [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": url}},
-                                             {"type": "text", "text": "describe"}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "source": {"type": "url", "url": url}},
+                {"type": "text", "text": "describe"},
+            ],
+        }
+    ]
     if stream:
         with client.messages.stream(model=s.model, max_tokens=64, messages=messages) as st:
             return st.get_final_message().content[0].text

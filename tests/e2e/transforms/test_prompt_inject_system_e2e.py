@@ -22,12 +22,21 @@ OPERATOR = "Operator rules: answer in English."
 
 @pytest.mark.parametrize("position", ["prepend", "append"])
 def test_api_key_rule_injects_a_system_segment(gateway, mock_upstream, position):
-    s = setup(mock_upstream, "chat_completion", f"pis-{position}",
-              [RuleSpec("prompt_inject_system", config={"content": OPERATOR, "position": position}, scope="api_key")])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        f"pis-{position}",
+        [
+            RuleSpec(
+                "prompt_inject_system", config={"content": OPERATOR, "position": position}, scope="api_key"
+            )
+        ],
+    )
     gateway.wait_config()
     client = anthropic_client(gateway, s.secret)
-    reply = client.messages.create(model=s.model, max_tokens=64, system="Client rules.",
-                                   messages=[{"role": "user", "content": "hi"}])
+    reply = client.messages.create(
+        model=s.model, max_tokens=64, system="Client rules.", messages=[{"role": "user", "content": "hi"}]
+    )
     assert reply.content[0].text == "Echo: hi"
     body = last_upstream_body(mock_upstream)
     expected = [OPERATOR, "Client rules."] if position == "prepend" else ["Client rules.", OPERATOR]
@@ -45,13 +54,26 @@ def test_api_key_rule_injects_a_system_segment(gateway, mock_upstream, position)
 
 def test_chains_run_provider_then_global_then_api_key(gateway, mock_upstream):
     """One ``append`` rule per scope: the segments land in execution order."""
-    s = setup(mock_upstream, "chat_completion", "pis-scopes", [
-        RuleSpec("prompt_inject_system", config={"content": "from key", "position": "append"}, scope="api_key"),
-        RuleSpec("prompt_inject_system", config={"content": "from global", "position": "append"}, scope="global"),
-        RuleSpec("prompt_inject_system", config={"content": "from provider", "position": "append"}),
-    ])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        "pis-scopes",
+        [
+            RuleSpec(
+                "prompt_inject_system", config={"content": "from key", "position": "append"}, scope="api_key"
+            ),
+            RuleSpec(
+                "prompt_inject_system",
+                config={"content": "from global", "position": "append"},
+                scope="global",
+            ),
+            RuleSpec("prompt_inject_system", config={"content": "from provider", "position": "append"}),
+        ],
+    )
     gateway.wait_config()
-    anthropic_client(gateway, s.secret).messages.create(model=s.model, max_tokens=64, system="Client rules.",
-                                                        messages=[{"role": "user", "content": "hi"}])
+    anthropic_client(gateway, s.secret).messages.create(
+        model=s.model, max_tokens=64, system="Client rules.", messages=[{"role": "user", "content": "hi"}]
+    )
     assert chat_system_texts(last_upstream_body(mock_upstream)) == [
-        "Client rules.\n\nfrom provider\n\nfrom global\n\nfrom key"]
+        "Client rules.\n\nfrom provider\n\nfrom global\n\nfrom key"
+    ]

@@ -23,14 +23,22 @@ USER_TEXT = "x-anthropic-billing-header: this user text must remain"
 
 
 def test_global_rule_strips_the_billing_line_from_system_only(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "psabh-global",
-              [RuleSpec("prompt_strip_anthropic_billing_header", scope="global")])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        "psabh-global",
+        [RuleSpec("prompt_strip_anthropic_billing_header", scope="global")],
+    )
     gateway.wait_config()
     reply = anthropic_client(gateway, s.secret).messages.create(
-        model=s.model, max_tokens=64,
-        system=[{"type": "text", "text": BILLING},
-                {"type": "text", "text": "You are Claude Code.\n  " + BILLING + "\nBe careful."}],
-        messages=[{"role": "user", "content": USER_TEXT}])
+        model=s.model,
+        max_tokens=64,
+        system=[
+            {"type": "text", "text": BILLING},
+            {"type": "text", "text": "You are Claude Code.\n  " + BILLING + "\nBe careful."},
+        ],
+        messages=[{"role": "user", "content": USER_TEXT}],
+    )
     assert reply.content[0].text == f"Echo: {USER_TEXT}"
     body = last_upstream_body(mock_upstream)
     assert chat_system_texts(body) == ["You are Claude Code.\nBe careful."]

@@ -12,17 +12,35 @@ from tests.e2e.transforms.rules import RuleSpec, last_upstream_body, openai_clie
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 HISTORY = [
     {"role": "user", "content": "weather twice please"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_answered", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_answered",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": "{}"},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_answered", "content": "sunny"},
-    {"role": "assistant", "content": "Let me check again.", "tool_calls": [
-        {"id": "call_orphan", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "content": "Let me check again.",
+        "tool_calls": [
+            {"id": "call_orphan", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+        ],
+    },
 ]
 
 
 def _blocks(body: dict, kind: str) -> list[str]:
-    return [block.get("id") or block.get("tool_use_id") for message in body["messages"]
-            for block in message["content"] if block["type"] == kind]
+    return [
+        block.get("id") or block.get("tool_use_id")
+        for message in body["messages"]
+        for block in message["content"]
+        if block["type"] == kind
+    ]
 
 
 def test_unanswered_call_is_removed(gateway, mock_upstream):
@@ -32,7 +50,10 @@ def test_unanswered_call_is_removed(gateway, mock_upstream):
     body = last_upstream_body(mock_upstream)
     assert _blocks(body, "tool_use") == ["call_answered"]
     assert _blocks(body, "tool_result") == ["call_answered"]
-    assert body["messages"][-1] == {"role": "assistant", "content": [{"type": "text", "text": "Let me check again."}]}
+    assert body["messages"][-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Let me check again."}],
+    }
 
 
 def test_without_the_rule_the_trailing_call_is_forwarded(gateway, mock_upstream):

@@ -28,7 +28,9 @@ THOUGHT = f"Thinking about: {PROMPT}"
 STREAMS = pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
 
 
-def rules(type_id: str, phase: str = "response", config: dict | None = None, scope: str = "api_key") -> list[RuleSpec]:
+def rules(
+    type_id: str, phase: str = "response", config: dict | None = None, scope: str = "api_key"
+) -> list[RuleSpec]:
     return [RuleSpec(type_id, phase, config or {}, scope=scope)]
 
 
@@ -49,9 +51,14 @@ def chat_message_fields(gateway, secret: str, model: str, stream: bool) -> dict[
     client = openai_client(gateway, secret)
     messages = [{"role": "user", "content": PROMPT}]
     if not stream:
-        extra = client.chat.completions.create(model=model, messages=messages).choices[0].message.model_extra or {}
-        return {"reasoning_content": extra.get("reasoning_content"),
-                "details": [d["type"] for d in extra.get("reasoning_details") or []]}
+        extra = (
+            client.chat.completions.create(model=model, messages=messages).choices[0].message.model_extra
+            or {}
+        )
+        return {
+            "reasoning_content": extra.get("reasoning_content"),
+            "details": [d["type"] for d in extra.get("reasoning_details") or []],
+        }
     out: dict[str, Any] = {"reasoning_content": None, "details": []}
     for chunk in client.chat.completions.create(model=model, messages=messages, stream=True):
         for choice in chunk.choices:
@@ -68,8 +75,12 @@ def chat_message_fields(gateway, secret: str, model: str, stream: bool) -> dict[
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_strip_output(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "chat_completion", f"rso-{stream}-{with_rule}",
-              rules("reasoning_strip_output") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        f"rso-{stream}-{with_rule}",
+        rules("reasoning_strip_output") if with_rule else [],
+    )
     gateway.wait_config()
     result = CONVERSATIONS["messages"](gateway.url, s.secret, s.model, stream=stream).ask(PROMPT)
     assert result.text == f"Echo: {PROMPT}"
@@ -83,8 +94,12 @@ def test_strip_output(gateway, mock_upstream, stream, with_rule):
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_strip_encrypted(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "responses", f"rse-{stream}-{with_rule}",
-              rules("reasoning_strip_encrypted") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "responses",
+        f"rse-{stream}-{with_rule}",
+        rules("reasoning_strip_encrypted") if with_rule else [],
+    )
     gateway.wait_config()
     result = CONVERSATIONS["messages"](gateway.url, s.secret, s.model, stream=stream).ask(PROMPT)
     assert result.reasoning_text == THOUGHT
@@ -94,8 +109,12 @@ def test_strip_encrypted(gateway, mock_upstream, stream, with_rule):
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_content_to_summary(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "chat_completion", f"rcs-{stream}-{with_rule}",
-              rules("reasoning_content_to_summary") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        f"rcs-{stream}-{with_rule}",
+        rules("reasoning_content_to_summary") if with_rule else [],
+    )
     gateway.wait_config()
     items = responses_reasoning(gateway, s.secret, s.model, stream)
     summary = "".join(p.text for item in items for p in item.summary or [])
@@ -106,8 +125,12 @@ def test_content_to_summary(gateway, mock_upstream, stream, with_rule):
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_summary_heading(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "messages", f"rsh-{stream}-{with_rule}",
-              rules("reasoning_summary_heading", config={"default_title": "Plan"}) if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "messages",
+        f"rsh-{stream}-{with_rule}",
+        rules("reasoning_summary_heading", config={"default_title": "Plan"}) if with_rule else [],
+    )
     gateway.wait_config()
     items = responses_reasoning(gateway, s.secret, s.model, stream)
     summary = "".join(p.text for item in items for p in item.summary or [])
@@ -117,8 +140,12 @@ def test_summary_heading(gateway, mock_upstream, stream, with_rule):
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_inject_content_field(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "responses", f"ric-{stream}-{with_rule}",
-              rules("reasoning_inject_content_field") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "responses",
+        f"ric-{stream}-{with_rule}",
+        rules("reasoning_inject_content_field") if with_rule else [],
+    )
     gateway.wait_config()
     fields = chat_message_fields(gateway, s.secret, s.model, stream)
     assert fields["reasoning_content"] == (THOUGHT if with_rule else None)
@@ -128,8 +155,12 @@ def test_inject_content_field(gateway, mock_upstream, stream, with_rule):
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_summary_to_raw_cot(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "messages", f"rrc-{stream}-{with_rule}",
-              rules("reasoning_summary_to_raw_cot") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "messages",
+        f"rrc-{stream}-{with_rule}",
+        rules("reasoning_summary_to_raw_cot") if with_rule else [],
+    )
     gateway.wait_config()
     fields = chat_message_fields(gateway, s.secret, s.model, stream)
     assert fields["reasoning_content"] == (THOUGHT if with_rule else None)
@@ -146,14 +177,27 @@ def consume(response) -> None:
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_strip_input(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "chat_completion", f"rsi-{stream}-{with_rule}",
-              rules("reasoning_strip_input", "request") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        f"rsi-{stream}-{with_rule}",
+        rules("reasoning_strip_input", "request") if with_rule else [],
+    )
     gateway.wait_config()
-    history = [{"role": "user", "content": "hi"},
-               {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "earlier thought"}],
-                "encrypted_content": "enc"},
-               {"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}]
-    consume(post_raw(gateway, s.secret, "/v1/responses", {"model": s.model, "input": history, "stream": stream}))
+    history = [
+        {"role": "user", "content": "hi"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "earlier thought"}],
+            "encrypted_content": "enc",
+        },
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+    ]
+    consume(
+        post_raw(gateway, s.secret, "/v1/responses", {"model": s.model, "input": history, "stream": stream})
+    )
     sent = [m for m in last_upstream_body(mock_upstream)["messages"] if m.get("reasoning_details")]
     assert (sent == []) is with_rule
 
@@ -161,12 +205,27 @@ def test_strip_input(gateway, mock_upstream, stream, with_rule):
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_strip_config(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "messages", f"rsc-{stream}-{with_rule}",
-              rules("reasoning_strip_config", "request") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "messages",
+        f"rsc-{stream}-{with_rule}",
+        rules("reasoning_strip_config", "request") if with_rule else [],
+    )
     gateway.wait_config()
-    consume(post_raw(gateway, s.secret, "/v1/chat/completions", {
-        "model": s.model, "reasoning_effort": "high", "max_completion_tokens": 8000, "stream": stream,
-        "messages": [{"role": "user", "content": "hi"}]}))
+    consume(
+        post_raw(
+            gateway,
+            s.secret,
+            "/v1/chat/completions",
+            {
+                "model": s.model,
+                "reasoning_effort": "high",
+                "max_completion_tokens": 8000,
+                "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
+    )
     assert ("thinking" not in last_upstream_body(mock_upstream)) is with_rule
 
 
@@ -174,12 +233,27 @@ def test_strip_config(gateway, mock_upstream, stream, with_rule):
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_effort_to_budget(gateway, mock_upstream, stream, with_rule):
     config = {"low": 1024, "med": 2000, "high": 3000}
-    s = setup(mock_upstream, "messages", f"reb-{stream}-{with_rule}",
-              rules("reasoning_effort_to_budget", "request", config, scope="provider") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "messages",
+        f"reb-{stream}-{with_rule}",
+        rules("reasoning_effort_to_budget", "request", config, scope="provider") if with_rule else [],
+    )
     gateway.wait_config()
-    consume(post_raw(gateway, s.secret, "/v1/chat/completions", {
-        "model": s.model, "reasoning_effort": "medium", "max_completion_tokens": 8000, "stream": stream,
-        "messages": [{"role": "user", "content": "hi"}]}))
+    consume(
+        post_raw(
+            gateway,
+            s.secret,
+            "/v1/chat/completions",
+            {
+                "model": s.model,
+                "reasoning_effort": "medium",
+                "max_completion_tokens": 8000,
+                "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
+    )
     thinking = last_upstream_body(mock_upstream)["thinking"]
     assert (thinking == {"type": "enabled", "budget_tokens": 2000}) is with_rule
 
@@ -188,28 +262,53 @@ def test_effort_to_budget(gateway, mock_upstream, stream, with_rule):
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_effort_to_model_suffix(gateway, mock_upstream, stream, with_rule):
     config = {"rules": [{"pattern": "up-*", "suffix": "-{effort}"}]}
-    s = setup(mock_upstream, "responses", f"rems-{stream}-{with_rule}",
-              rules("reasoning_effort_to_model_suffix", "request", config, scope="provider") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "responses",
+        f"rems-{stream}-{with_rule}",
+        rules("reasoning_effort_to_model_suffix", "request", config, scope="provider") if with_rule else [],
+    )
     gateway.wait_config()
     client = openai_client(gateway, s.secret)
-    kwargs: dict[str, Any] = {"model": s.model, "reasoning_effort": "high", "messages": [{"role": "user", "content": "hi"}]}
+    kwargs: dict[str, Any] = {
+        "model": s.model,
+        "reasoning_effort": "high",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     if stream:
         model = [c.model for c in client.chat.completions.create(stream=True, **kwargs)][0]
     else:
         model = client.chat.completions.create(**kwargs).model
     assert model == s.model  # the client keeps seeing its logical model
-    assert last_upstream_body(mock_upstream)["model"] == (f"up-{s.model}-high" if with_rule else f"up-{s.model}")
+    assert last_upstream_body(mock_upstream)["model"] == (
+        f"up-{s.model}-high" if with_rule else f"up-{s.model}"
+    )
 
 
 @STREAMS
 @pytest.mark.parametrize("with_rule", [True, False], ids=["rule", "control"])
 def test_image_generation_minimal_to_low(gateway, mock_upstream, stream, with_rule):
-    s = setup(mock_upstream, "responses", f"rimg-{stream}-{with_rule}",
-              rules("reasoning_image_generation_minimal_to_low", "request") if with_rule else [])
+    s = setup(
+        mock_upstream,
+        "responses",
+        f"rimg-{stream}-{with_rule}",
+        rules("reasoning_image_generation_minimal_to_low", "request") if with_rule else [],
+    )
     gateway.wait_config()
-    consume(post_raw(gateway, s.secret, "/v1/responses", {
-        "model": s.model, "input": "draw", "stream": stream, "reasoning": {"effort": "minimal"},
-        "tools": [{"type": "image_generation"}]}))
+    consume(
+        post_raw(
+            gateway,
+            s.secret,
+            "/v1/responses",
+            {
+                "model": s.model,
+                "input": "draw",
+                "stream": stream,
+                "reasoning": {"effort": "minimal"},
+                "tools": [{"type": "image_generation"}],
+            },
+        )
+    )
     assert last_upstream_body(mock_upstream)["reasoning"]["effort"] == ("low" if with_rule else "minimal")
 
 
@@ -218,6 +317,7 @@ def test_anthropic_sdk_reads_stripped_stream(gateway, mock_upstream):
     s = setup(mock_upstream, "responses", "rso-sdk", rules("reasoning_strip_output"))
     gateway.wait_config()
     with anthropic_client(gateway, s.secret).messages.stream(
-            model=s.model, max_tokens=256, messages=[{"role": "user", "content": PROMPT}]) as stream:
+        model=s.model, max_tokens=256, messages=[{"role": "user", "content": PROMPT}]
+    ) as stream:
         message = stream.get_final_message()
     assert [(b.type, getattr(b, "text", None)) for b in message.content] == [("text", f"Echo: {PROMPT}")]

@@ -30,8 +30,12 @@ ANSWER = "The answer is 4."
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
 @pytest.mark.parametrize("client", CLIENTS)
 def test_from_think_xml(gateway, mock_upstream, client, stream):
-    s = setup(mock_upstream, FROM_UPSTREAM[client], f"fxml-{client}-{stream}",
-              [RuleSpec("reasoning_from_think_xml", "response", {"tag": "think"}, scope="api_key")])
+    s = setup(
+        mock_upstream,
+        FROM_UPSTREAM[client],
+        f"fxml-{client}-{stream}",
+        [RuleSpec("reasoning_from_think_xml", "response", {"tag": "think"}, scope="api_key")],
+    )
     gateway.wait_config()
     mock_upstream.script([{"text": f"Let me see. <think>{THOUGHT}</think>{ANSWER}"}])
     result = CONVERSATIONS[client](gateway.url, s.secret, s.model, stream=stream).ask("what is 2+2")
@@ -49,14 +53,22 @@ def test_from_think_xml_control_without_rule(gateway, mock_upstream, stream):
     assert result.text == f"<think>{THOUGHT}</think>{ANSWER}" and result.reasoning_text == ""
 
 
-TO_UPSTREAM = {"chat_completion": "chat_completion", "responses": "chat_completion", "messages": "chat_completion"}
+TO_UPSTREAM = {
+    "chat_completion": "chat_completion",
+    "responses": "chat_completion",
+    "messages": "chat_completion",
+}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
 @pytest.mark.parametrize("client", CLIENTS)
 def test_to_think_xml(gateway, mock_upstream, client, stream):
-    s = setup(mock_upstream, TO_UPSTREAM[client], f"txml-{client}-{stream}",
-              [RuleSpec("reasoning_to_think_xml", "response", {"tag": "think"}, scope="api_key")])
+    s = setup(
+        mock_upstream,
+        TO_UPSTREAM[client],
+        f"txml-{client}-{stream}",
+        [RuleSpec("reasoning_to_think_xml", "response", {"tag": "think"}, scope="api_key")],
+    )
     gateway.wait_config()
     mock_upstream.script([{"text": ANSWER, "reasoning": THOUGHT}])
     result = CONVERSATIONS[client](gateway.url, s.secret, s.model, stream=stream).ask("what is 2+2")

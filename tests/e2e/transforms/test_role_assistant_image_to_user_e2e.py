@@ -22,12 +22,21 @@ def _parts(message: dict) -> list[tuple[str, str]]:
 def test_assistant_image_moves_into_the_next_user_message(gateway, mock_upstream):
     s = setup(mock_upstream, "chat_completion", "raitu", [RuleSpec("role_assistant_image_to_user")])
     gateway.wait_config()
-    reply = anthropic_client(gateway, s.secret).messages.create(model=s.model, max_tokens=64, messages=[
-        {"role": "user", "content": "sharing now"},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "shown below"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]},
-        {"role": "user", "content": "what color is it?"}])
+    reply = anthropic_client(gateway, s.secret).messages.create(
+        model=s.model,
+        max_tokens=64,
+        messages=[
+            {"role": "user", "content": "sharing now"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "shown below"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+                ],
+            },
+            {"role": "user", "content": "what color is it?"},
+        ],
+    )
     assert reply.content[0].text == "Echo: what color is it?"
     messages = last_upstream_body(mock_upstream)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]

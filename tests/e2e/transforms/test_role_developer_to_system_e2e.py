@@ -12,12 +12,16 @@ INPUT = [{"role": "developer", "content": "Be brief."}, {"role": "user", "conten
 
 
 def test_api_key_rule_turns_developer_into_system(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "rdts", [RuleSpec("role_developer_to_system", scope="api_key")])
+    s = setup(
+        mock_upstream, "chat_completion", "rdts", [RuleSpec("role_developer_to_system", scope="api_key")]
+    )
     gateway.wait_config()
     reply = openai_client(gateway, s.secret).responses.create(model=s.model, input=INPUT)
     assert reply.output_text == "Echo: hi"
     assert last_upstream_body(mock_upstream)["messages"] == [
-        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+    ]
 
 
 def test_without_the_rule_developer_is_forwarded(gateway, mock_upstream):

@@ -15,9 +15,15 @@ def test_consecutive_user_texts_are_merged(gateway, mock_upstream):
     s = setup(mock_upstream, "messages", "rmc", [RuleSpec("role_merge_consecutive")])
     gateway.wait_config()
     client = openai_client(gateway, s.secret)
-    reply = client.chat.completions.create(model=s.model, messages=[
-        {"role": "user", "content": "first part. "}, {"role": "user", "content": "second part."},
-        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}])
+    reply = client.chat.completions.create(
+        model=s.model,
+        messages=[
+            {"role": "user", "content": "first part. "},
+            {"role": "user", "content": "second part."},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "go on"},
+        ],
+    )
     assert reply.choices[0].message.content == "Echo: go on"
     assert last_upstream_body(mock_upstream)["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "first part. second part."}]},
@@ -25,10 +31,17 @@ def test_consecutive_user_texts_are_merged(gateway, mock_upstream):
         {"role": "user", "content": [{"type": "text", "text": "go on"}]},
     ]
 
-    client.chat.completions.create(model=s.model, messages=[
-        {"role": "user", "content": "look "},
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]},
-        {"role": "user", "content": "at this"}])
+    client.chat.completions.create(
+        model=s.model,
+        messages=[
+            {"role": "user", "content": "look "},
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}],
+            },
+            {"role": "user", "content": "at this"},
+        ],
+    )
     blocks = last_upstream_body(mock_upstream)["messages"][0]["content"]
     assert [b["type"] for b in blocks] == ["text", "image", "text"]
     assert [b["text"] for b in blocks if b["type"] == "text"] == ["look ", "at this"]
@@ -39,7 +52,11 @@ def test_responses_client_to_chat_upstream(gateway, mock_upstream):
     upstream as one user message with one text."""
     s = setup(mock_upstream, "chat_completion", "rmc-resp", [RuleSpec("role_merge_consecutive")])
     gateway.wait_config()
-    reply = openai_client(gateway, s.secret).responses.create(model=s.model, input=[
-        {"role": "user", "content": "first part. "}, {"role": "user", "content": "second part."}])
+    reply = openai_client(gateway, s.secret).responses.create(
+        model=s.model,
+        input=[{"role": "user", "content": "first part. "}, {"role": "user", "content": "second part."}],
+    )
     assert reply.output_text == "Echo: first part. second part."
-    assert last_upstream_body(mock_upstream)["messages"] == [{"role": "user", "content": "first part. second part."}]
+    assert last_upstream_body(mock_upstream)["messages"] == [
+        {"role": "user", "content": "first part. second part."}
+    ]

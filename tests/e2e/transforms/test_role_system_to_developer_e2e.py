@@ -18,7 +18,8 @@ def test_system_prompt_becomes_a_developer_message(gateway, mock_upstream):
     s = setup(mock_upstream, "chat_completion", "rstd", [RuleSpec("role_system_to_developer")])
     gateway.wait_config()
     reply = anthropic_client(gateway, s.secret).messages.create(
-        model=s.model, max_tokens=64, system="Be brief.", messages=[{"role": "user", "content": "hi"}])
+        model=s.model, max_tokens=64, system="Be brief.", messages=[{"role": "user", "content": "hi"}]
+    )
     assert reply.content[0].text == "Echo: hi"
     body = last_upstream_body(mock_upstream)
     assert [m["role"] for m in body["messages"]] == ["developer", "user"]

@@ -14,8 +14,13 @@ import json
 
 from tests.e2e.transforms.rules import RuleSpec, anthropic_client, openai_client, setup, upstream_bodies
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 def test_forced_stream_is_collected_for_a_non_streaming_client(gateway, mock_upstream):
@@ -23,14 +28,17 @@ def test_forced_stream_is_collected_for_a_non_streaming_client(gateway, mock_ups
     gateway.wait_config()
     client = openai_client(gateway, s.secret)
 
-    reply = client.chat.completions.create(model=s.model, messages=[{"role": "user", "content": "hello there friend"}])
+    reply = client.chat.completions.create(
+        model=s.model, messages=[{"role": "user", "content": "hello there friend"}]
+    )
     assert reply.object == "chat.completion"
     assert reply.choices[0].message.content == "Echo: hello there friend"
     assert reply.choices[0].finish_reason == "stop"
     assert reply.usage.completion_tokens > 0
 
-    reply = client.chat.completions.create(model=s.model, tools=[WEATHER],
-                                           messages=[{"role": "user", "content": "please call get_weather"}])
+    reply = client.chat.completions.create(
+        model=s.model, tools=[WEATHER], messages=[{"role": "user", "content": "please call get_weather"}]
+    )
     call = reply.choices[0].message.tool_calls[0]
     assert call.function.name == "get_weather"
     assert json.loads(call.function.arguments) == {"city": "mock-city"}
@@ -40,11 +48,14 @@ def test_forced_stream_is_collected_for_a_non_streaming_client(gateway, mock_ups
 
 
 def test_disabled_stream_is_replayed_as_a_stream_for_a_streaming_client(gateway, mock_upstream):
-    s = setup(mock_upstream, "chat_completion", "sf-off", [RuleSpec("stream_force", config={"enabled": False})])
+    s = setup(
+        mock_upstream, "chat_completion", "sf-off", [RuleSpec("stream_force", config={"enabled": False})]
+    )
     gateway.wait_config()
     deltas: list[str] = []
     with anthropic_client(gateway, s.secret).messages.stream(
-            model=s.model, max_tokens=64, messages=[{"role": "user", "content": "hello there friend"}]) as stream:
+        model=s.model, max_tokens=64, messages=[{"role": "user", "content": "hello there friend"}]
+    ) as stream:
         for text in stream.text_stream:
             deltas.append(text)
         final = stream.get_final_message()

@@ -28,7 +28,12 @@ PATHS = {"messages": "/v1/messages", "responses": "/v1/responses", "chat_complet
 
 def _request_body(client: str, model: str) -> dict[str, Any]:
     if client == "messages":
-        return {"model": model, "max_tokens": 256, "stream": True, "messages": [{"role": "user", "content": "talk"}]}
+        return {
+            "model": model,
+            "max_tokens": 256,
+            "stream": True,
+            "messages": [{"role": "user", "content": "talk"}],
+        }
     if client == "responses":
         return {"model": model, "stream": True, "input": "talk"}
     return {"model": model, "stream": True, "messages": [{"role": "user", "content": "talk"}]}
@@ -49,13 +54,18 @@ def _stream(gateway, client: str, secret: str, model: str) -> list[tuple[bytes, 
     """(raw ``data:`` line, its text delta) for every text-delta event of one streamed request."""
     headers = {"authorization": f"Bearer {secret}", "anthropic-version": "2023-06-01"}
     out = []
-    with httpx.stream("POST", f"{gateway.url}{PATHS[client]}", json=_request_body(client, model), headers=headers,
-                      timeout=30) as response:
+    with httpx.stream(
+        "POST",
+        f"{gateway.url}{PATHS[client]}",
+        json=_request_body(client, model),
+        headers=headers,
+        timeout=30,
+    ) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
             if not line.startswith("data: {"):
                 continue
-            text = _text_delta(client, orjson.loads(line[len("data: "):]))
+            text = _text_delta(client, orjson.loads(line[len("data: ") :]))
             if text:
                 out.append((line.encode(), text))
     return out
@@ -64,20 +74,26 @@ def _stream(gateway, client: str, secret: str, model: str) -> list[tuple[bytes, 
 def _sdk_text(gateway, client: str, secret: str, model: str) -> str:
     if client == "messages":
         with anthropic_client(gateway, secret).messages.stream(
-                model=model, max_tokens=256, messages=[{"role": "user", "content": "talk"}]) as stream:
+            model=model, max_tokens=256, messages=[{"role": "user", "content": "talk"}]
+        ) as stream:
             return stream.get_final_message().content[0].text
     if client == "responses":
         with openai_client(gateway, secret).responses.stream(model=model, input="talk") as stream:
             return stream.get_final_response().output_text
     with openai_client(gateway, secret).chat.completions.stream(
-            model=model, messages=[{"role": "user", "content": "talk"}]) as stream:
+        model=model, messages=[{"role": "user", "content": "talk"}]
+    ) as stream:
         return stream.get_final_completion().choices[0].message.content
 
 
 @pytest.mark.parametrize("client", ["messages", "responses", "chat_completion"])
 def test_api_key_rule_caps_every_delta_line(gateway, mock_upstream, client):
-    s = setup(mock_upstream, UPSTREAM[client], f"ssf-{client}",
-              [RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": LIMIT}, scope="api_key")])
+    s = setup(
+        mock_upstream,
+        UPSTREAM[client],
+        f"ssf-{client}",
+        [RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": LIMIT}, scope="api_key")],
+    )
     _, plain_secret = make_key("no-split")
     gateway.wait_config()
 
@@ -96,15 +112,25 @@ def test_api_key_rule_caps_every_delta_line(gateway, mock_upstream, client):
     assert _sdk_text(gateway, client, s.secret, s.model) == TOKEN
 
 
-@pytest.mark.parametrize(("provider_limit", "key_limit", "expected"), [(300, 1000, 300), (1000, 300, 1000)],
-                         ids=["provider-tighter", "key-tighter"])
-def test_first_matching_rule_wins_provider_before_api_key(gateway, mock_upstream, provider_limit, key_limit,
-                                                         expected):
+@pytest.mark.parametrize(
+    ("provider_limit", "key_limit", "expected"),
+    [(300, 1000, 300), (1000, 300, 1000)],
+    ids=["provider-tighter", "key-tighter"],
+)
+def test_first_matching_rule_wins_provider_before_api_key(
+    gateway, mock_upstream, provider_limit, key_limit, expected
+):
     """Unlike ordinary rules (later ones see earlier output), the limit comes from the first
     matching rule in execution order: the provider's, even when the key asks for a tighter one."""
-    s = setup(mock_upstream, "chat_completion", f"ssf-order-{provider_limit}", [
-        RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": provider_limit}),
-        RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": key_limit}, scope="api_key")])
+    s = setup(
+        mock_upstream,
+        "chat_completion",
+        f"ssf-order-{provider_limit}",
+        [
+            RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": provider_limit}),
+            RuleSpec("stream_split_sse_frames", "response", {"max_frame_length": key_limit}, scope="api_key"),
+        ],
+    )
     gateway.wait_config()
     long_token = TOKEN * 2  # ~2 200 escaped bytes: split under both limits
     mock_upstream.script([{"text": long_token}])
