@@ -251,10 +251,12 @@ class GatewayServer:
         """Wait until ``/healthz`` reports the configuration version now in the database."""
         from gateway.config_version import current
 
-        expected = current()[0]
         deadline = time.monotonic() + timeout
         seen: Any = None
         while True:
+            # read each time: a write by the server itself (a signal on a config model) moves the
+            # version again after ours, and the server is then up to date with the newer one
+            expected = current()[0]
             seen = self.healthz()
             if seen.get("config_version") == expected:
                 return expected
