@@ -66,7 +66,7 @@ def purge_by_size(max_total_bytes: int) -> int:
 def enforce(now: datetime | None = None) -> Purged:
     from gateway.models import GlobalSettings
 
-    gs = GlobalSettings.load()
+    gs = GlobalSettings.current()
     result = Purged(
         by_age=purge_by_age(gs.capture_retention_days, now),
         by_size=purge_by_size(gs.capture_max_total_mb * 1024 * 1024),
@@ -79,4 +79,4 @@ def enforce(now: datetime | None = None) -> Purged:
 def enforce_size() -> int:
     from gateway.models import GlobalSettings
 
-    return purge_by_size(GlobalSettings.load().capture_max_total_mb * 1024 * 1024)
+    return purge_by_size(GlobalSettings.current().capture_max_total_mb * 1024 * 1024)

@@ -133,7 +133,7 @@ def dump(*, include_secrets: bool = False) -> dict[str, Any]:
         _api_key_out(k, by_key.get(k.pk, []), include_secrets)
         for k in ApiKey.objects.select_related("owner").order_by("name", "id")
     ]
-    settings_obj = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
+    settings_obj = GlobalSettings.current()
     return {
         "providers": providers,
         "global_transforms": _rules_out(global_rules),

@@ -147,7 +147,7 @@ def settings_snap() -> SettingsSnap:
     """The global settings row (or its defaults) as the proxy sees it."""
     from gateway.models import GlobalSettings
 
-    gs = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
+    gs = GlobalSettings.current()
     return SettingsSnap(
         capture_enabled=gs.capture_enabled,
         strip_cross_protocol_nested=gs.strip_cross_protocol_nested,

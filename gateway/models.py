@@ -104,8 +104,16 @@ class GlobalSettings(models.Model):
 
     @classmethod
     def load(cls) -> GlobalSettings:
+        """The row, created if missing: for the admin and the API, which are about to edit it."""
         obj, _ = cls.objects.get_or_create(pk=1)
         return obj
+
+    @classmethod
+    def current(cls) -> GlobalSettings:
+        """The row or its defaults, never written: creating it would save a config model and so
+        bump the config version, reloading every worker's snapshot (the capture writer's
+        retention check used to do that on a fresh database)."""
+        return cls.objects.filter(pk=1).first() or cls()
 
 
 class ConfigVersion(models.Model):

@@ -113,3 +113,16 @@ def test_real_bump_changes_the_stored_version(run_on_commit):
     with run_on_commit(execute=True):
         Provider.objects.create(name="p")
     assert config_version.current()[0] != before
+
+
+def test_reading_settings_on_a_fresh_database_does_not_bump(bumps, run_on_commit):
+    """The capture writer's size check read the settings through get_or_create: on a database
+    without the row it saved one, which bumped the version and reloaded every worker."""
+    from captures import retention
+
+    with run_on_commit(execute=True):
+        retention.enforce_size()
+        retention.enforce()
+        GlobalSettings.current()
+    assert bumps == []
+    assert not GlobalSettings.objects.exists()
