@@ -120,3 +120,13 @@ class ConfigVersion(models.Model):
     """A counter bumped on every configuration change, for workers without Redis."""
 
     version = models.BigIntegerField(default=0)
+
+
+class LoginThrottle(models.Model):
+    """Failed logins of one client address in its current window, shared by every worker and
+    instance when there is no Redis (``gateway.login_limit.DbLimiter``). Not configuration: saving
+    it bumps nothing."""
+
+    key = models.CharField(max_length=200, unique=True)
+    window_start = models.FloatField(db_index=True, help_text="Unix time the window opened.")
+    count = models.PositiveIntegerField(default=0)
