@@ -10,13 +10,14 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from gateway import security
-from gateway.login_limit import RedisLimiter
+from gateway.login_limit import DbLimiter, RedisLimiter
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
@@ -37,7 +38,7 @@ print(json.dumps([client.post("/admin/login/", {"username": "x", "password": "wr
 # Two bare limiters in two processes racing for the same key from a common start time.
 _RACER = """
 import sys, time
-from gateway.login_limit import RedisLimiter
+from gateway.login_limit import DbLimiter, RedisLimiter
 limiter = RedisLimiter.from_url(sys.argv[1])
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
 print(sum(limiter.acquire("ip:race", 7, 60)[0] for _ in range(25)))
@@ -122,6 +123,29 @@ def test_racing_processes_share_exactly_the_limit_in_redis():
     assert sum(admitted) == 7
     assert limiter.acquire("ip:race", 7, 60)[0] is False
     limiter.clear("ip:race")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_threads_share_exactly_the_limit_in_the_database():
+    from django.db import connection
+
+    limiters = [DbLimiter(), DbLimiter()]  # as two processes: separate connections, one table
+    admitted: list[bool] = []
+    barrier = threading.Barrier(6)
+
+    def race(limiter: DbLimiter) -> None:
+        try:
+            barrier.wait()
+            admitted.extend(limiter.acquire("ip:race", 7, 60)[0] for _ in range(5))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=race, args=(limiters[i % 2],)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(admitted) == 30 and sum(admitted) == 7
 
 
 @pytest.mark.django_db
