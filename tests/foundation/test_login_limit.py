@@ -88,6 +88,7 @@ def login_limit(settings):
     security.reset()
 
 
+@pytest.mark.e2e  # starts a second Django process: seconds, not the unit tier's milliseconds
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("store", ["database", "redis"])
 def test_two_processes_together_admit_the_limit(client, login_limit, store):
@@ -104,6 +105,7 @@ def test_two_processes_together_admit_the_limit(client, login_limit, store):
     assert client.post("/admin/login/", WRONG, REMOTE_ADDR="198.51.100.8").status_code == 200
 
 
+@pytest.mark.e2e
 def test_racing_processes_share_exactly_the_limit_in_redis():
     limiter = _redis_or_skip()
     limiter.clear("ip:race")
