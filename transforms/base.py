@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-
 from gateway.errors import TransformFailed, TransformRejected  # noqa: F401 - re-exported for plug-in authors
 from gateway.proxy.chain import TransformContext  # re-exported: plug-ins import it from here
 from gateway.urp import Request, Response
