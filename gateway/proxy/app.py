@@ -342,7 +342,8 @@ class ProxyApp:
             await self._readyz(ex)
             return
         trim = self.idle_trim
-        trim.served += 1
+        if protocol is not None:  # generation requests: health probes alone do not keep it "busy"
+            trim.served += 1
         trim.active += 1
         try:
             await self._answer(scope, receive, ex, headers, path, protocol, gemini)
