@@ -135,6 +135,8 @@ class Bench:
             server = self.servers.get(name)
             if server is not None:
                 self.memory.setdefault(name, {})[label] = memory.rss_of(server.pids())
+                if label == "idle":  # RSS counts the pages the workers share once per worker
+                    self.memory[name]["idle PSS"] = memory.pss_of(server.pids())
 
     # -- set-up ------------------------------------------------------------------------------------
     def body(self, name: str, obj: dict) -> Path:

@@ -83,7 +83,12 @@ def raise_nofile(want: int = 65536) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> None:
-    """One worker: its own socket, one uvicorn server on it (uvloop, lifespan on)."""
+    """One worker: its own socket, one uvicorn server on it (uvloop, lifespan on).
+
+    ``import uvicorn`` imports its reloader, and with it watchfiles (a Rust extension, ~1.2 MB of
+    resident memory per worker) when installed; a worker never reloads, so the import is refused
+    here and uvicorn falls back to its stat-based reloader class, which it never instantiates."""
+    sys.modules.setdefault("watchfiles", None)  # type: ignore[arg-type]
     import uvicorn
 
     raise_nofile()

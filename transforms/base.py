@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import jsonschema
-
 from gateway.errors import TransformFailed, TransformRejected  # noqa: F401 - re-exported for plug-in authors
 from gateway.proxy.chain import TransformContext  # re-exported: plug-ins import it from here
 from gateway.urp import Request, Response
@@ -77,7 +75,13 @@ class Transform:
 
     @classmethod
     def validate_config(cls, config: dict[str, Any]) -> list[tuple[str, str]]:
-        """(dotted path, message) pairs; empty when valid. Schema first, then own checks."""
+        """(dotted path, message) pairs; empty when valid. Schema first, then own checks.
+
+        jsonschema is imported here, not at module level: the proxy's workers import every
+        transform but validate no configuration (the admin, the API and ``loadconfig`` do), and
+        jsonschema with its dependencies is ~5 MB of each worker's resident memory."""
+        import jsonschema
+
         validator = jsonschema.Draft202012Validator(cls.config_schema)
         errors = [
             (".".join(str(p) for p in err.absolute_path), err.message)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 from django.core import checks
 
 from transforms.base import ALL_SCOPES, Transform
@@ -50,7 +49,12 @@ def check_transform(cls: type[Transform], origin: str | None = None) -> list[che
 
 
 def _check_schema(cls: type[Transform], error) -> bool:
-    """The config schema is valid draft 2020-12 and every default validates; True when valid."""
+    """The config schema is valid draft 2020-12 and every default validates; True when valid.
+    jsonschema is imported here, when the checks run (``manage.py check``, the launcher's checks
+    process), not when ``ready()`` registers them: a proxy worker never runs them, and jsonschema
+    with its dependencies is ~5 MB of each worker's resident memory."""
+    import jsonschema
+
     schema = getattr(cls, "config_schema", None)
     if not isinstance(schema, dict) or schema.get("type") != "object":
         error("E003", 'config_schema must be a JSON Schema object with "type": "object".')

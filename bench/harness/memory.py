@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from .procs import rss_mb, worker_pids
+from .procs import pss_mb, rss_mb, worker_pids
 
 
 def workers_rss(master: int) -> list[float]:
@@ -14,6 +14,10 @@ def workers_rss(master: int) -> list[float]:
 
 def rss_of(pids: list[int]) -> list[float]:
     return [rss_mb(p) for p in pids]
+
+
+def pss_of(pids: list[int]) -> list[float]:
+    return [pss_mb(p) for p in pids]
 
 
 class Sampler:

@@ -368,9 +368,9 @@ class Tables:
         self.notes(self.b.capture_cases)
 
     def memory_table(self) -> None:
-        self.w("## Memory (RSS of the serving processes, MB)")
+        self.w("## Memory (RSS of the serving processes, MB; PSS at idle)")
         self.w()
-        labels = ["idle", "under load (peak)", "after load", "capture on (peak)", "after soak"]
+        labels = ["idle", "idle PSS", "under load (peak)", "after load", "capture on (peak)", "after soak"]
         self.head(["system", *labels])
         for system, phases in self.b.memory.items():
             self.row([label(system)] + [mb(phases.get(lab)) for lab in labels])
@@ -378,7 +378,9 @@ class Tables:
         self.w(
             "Sum of the serving processes (each in parentheses): the uvicorn workers of the gateway and "
             "LiteLLM (the master process is not counted), Portkey's one node process. The peers were idle "
-            "during the checks, capture and soak phases."
+            "during the checks, capture and soak phases. RSS counts a page that several workers map (the "
+            "extension modules and shared libraries, which the page cache holds once) in each of them; "
+            "PSS divides it among them, so the PSS sum is the memory the workers take together."
         )
         self.w()
 

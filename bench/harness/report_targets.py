@@ -204,14 +204,18 @@ class Targets:
             unit="MB",
             digits=1,
             why="Each worker imports Django, the admin apps and the proxy; the idle "
-            "figure is taken right after start-up, before any request. This round took daphne/Twisted "
-            "out of the workers (24 MB each), Celery and Pillow out of start-up (9 MB); what is left per "
-            "worker is about 23 MB of bytecode, cryptography's extension (8 MB, decrypts channel keys), "
-            "uvloop (11 MB), aiohttp (11 MB) and Django's apps. Forking the workers from a pre-loaded "
-            "parent (shared pages) is the next step.",
+            "figure is taken right after start-up, before any request. jsonschema and watchfiles are out "
+            "of the workers now (3 MB each); what is left per worker (bench/STREAMS.md): uvicorn with "
+            "uvloop and httptools ~16 MB, aiohttp 11 MB, Django with the admin 14 MB, the models 12 MB "
+            "of which cryptography is 8.8 MB (7.1 MB file-backed, decrypts channel keys), the transform "
+            "registry 3.4 MB. RSS counts the shared file-backed pages (~27 MB per worker) once per worker: "
+            "PSS is beside it. Forking from a pre-loaded parent would lower PSS, not RSS.",
         )
         if idle:
             t.value = f"{sum(idle):.1f} MB ({' + '.join(f'{x:.1f}' for x in idle)})"
+            pss = self.b.memory.get("gateway", {}).get("idle PSS")
+            if pss:
+                t.value += f"; PSS {sum(pss):.1f} MB"
         flat = self.r.soak_flat()
         self.rows.append(
             Target(

@@ -39,6 +39,8 @@ _MODULES = {
     "completions": "gateway.protocols.completions",  # legacy /v1/completions, client side only
 }
 
+_LOADED: dict[str, Codec] = {}
+
 
 def codec(protocol: str) -> Codec:
     """The codec module for a protocol name.
@@ -46,7 +48,10 @@ def codec(protocol: str) -> Codec:
     Typed as the full client ``Codec``; an upstream-only protocol (``gemini``) implements only
     its ``UpstreamCodec`` part, and callers ask for the client half only for CLIENT_PROTOCOLS.
     """
-    return cast(Codec, import_module(_MODULES[protocol]))
+    mod = _LOADED.get(protocol)
+    if mod is None:  # imported on first use; then a dict lookup (called 4 times per request)
+        mod = _LOADED[protocol] = cast(Codec, import_module(_MODULES[protocol]))
+    return mod
 
 
 __all__ = [

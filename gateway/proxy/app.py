@@ -37,6 +37,7 @@ from .exchange import (
     wait_disconnect,
 )
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
+from .idle_trim import IdleTrim
 from .images_api import IMAGES_PATHS, serve_images
 from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed, run_limited
 from .loopguard import HOP_HEADER, outgoing_hop
@@ -173,6 +174,8 @@ class ProxyApp:
         self.startup_hooks: list[Callable[[], object]] = []
         self.shutdown_hooks: list[Callable[[], object]] = []
         self.draining = False
+        self.idle_trim = IdleTrim()  # memory back to the system after a burst (idle_trim.py)
+        self._trim_task: asyncio.Task | None = None
         self.runtime = Runtime(
             breaker=self.breaker,
             client=self.client,
@@ -229,6 +232,8 @@ class ProxyApp:
         # Measured in bench/TAIL.md: the longest GC pause fell from 65-290 ms to 3-11 ms.
         gc.collect()
         gc.freeze()
+        if self._trim_task is None:
+            self._trim_task = loop.create_task(self.idle_trim.run())
 
     def _start_affinity(self) -> None:
         """Sticky-routing bindings: in Redis when configured (shared by workers), else in memory."""
@@ -247,6 +252,9 @@ class ProxyApp:
 
     async def shutdown(self) -> None:
         self.draining = True
+        if self._trim_task is not None:
+            self._trim_task.cancel()
+            self._trim_task = None
         loop = asyncio.get_running_loop()
         for hook in self.shutdown_hooks:
             try:
@@ -333,9 +341,14 @@ class ProxyApp:
         if path == "/readyz":  # never waits for the first snapshot: "not yet" is its answer
             await self._readyz(ex)
             return
+        trim = self.idle_trim
+        if protocol is not None:  # generation requests: health probes alone do not keep it "busy"
+            trim.served += 1
+        trim.active += 1
         try:
             await self._answer(scope, receive, ex, headers, path, protocol, gemini)
         finally:
+            trim.active -= 1
             if not ex.recorded and ex.endpoint:  # refused before a recorder existed, models, extras
                 self.runtime.recorders.finish_unrecorded(ex)
 
