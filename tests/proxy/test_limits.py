@@ -73,6 +73,19 @@ async def test_tokens_settle_after_the_response(limiters):
     assert await a.admit(3, limits, T0 + 61) is None
 
 
+async def test_a_redis_that_lost_its_scripts_still_counts(limiters):
+    """Admission and settlement are EVALSHA calls: a Redis restarted or flushed of its scripts is
+    sent the source again, and the counts go on."""
+    a, b = limiters
+    limits = KeyLimits(rpm=2, tpm=100)
+    assert await a.admit(11, limits, T0) is None
+    if isinstance(a, RedisLimiter):
+        await a.redis.script_flush()
+    await a.settle(11, limits, 100, T0)
+    refused = await b.admit(11, limits, T0 + 1)
+    assert refused is not None and "tokens per minute" in refused.message
+
+
 async def test_redis_down_falls_back_to_counting_in_the_worker():
     import redis.asyncio as aioredis
 
