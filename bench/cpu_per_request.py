@@ -165,7 +165,10 @@ def measure(gateways: dict[str, servers.Gateway], key: str, workdir: Path, args:
     )
     names = list(gateways)
     for gw in gateways.values():
-        wrk.run(gw.port, script, connections=conns, seconds=1)  # warm-up
+        # warm-up, and a gateway still starting (its first snapshot) on a busy box: until it answers
+        for _ in range(60):
+            if wrk.run(gw.port, script, connections=conns, seconds=1).requests:
+                break
     series = {name: Series() for name in names}
     for run in range(args.runs):
         order = names if run % 2 == 0 else names[::-1]
