@@ -44,8 +44,11 @@ CASES = {  # key -> (model, body factory, connections)
     "chain-1": ("bench-chain", payloads.chain_body, 1),
     "chain-64": ("bench-chain", payloads.chain_body, 64),
     "cross-1": ("bench-chat", payloads.messages_body, 1),
+    # issue 17: the key with never-refusing limits; run with --env REDIS_URL=... for the Redis limiter
+    "limits-1": ("bench-chat", payloads.chat_body, 1),
 }
 PATHS = {"cross-1": "/v1/messages"}
+KEYS = {"limits-1": servers.LIMITS_KEY}  # the case's API key when not the plain one
 
 
 class TreeGateway(servers.Gateway):
@@ -153,13 +156,19 @@ def measure(gateways: dict[str, servers.Gateway], key: str, workdir: Path, args:
             wrk.WrkRequest(
                 PATHS.get(key, "/v1/chat/completions"),
                 body_file,
-                {"Authorization": f"Bearer {servers.PLAIN_KEY}", "anthropic-version": "2023-06-01"},
+                {
+                    "Authorization": f"Bearer {KEYS.get(key, servers.PLAIN_KEY)}",
+                    "anthropic-version": "2023-06-01",
+                },
             )
         ],
     )
     names = list(gateways)
     for gw in gateways.values():
-        wrk.run(gw.port, script, connections=conns, seconds=1)  # warm-up
+        # warm-up, and a gateway still starting (its first snapshot) on a busy box: until it answers
+        for _ in range(60):
+            if wrk.run(gw.port, script, connections=conns, seconds=1).requests:
+                break
     series = {name: Series() for name in names}
     for run in range(args.runs):
         order = names if run % 2 == 0 else names[::-1]

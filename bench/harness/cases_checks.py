@@ -72,7 +72,7 @@ def define(b: Bench) -> None:
             section="check",
             base="gateway+redis",
             note="a gateway with REDIS_URL at a private redis-server (request logs off on it); admission is one "
-            "Lua script, settlement one pipeline",
+            "EVALSHA on the request's path, the slot's release and the settlement one more after the answer",
         ),
         Case(
             "redis-1",

@@ -257,11 +257,12 @@ class Targets:
             "per-key limits on add ≤ 0.1 ms p50, with Redis (1 conn)",
             self.r.added("limits-redis-1", "gateway+redis+limits", base="gateway+redis"),
             lambda v: v <= 0.1,
-            why="With Redis a request with limits makes up to three round trips to it: the admission "
-            "script before the upstream call, then the concurrency release and the settlement pipeline "
-            "after the answer; each costs the event loop a redis-py command (about 0.1 ms of CPU). "
-            "Folding release and settlement into one script, and settling in batches, is the fix "
-            "not yet made.",
+            why="With Redis a request with limits makes two round trips to it: the admission script "
+            "(one EVALSHA) before the upstream call, and one script call that frees the concurrency "
+            "slot and settles tokens and spend, run as a task after the answer's last byte. Each "
+            "costs the event loop a redis-py command (pack, write, wake-up, parse); the admission is "
+            "on the request's path by design (rpm exact across processes). Settling in batches "
+            "(several requests' ends in one call) is what is left.",
             missing="redis-server missing or case not in this run",
         )
         self.add(

@@ -265,6 +265,7 @@ class ProxyApp:
             await self.runtime.affinity.close()
             self.runtime.affinity = None
             self.affinity_ready = False
+        await self.runtime.limiter.drain()  # end-of-request settlements still on their way to Redis
         if self.mirror is not None:
             await self.mirror.stop()
             self.mirror = None

@@ -18,6 +18,8 @@ skips it with one attribute check.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import ipaddress
 import logging
 import time
@@ -25,6 +27,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from redis.exceptions import NoScriptError
 
 from gateway.errors import ClientError
 from gateway.urp import Usage
@@ -209,10 +213,25 @@ class LocalLimiter:
         return None
 
     async def release(self, key_id: int, limits: KeyLimits) -> None:
+        self.release_now(key_id, limits)
+
+    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
+        self.settle_now(key_id, limits, tokens, now, cost)
+
+    def finish_later(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
+        """The end of a request (as ``RedisLimiter.finish_later``): in memory there is nothing to
+        wait for, so the slot is freed and the usage settled at once."""
+        self.release_now(key_id, limits)
+        self.settle_now(key_id, limits, tokens, now, cost)
+
+    async def drain(self) -> None:
+        """Nothing is ever pending in memory (the Redis limiter's shutdown counterpart)."""
+
+    def release_now(self, key_id: int, limits: KeyLimits) -> None:
         if limits.concurrency:
             self.active[key_id] = max(0, self.active.get(key_id, 0) - 1)
 
-    async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
+    def settle_now(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
         if limits.tpm and tokens:
             window = int(now // WINDOW)
             self.tokens[(key_id, window)] = self.tokens.get((key_id, window), 0) + tokens
@@ -256,16 +275,38 @@ return {0, 0}
 _KINDS = {1: "rpm", 2: "tpm", 3: "concurrency", 4: "daily_spend", 5: "total_spend"}
 
 
+# KEYS: tokens window, active count, day spend, total spend.
+# ARGV: 1 to free a concurrency slot (else 0), tokens, window ttl, cost for the day, cost for the total.
+# The end of a request in one call: the slot freed (never below 0: a slot whose counter expired
+# under a long request) and tokens and spend settled.
+FINISH_LUA = """
+if ARGV[1] == '1' and redis.call('DECR', KEYS[2]) < 0 then redis.call('DEL', KEYS[2]) end
+local tokens, day, total = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if tokens > 0 then redis.call('INCRBY', KEYS[1], tokens); redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3])) end
+if day > 0 then redis.call('INCRBY', KEYS[3], day) end
+if total > 0 then redis.call('INCRBY', KEYS[4], total) end
+return 0
+"""
+ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
+FINISH_SHA = hashlib.sha1(FINISH_LUA.encode()).hexdigest()
+
+
 class RedisLimiter:
     """Counts in Redis, shared by every worker and instance; falls back to ``LocalLimiter``
-    while Redis cannot be reached (a client error is never caused by Redis being down)."""
+    while Redis cannot be reached (a client error is never caused by Redis being down).
+
+    A request costs one Redis round trip on its path: the admission script (``EVALSHA``; the
+    source is sent only when Redis answers that it does not know the script). Freeing the
+    concurrency slot and settling tokens and spend is a second script call made after the
+    response's last byte (``finish_later``), so the client never waits for it."""
 
     def __init__(self, redis: Any, prefix: str = "gw:limits") -> None:
         self.redis = redis
         self.prefix = prefix
         self.local = LocalLimiter()
-        self.script = redis.register_script(ADMIT_LUA)
         self.down_until = 0.0
+        self.pending: set[asyncio.Task[None]] = set()  # finish calls in flight (kept from the GC)
+        self.finish_failures = 0  # end-of-request calls that Redis did not take (settled locally)
 
     def _keys(self, key_id: int, now: float) -> list[str]:
         window = int(now // WINDOW)
@@ -282,14 +323,25 @@ class RedisLimiter:
             log.warning("limits: Redis unreachable (%s); counting per worker for 5 s", type(exc).__name__)
         self.down_until = time.monotonic() + 5.0
 
+    async def _script(self, sha: str, source: str, keys: list[str], args: list[Any]) -> Any:
+        """One ``EVALSHA``; a Redis that lost its scripts (restart, ``SCRIPT FLUSH``) is sent the
+        source once and asked again."""
+        try:
+            return await self.redis.evalsha(sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await self.redis.script_load(source)
+            return await self.redis.evalsha(sha, len(keys), *keys, *args)
+
     async def admit(self, key_id: int, limits: KeyLimits, now: float) -> ClientError | None:
         if time.monotonic() < self.down_until:
             return await self.local.admit(key_id, limits, now)
         try:
             day_base = limits.spent_today if limits.spent_day == utc_day(now) else 0
-            kind, seconds = await self.script(
-                keys=self._keys(key_id, now),
-                args=[
+            kind, seconds = await self._script(
+                ADMIT_SHA,
+                ADMIT_LUA,
+                self._keys(key_id, now),
+                [
                     limits.rpm or 0,
                     limits.tpm or 0,
                     limits.concurrency or 0,
@@ -314,32 +366,45 @@ class RedisLimiter:
         return refusal(name, limit, max(1, min(wait, int(seconds) if int(seconds) > 0 else wait)))
 
     async def release(self, key_id: int, limits: KeyLimits) -> None:
-        if not limits.concurrency:
-            return
-        try:
-            await self.redis.decr(f"{self.prefix}:{key_id}:active")
-        except Exception as exc:
-            self._failed(exc)
-        await self.local.release(key_id, limits)
+        await self.finish(key_id, limits, 0, time.time())
 
     async def settle(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
+        await self.finish(key_id, limits, tokens, now, cost, release=False)
+
+    def finish_later(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
+        """The end of a request, once its answer is sent: ``finish`` runs as a task on the loop,
+        so neither this client nor the connection's next request waits for Redis."""
+        task = asyncio.get_running_loop().create_task(self.finish(key_id, limits, tokens, now, cost))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def drain(self, timeout: float = 2.0) -> None:
+        """At shutdown: let the end-of-request calls still in flight reach Redis."""
+        if self.pending:
+            await asyncio.wait(set(self.pending), timeout=timeout)
+
+    async def finish(
+        self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0, *, release: bool = True
+    ) -> None:
+        """Free the concurrency slot (``release``) and settle tokens and spend in one script call.
+        Never raises: without Redis the usage is settled in this worker's counters (logged and
+        counted in ``finish_failures``)."""
+        release = release and bool(limits.concurrency)
         tokens = tokens if limits.tpm else 0
-        cost = cost if limits.spends else 0
-        if not (tokens or cost):
+        day, total = (cost if limits.daily_spend else 0), (cost if limits.total_spend else 0)
+        if not (release or tokens or day or total):
             return
         keys = self._keys(key_id, now)
         try:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                if tokens:
-                    pipe.incrby(keys[1], tokens).expire(keys[1], WINDOW + 5)
-                if cost and limits.daily_spend:
-                    pipe.incrby(keys[3], cost)
-                if cost and limits.total_spend:
-                    pipe.incrby(keys[4], cost)
-                await pipe.execute()
-        except Exception as exc:
+            await self._script(
+                FINISH_SHA, FINISH_LUA, keys[1:], [int(release), tokens, WINDOW + 5, day, total]
+            )
+        except Exception as exc:  # Redis down, slow, or anything else: the client has its answer
+            self.finish_failures += 1
             self._failed(exc)
-            await self.local.settle(key_id, limits, tokens, now, cost)
+            self.local.settle_now(key_id, limits, tokens, now, cost)
+        if release:
+            self.local.release_now(key_id, limits)
 
 
 Limiter = LocalLimiter | RedisLimiter
@@ -429,6 +494,5 @@ async def run_limited(limiter: Limiter, ex: Any, key: Any, work: Callable[[], Aw
     ex.recorder = tap
     try:
         await work()
-    finally:
-        await limiter.release(key.id, limits)
-        await limiter.settle(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)
+    finally:  # after the answer's last byte; Redis is not waited for
+        limiter.finish_later(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)

@@ -48,7 +48,8 @@ async def _serve_limited(
     rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes
 ) -> None:
     """A key with counted limits: admitted (or refused with 429) before anything is decoded or
-    sent upstream; its concurrency slot freed and its tokens settled when the answer is over."""
+    sent upstream; its concurrency slot freed and its tokens settled when the answer is over, in
+    a task that the client's next request does not wait for."""
     limits = key.limits
     assert limits is not None
     refused = await rt.limiter.admit(key.id, limits, time.time())
@@ -67,9 +68,8 @@ async def _serve_limited(
             raw_body,
             FanOutRecorder((rt.recorders.start(ex, snapshot, key, raw_body), tap)),
         )
-    finally:
-        await rt.limiter.release(key.id, limits)
-        await rt.limiter.settle(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)
+    finally:  # after the answer's last byte: freed and settled off the request's path
+        rt.limiter.finish_later(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)
 
 
 async def _serve(

@@ -73,6 +73,19 @@ async def test_tokens_settle_after_the_response(limiters):
     assert await a.admit(3, limits, T0 + 61) is None
 
 
+async def test_a_redis_that_lost_its_scripts_still_counts(limiters):
+    """Admission and settlement are EVALSHA calls: a Redis restarted or flushed of its scripts is
+    sent the source again, and the counts go on."""
+    a, b = limiters
+    limits = KeyLimits(rpm=2, tpm=100)
+    assert await a.admit(11, limits, T0) is None
+    if isinstance(a, RedisLimiter):
+        await a.redis.script_flush()
+    await a.settle(11, limits, 100, T0)
+    refused = await b.admit(11, limits, T0 + 1)
+    assert refused is not None and "tokens per minute" in refused.message
+
+
 async def test_redis_down_falls_back_to_counting_in_the_worker():
     import redis.asyncio as aioredis
 
@@ -129,3 +142,64 @@ async def test_spend_caps_start_from_the_logs_and_settle_with_costs(limiters):
 def test_spend_caps_parse_from_usd():
     limits = parse_limits({"daily_spend": "5.00", "total_spend": "0.000000002"}, None)
     assert limits.daily_spend == 5_000_000_000 and limits.total_spend == 2 and limits.counted
+
+
+async def test_the_answer_does_not_wait_for_redis_to_settle():
+    """A limited request's answer, and the app call itself, are over while Redis still holds back
+    the end of the request (its writes paused from the moment the upstream is reached): freeing
+    the concurrency slot and settling the tokens happen after, and land once Redis resumes."""
+    import asyncio
+    import dataclasses
+    import time
+
+    import redis.asyncio as aioredis
+
+    from gateway.crypto import hash_api_key
+    from gateway.wiring import build_proxy_app
+
+    from .helpers import SECRET, FakeUpstream, call, channel, key, provider, snapshot
+
+    admin = aioredis.from_url(REDIS_URL, socket_connect_timeout=1)
+    try:
+        await admin.ping()
+    except Exception:
+        if os.environ.get("GATEWAY_REQUIRE_SERVICES") == "1":
+            raise
+        pytest.skip("Redis is not reachable")
+
+    class PausingUpstream(FakeUpstream):
+        async def handle(self, request):
+            await admin.client_pause(1500, all=False)  # writes wait from here (admission is done)
+            return await super().handle(request)
+
+    up = PausingUpstream()
+    await up.start()
+    app = build_proxy_app()
+    prefix = f"gw:limits:test:{os.getpid()}:late"
+    limiter = RedisLimiter(aioredis.from_url(REDIS_URL, socket_timeout=10), prefix=prefix)
+    app.runtime.limiter = limiter
+    limited = dataclasses.replace(key(), limits=KeyLimits(tpm=10**9, concurrency=4))
+    chan = channel(1, base_url=f"{up.base}/ok/v1", models={"m": "up-m"})
+    app.holder.set(snapshot([provider(1, [chan])], {hash_api_key(SECRET): limited}))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        started = time.monotonic()
+        reply = await call(app, "POST", "/v1/chat/completions", body)
+        took = time.monotonic() - started
+        assert reply.status == 200, reply.body
+        assert took < 1.0  # the paused Redis was not waited for
+        assert await admin.get(f"{prefix}:1:active") == b"1"  # not yet freed
+        await asyncio.wait_for(limiter.drain(timeout=10), 10)
+        assert int(await admin.get(f"{prefix}:1:active")) == 0
+        window = int(time.time() // 60)
+        settled = [await admin.get(f"{prefix}:1:t:{w}") for w in (window - 1, window)]
+        assert sum(int(v or 0) for v in settled) == 5  # the upstream's usage
+    finally:
+        await admin.client_unpause()
+        keys = [k async for k in admin.scan_iter(f"{prefix}:*")]
+        if keys:
+            await admin.delete(*keys)
+        await app.client.close()
+        await limiter.redis.aclose()
+        await admin.aclose()
+        await up.stop()
