@@ -409,6 +409,11 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
         "the whole process (the global setting fetch_allow_private does it per config).",
     ),
     "IMAGE_POOL": (str, "process", "Where image work runs off the event loop: process (default) or thread."),
+    "IMAGE_NICE": (
+        int,
+        10,
+        "Niceness added to the image pool's worker processes, so the event loops win the CPU (0: none).",
+    ),
     "IMAGE_WORKERS": (
         int,
         0,
