@@ -242,6 +242,11 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
         "Large request bodies read and served at once per worker; others wait (0: no bound).",
     ),
     "LARGE_BODY_WAIT_SECONDS": (float, 30.0, "How long a large request waits for its turn before a 503."),
+    "OFFLOAD_JSON_BYTES": (
+        int,
+        256 * 1024,
+        "Client JSON bodies above this size are parsed in the image pool, off the event loop (0: never).",
+    ),
     "CONFIG_POLL_SECONDS": (
         float,
         0.5,
@@ -404,6 +409,11 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
         "the whole process (the global setting fetch_allow_private does it per config).",
     ),
     "IMAGE_POOL": (str, "process", "Where image work runs off the event loop: process (default) or thread."),
+    "IMAGE_NICE": (
+        int,
+        10,
+        "Niceness added to the image pool's worker processes, so the event loops win the CPU (0: none).",
+    ),
     "IMAGE_WORKERS": (
         int,
         0,

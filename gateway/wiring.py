@@ -46,6 +46,7 @@ def proxy_config() -> ProxyConfig:
         large_body_bytes=int(gw.LARGE_BODY_BYTES),
         large_body_concurrency=int(gw.LARGE_BODY_CONCURRENCY),
         large_body_wait_seconds=float(gw.LARGE_BODY_WAIT_SECONDS),
+        offload_json_bytes=int(gw.OFFLOAD_JSON_BYTES),
         instance_id=instance_id(),
         ssrf_guard=bool(int(gw.UPSTREAM_SSRF_GUARD)),
     )

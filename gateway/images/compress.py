@@ -186,8 +186,11 @@ CACHE = _Cache(CACHE_MAX_BYTES)
 _ORIGINAL = {"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp_lossless"}
 
 
-def compress_source(media_type: str | None, b64: str, cfg: CompressConfig) -> Outcome:
-    """One eligible source through the pipeline (reference steps 2-9). Synchronous, CPU-bound."""
+def compress_source(media_type: str | None, b64: str, cfg: CompressConfig, start: int = 0) -> Outcome:
+    """One eligible source through the pipeline (reference steps 2-9). Synchronous, CPU-bound.
+    ``b64[start:]`` is the base64 (a data URL's payload is sliced here, on the pool)."""
+    if start:
+        b64 = b64[start:]
     declared = (media_type or "").strip().lower()
     if declared not in ACCEPTED_TYPES:
         return Outcome(note=f"left: type {declared or 'unknown'} is not compressed")

@@ -100,10 +100,10 @@ def split_data_url(url: str) -> tuple[str, str] | None:
     data URL that is not base64). The mime may be empty."""
     if not url.startswith("data:"):
         return None
-    header, sep, data = url[5:].partition(",")
-    if not sep or not header.endswith(";base64"):
+    comma = url.find(",", 5)  # the payload is sliced once (``url[5:].partition`` copied it twice)
+    if comma < 0 or not url.endswith(";base64", 5, comma):
         return None
-    return header[:-7], data
+    return url[5 : comma - 7], url[comma + 1 :]
 
 
 @dataclass(slots=True)

@@ -42,6 +42,9 @@ class Runtime:
     stream_max_seconds: float = 0.0
     limiter: Limiter = field(default_factory=LocalLimiter)
     affinity: AffinityStore | None = None  # sticky-routing bindings (None: affinity never applies)
+    # Client bodies above this many bytes are parsed on the image pool, off the event loop
+    # (``offload``; 0: always on the loop).
+    offload_json_bytes: int = 0
 
 
 @dataclass(slots=True)

@@ -12,15 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-
-import orjson
+from typing import Any
 
 from gateway.errors import ClientError, ProtocolError
 from gateway.protocols import codec
-from gateway.protocols.json_depth import MAX_DEPTH, too_deep
+from gateway.protocols.json_depth import MAX_DEPTH, loads_checked
 from gateway.urp import events as ev
 
-from . import effort_suffix
+from . import effort_suffix, offload
 from .call import Call, Runtime
 from .errors import to_client_error
 from .exchange import Exchange, keepalive_loop
@@ -78,7 +77,10 @@ async def _serve(
     ex.recorder = rec
     error_text = None
     try:
-        call = decode_call(rt, ex, snapshot, key, raw_body, rec)
+        parsed = None
+        if offload.wants_offload(raw_body, rt.offload_json_bytes):
+            parsed = await offload.parse(raw_body)  # a large body: parsed off the event loop
+        call = decode_call(rt, ex, snapshot, key, raw_body, rec, parsed)
         if call.client_stream:
             await _serve_stream(call)
         else:
@@ -111,15 +113,17 @@ def decode_call(
     key: KeySnap,
     raw_body: bytes,
     rec: Recorder = NULL_RECORDER,
+    parsed: tuple[str, Any] | None = None,
 ) -> Call:
-    """The client's body decoded and checked against the key's policy; ClientError otherwise."""
-    try:
-        body = orjson.loads(raw_body)
-    except orjson.JSONDecodeError:
-        raise ClientError(400, "invalid_request", "request body is not valid JSON") from None
-    if not isinstance(body, dict):
+    """The client's body decoded and checked against the key's policy; ClientError otherwise.
+    ``parsed``: ``loads_checked(raw_body)`` when the caller already has it (a large body,
+    parsed off the event loop: ``offload``)."""
+    status, body = parsed if parsed is not None else loads_checked(raw_body)
+    if status == "invalid":
+        raise ClientError(400, "invalid_request", "request body is not valid JSON")
+    if status == "notobject":
         raise ClientError(400, "invalid_request", "request body must be a JSON object")
-    if too_deep(body, raw_body):  # would parse, but no encoder could write it again
+    if status == "deep":  # would parse, but no encoder could write it again
         raise ClientError(400, "invalid_request", f"request body is nested more than {MAX_DEPTH} levels deep")
     rec.on_request_body(raw_body)
     try:

@@ -243,6 +243,7 @@ class FakeUpstream:
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
         self.bodies: list[dict] = []
+        self.raw_bodies: list[bytes] = []  # the bytes as sent, for byte-for-byte comparisons
         self.headers: list[dict] = []
         self.hang_closed = asyncio.Event()
         self.runner: web.AppRunner | None = None
@@ -268,6 +269,7 @@ class FakeUpstream:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         mode = request.match_info["mode"]
         self.hits[mode] += 1
+        self.raw_bodies.append(await request.read())
         body = await request.json()
         self.bodies.append(body)
         self.headers.append(dict(request.headers))
