@@ -46,7 +46,13 @@ def codec(protocol: str) -> Codec:
     Typed as the full client ``Codec``; an upstream-only protocol (``gemini``) implements only
     its ``UpstreamCodec`` part, and callers ask for the client half only for CLIENT_PROTOCOLS.
     """
-    return cast(Codec, import_module(_MODULES[protocol]))
+    found = _LOADED.get(protocol)
+    if found is None:  # import_module costs a lock and a sys.modules walk: once per protocol
+        found = _LOADED[protocol] = cast(Codec, import_module(_MODULES[protocol]))
+    return found
+
+
+_LOADED: dict[str, Codec] = {}  # codec() is called several times per proxied request
 
 
 __all__ = [
