@@ -73,7 +73,9 @@ def _reseed_request_ids() -> None:
     high = int.from_bytes(os.urandom(8), "big")
     high = (high & ~0xF000) | _ID_VERSION
     _id_base = (high << 64) | _ID_VARIANT
-    _id_counter = itertools.count(int.from_bytes(os.urandom(7), "big"))  # < 2**56: never reaches the variant bits
+    _id_counter = itertools.count(
+        int.from_bytes(os.urandom(7), "big")
+    )  # < 2**56: never reaches the variant bits
 
 
 _reseed_request_ids()

@@ -8,6 +8,7 @@ created in lifespan startup, or lazily on first use when the server runs without
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
@@ -18,6 +19,7 @@ from gateway.fetch import GuardedResolver, channels_unguarded, check_channel_url
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
+@functools.lru_cache(maxsize=1024)  # one entry per channel and path: a few string scans per attempt saved
 def join_url(base_url: str, path: str) -> str:
     """Base URL + codec path. A base ending in the path's first segment (``.../v1`` with
     ``/v1/chat/completions``, ``.../v1beta`` with ``/v1beta/models/...``) is not doubled."""
