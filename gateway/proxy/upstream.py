@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 import aiohttp
+import yarl
 
 from gateway.fetch import GuardedResolver, channels_unguarded, check_channel_url
 
@@ -86,10 +87,31 @@ class UpstreamClient:
         """The aiohttp response, awaited or as an ``async with`` context manager (``_ResendOnce``)."""
         # raises AddressRefused (an OSError) when a guard refuses an IP literal host
         check_channel_url(url, force=self.ssrf_guard)
-        timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
+        timeout = _timeout(total, connect, sock_read)
+        target = _url(url)
         return _ResendOnce(
-            lambda: self.session.post(url, data=body, headers=headers, allow_redirects=False, timeout=timeout)
+            lambda: self.session.post(
+                target, data=body, headers=headers, allow_redirects=False, timeout=timeout
+            )
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _timeout(total: float | None, connect: float | None, sock_read: float | None) -> aiohttp.ClientTimeout:
+    """One frozen ``ClientTimeout`` per setting triple, shared by every request (building one costs
+    more than the rest of ``post``); a settings change simply asks for another triple."""
+    return aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
+
+
+@functools.lru_cache(maxsize=1024)
+def _url(url: str) -> yarl.URL | str:
+    """A channel URL parsed once (``yarl.URL`` is immutable), not by aiohttp on every request.
+    One yarl cannot parse stays a string, so aiohttp raises its own ``InvalidUrlClientError``
+    (a transport failure) as before."""
+    try:
+        return yarl.URL(url)
+    except ValueError:
+        return url
 
 
 def _unsent(exc: BaseException) -> bool:
