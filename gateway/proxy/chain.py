@@ -140,7 +140,7 @@ async def _run_async(
 ) -> list[ExecutedRule]:
     """Run a chain for ``phase``, awaiting a rule's async hook (``apply_<phase>_async``) where it
     has one, else calling its sync ``apply_<phase>``, each at its own position in the chain."""
-    executed = []
+    executed: list[ExecutedRule] = []
     if not rules and trace is None:  # the empty chain: no list of names, no loop
         return executed
     if trace is not None:
