@@ -140,13 +140,17 @@ async def _run_async(
 ) -> list[ExecutedRule]:
     """Run a chain for ``phase``, awaiting a rule's async hook (``apply_<phase>_async``) where it
     has one, else calling its sync ``apply_<phase>``, each at its own position in the chain."""
-    executed = []
+    executed: list[ExecutedRule] = []
+    if not rules and trace is None:  # the empty chain: no list of names, no loop
+        return executed
     if trace is not None:
         trace.step(phase, None, target)
+    sync_name = f"apply_{phase}"
+    async_name = sync_name + "_async"
     for rule in rules:
-        hook = getattr(rule.transform, f"apply_{phase}_async", None)
+        hook = getattr(rule.transform, async_name, None)
         if hook is None:
-            _guard(rule, getattr(rule.transform, f"apply_{phase}"), target, ctx)
+            _guard(rule, getattr(rule.transform, sync_name), target, ctx)
         else:
             await _aguard(rule, hook, target, ctx)
         executed.append(ExecutedRule(rule.scope, rule.type_id, phase, rule.rule_id))

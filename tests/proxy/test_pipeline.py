@@ -57,6 +57,28 @@ async def test_non_stream_round_trip_with_headers(app, upstream):
     assert sent["Authorization"] == "Bearer upstream-key-123"  # the channel key, never the client's
 
 
+async def test_upstream_gets_exactly_our_headers(app, upstream):
+    """The upstream request carries the gateway's headers and aiohttp's transport ones, with
+    compression offered and no User-Agent (nothing of the client's, no client identification)."""
+    install(
+        app, snapshot([provider(1, [channel(1, base_url=f"{upstream.base}/ok/v1", models={"m": "up-m"})])])
+    )
+    for _ in range(2):  # the second request reuses the pooled connection
+        reply = await call(app, "POST", CHAT, chat_body(text="hello"), headers={"user-agent": "client/1"})
+        assert reply.status == 200, reply.body
+    for sent in upstream.headers:
+        got = {name.lower(): value for name, value in sent.items()}
+        assert got.pop("x-monogate-hop").startswith("mg-")  # the loop guard (its own tests)
+        assert got == {
+            "host": f"127.0.0.1:{upstream.port}",
+            "content-type": "application/json",
+            "accept": "application/json",
+            "authorization": "Bearer upstream-key-123",
+            "accept-encoding": "gzip, deflate",
+            "content-length": sent["Content-Length"],
+        }
+
+
 async def test_keyless_channel_sends_no_credentials(app, upstream):
     install(
         app,

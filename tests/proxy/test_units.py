@@ -275,3 +275,31 @@ def test_request_id_must_be_printable_ascii():
     for odd in ("\u00e9\u00e9", "a b", "x\x00y", "", "r" * 129):
         rid = request_id_from({"x-request-id": odd})
         assert rid != odd and rid.isascii() and len(rid) == 32
+
+
+def test_request_ids_are_uuid4_hex_and_unique_across_forked_workers():
+    """Ids come from a per-process prefix and a counter: still ``uuid4().hex``'s form, and a
+    forked worker (uvicorn's workers, a restart) never repeats its parent's ids."""
+    import os
+    import uuid
+
+    from gateway.proxy.exchange import new_request_id
+
+    mine = [new_request_id() for _ in range(1000)]
+    assert len(set(mine)) == len(mine)
+    for rid in mine[:3] + mine[-3:]:
+        parsed = uuid.UUID(hex=rid)
+        assert parsed.hex == rid and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: write its ids and leave without running pytest's teardown
+        try:
+            os.write(write, " ".join(new_request_id() for _ in range(1000)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        theirs = pipe.read().decode().split()
+    os.waitpid(pid, 0)
+    assert len(theirs) == 1000 and not set(theirs) & set(mine)
+    assert {rid[:16] for rid in theirs}.isdisjoint({rid[:16] for rid in mine})  # a fresh prefix

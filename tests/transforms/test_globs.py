@@ -20,6 +20,11 @@ from transforms.globs import any_glob, glob_match
         ("claude-*-4?", "claude-opus-45", True),
         ("x", "x\n", False),
         ("*", "line\nbreak", True),
+        ("gpt-4o", "gpt-4o", True),
+        ("gpt-4o", "gpt-4", False),
+        ("", "", True),
+        ("", "x", False),
+        ("?", "?", True),
     ],
 )
 def test_glob_match(pattern, name, expected):

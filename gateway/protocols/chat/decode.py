@@ -342,6 +342,8 @@ def _trailing_nodes(
     """What comes after the content: refusal, tool calls, legacy function call (assistant only;
     on other roles those keys ride in the envelope)."""
     nodes: list[Node] = []
+    if "refusal" not in msg and "tool_calls" not in msg and "function_call" not in msg:
+        return nodes  # most messages: none of the three keys, nothing to look at
     refusal = msg.get("refusal")
     if isinstance(refusal, str) and role == "assistant":
         nodes.append(RefusalNode(content=refusal))
