@@ -77,7 +77,7 @@ class HandOff(SpoolFiles):
     max_backoff = MAX_BACKOFF
     # While the circuit is open: seconds between probes of the broker (a Redis PING); the circuit
     # closes when one answers, so delivery resumes within about this long of the broker's return.
-    probe_seconds = 0.5
+    probe_seconds = 0.25
     # Seconds to wait for more records once one arrived (0: write what is there at once).
     linger_seconds = 0.0
     # Seconds of idleness before the database connection is given back (0: after every batch
