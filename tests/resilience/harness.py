@@ -184,8 +184,11 @@ INTRO = (
     "two gateway instances (uvicorn, 2 workers each, the guarded httptools protocol) on PostgreSQL and Redis, "
     "a Celery worker (prefork, 2 processes, restarted on exit like compose's restart policy), a round-robin "
     "balancer, the mock upstream. Redis (appendonly, as in deploy/compose.yaml) and PostgreSQL (initdb + "
-    "pg_ctl in a temp dir) are the run's own, so the outage tests can stop them. All on one 2-core machine "
-    "shared with other work: times are wall-clock under that load."
+    "pg_ctl in a temp dir) are the run's own, so the outage tests can stop them. The instances run with "
+    "GATEWAY_CLIENT_MAX_CONNECTIONS=2500 (the default 1,000 per worker would shed the churn test's 2,000 "
+    "connections, which the two workers do not share evenly). RESILIENCE_OUTAGE_SECONDS (30) and "
+    "RESILIENCE_CHURN_SECONDS (60) shorten the runs for CI. All on one 2-core machine shared with other "
+    "work: times are wall-clock under that load."
 )
 CLOSING = """## What the issue asked, and what these runs hold
 
