@@ -83,7 +83,7 @@ def _note_shed(open_now: int, cap: int) -> None:
 
 def _find_malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
 
