@@ -213,8 +213,9 @@ CLOSING = """## What the issue asked, and what these runs hold
   left over, and RSS flat from one round to the next (no leak). RSS: glibc keeps freed heap after
   such a burst (a run with the trim disabled stayed 22-26 MiB above idle, flat over rounds: a
   high-water mark); the gateway now calls malloc_trim(0) when a burst of connections has gone, and
-  RSS settles within 8 MiB of idle (what is left is live memory or partly used object arenas in the
-  C heap, flat over rounds).
+  RSS settles 8-12 MiB above idle, not at it: what stays is in the C heap and anonymous mappings
+  but is not free heap (the trim would return that), i.e. live memory or partly used Python object
+  arenas, and it does not grow with a second round.
 - An affinity binding made on one instance is honoured by the other (shared through Redis)."""
 
 

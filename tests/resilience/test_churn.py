@@ -21,10 +21,11 @@ and do not split it evenly), so the topology raises it to 2,500
 
 Held afterwards, per worker of a (``/proc/PID``): file descriptors back to their value after the
 first round and upstream connections back to idle (the pool's keep-alive connections close
-within the mock's 5 s), no upstream request left in flight (the mock's count), RSS back within a
-few MiB of its idle value (the gateway returns freed heap to the system when a burst of
-connections has gone, ``gateway.serving``), and every request that was read to its end was
-answered correctly.
+within the mock's 5 s), no upstream request left in flight (the mock's count), RSS no higher after
+the second round than after the first (a leak would grow) and within ``RSS_SLACK_MIB`` of its idle
+value (the gateway returns freed heap to the system when a burst of connections has gone,
+``gateway.serving``; what stays is not free heap), and every request that was read to its end
+was answered correctly.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.resilience, pytest.mark.timeout(300)]
 SECONDS = float(os.environ.get("RESILIENCE_CHURN_SECONDS", "60"))
 CONCURRENT = int(os.environ.get("RESILIENCE_CHURN_CONCURRENT", "2000"))
 SECOND_ROUND = max(10.0, SECONDS / 2)  # the leak check: does a second round add to the first?
-RSS_SLACK_MIB = 8  # settled RSS within this of its idle value
+# Settled RSS within this of its idle value: after the heap trim about 8-12 MiB stay (live memory
+# and partly used object arenas, flat over rounds); without the trim 22-26 MiB stayed.
+RSS_SLACK_MIB = 16
 KINDS = {  # kind: weight (a fifth of the connections send requests; most are held open)
     "close": 1,
     "keepalive": 1,

@@ -85,10 +85,11 @@ class BacklogWritten(threading.Thread):
 
     def run(self) -> None:
         while self.after is None and time.monotonic() - self.t0 < LANDED_BOUND:
-            try:
-                done = self.ok <= set(capture_ids(self.topo, self.prefix)) and self.answered <= set(
-                    log_ids(self.topo, self.prefix)
-                )
+            try:  # as in ``_rows_landed``: a crashed Celery worker's prefetched task waits in Redis
+                held = _held_unacked(self.topo)
+                caps_missing = len(self.ok - set(capture_ids(self.topo, self.prefix)))
+                logs_missing = len(self.answered - set(log_ids(self.topo, self.prefix)))
+                done = caps_missing <= held and (logs_missing == 0 or held > 0)
             except Exception:  # the database is starting
                 done = False
             if done:
