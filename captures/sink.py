@@ -6,7 +6,7 @@ batch spooling, backoff and dead-letter, pick-up at start, drain to the spool at
 thread then, per batch:
 
 1. builds the bounded, masked dump and compresses it (``captures.dump``);
-2. with ``settings.REDIS_URL``: publishes ``captures.tasks.persist_capture`` (meta + base64 blob)
+2. with ``settings.REDIS_URL``: publishes ``captures.tasks.persist_captures`` (a batch of meta + base64 blob)
    to the ``captures`` queue, for a Celery worker to insert; without Redis: inserts the rows
    here (``captures.store``, one transaction) and applies the size budget;
 3. when that fails the blob is spooled to ``DATA_DIR/capture-spool`` (mode 0600) and retried; a
@@ -51,7 +51,10 @@ QUEUE_MAX = gateway_settings.CAPTURE_QUEUE_MAX
 SPOOL_MAX_BYTES = int(gateway_settings.CAPTURE_SPOOL_MAX_MB * 1024 * 1024)
 RETRY_SECONDS = gateway_settings.CAPTURE_RETRY_SECONDS
 BATCH_MAX = 64  # captures written in one database transaction by the in-process writer
-TASK_NAME = "captures.tasks.persist_capture"
+TASK_NAME = "captures.tasks.persist_captures"  # a batch per task
+# Compressed capture bytes per published task, at most (a single larger capture goes alone):
+# a batch of 64 large captures must not become one message of hundreds of MiB.
+TASK_MAX_BYTES = 4 * 1024 * 1024
 TASK_QUEUE = "captures"
 
 # submitted, persisted, published, spooled, retried, dropped, dead_lettered, outages,
@@ -124,18 +127,21 @@ class Writer(HandOff):
         return meta, blob
 
     def deliver(self, rows: list[tuple[dict[str, Any], bytes]]) -> None:
-        """Publish each (meta, blob) to Celery (with Redis) or write the rows here; raises on
-        failure. Published rows are removed from ``rows`` as they go (with Redis, rows before
-        the failing one are already published), so only the rest is spooled."""
+        """Publish the (meta, blob) rows to Celery (with Redis), a batch of up to
+        ``TASK_MAX_BYTES`` per task, or write them here; raises on failure. Published rows are
+        removed from ``rows`` as they go (with Redis, the tasks before the failing one are
+        already published), so only the rest is spooled."""
         if settings.REDIS_URL:
             app = self.celery_app()
             while rows:
-                meta, blob = rows[0]
-                app.send_task(
-                    TASK_NAME, args=[meta, base64.b64encode(blob).decode()], queue=TASK_QUEUE, retry=False
-                )
-                del rows[0]
-                STATS["published"] += 1
+                n, size = 0, 0
+                while n < len(rows) and (n == 0 or size + len(rows[n][1]) <= TASK_MAX_BYTES):
+                    size += len(rows[n][1])
+                    n += 1
+                items = [[meta, base64.b64encode(blob).decode()] for meta, blob in rows[:n]]
+                app.send_task(TASK_NAME, args=[items], queue=TASK_QUEUE, retry=False)
+                del rows[:n]
+                STATS["published"] += n
             return
         self._save_rows(rows)
 

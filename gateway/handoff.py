@@ -17,7 +17,11 @@ drains it in batches:
 Outages (issue 13). Publishing fails fast (``broker_timeout`` for connect and send) and an outage
 (a connection error or timeout, from the broker or the database) opens a circuit: for
 ``cooldown_seconds`` nothing is tried and whole batches go straight to the spool, so the writer
-keeps up with the request rate instead of waiting on a dead broker row by row. A spooled payload
+keeps up with the request rate instead of waiting on a dead broker row by row. While the circuit
+is open the writer pings the broker every ``probe_seconds`` (one Redis PING, ``broker_timeout``
+at most) and closes the circuit as soon as it answers: the spool then drains in batches (one
+publish per ``batch_max`` payloads), so a backlog is written within seconds of the broker's
+return instead of waiting out the cooldown and a publish per payload. A spooled payload
 that fails for its own sake (not an outage) is retried with exponential backoff without blocking
 the ones behind it, and after ``dead_letter_after`` failures moved to ``<spool>/dead/`` (counted,
 logged; ``manage.py capturespool`` lists the capture spool). ``start`` (at worker start) picks up
@@ -71,6 +75,9 @@ class HandOff(SpoolFiles):
     dead_letter_after = gateway_settings.CAPTURE_DEAD_LETTER_AFTER
     shutdown_seconds = gateway_settings.CAPTURE_FLUSH_SECONDS
     max_backoff = MAX_BACKOFF
+    # While the circuit is open: seconds between probes of the broker (a Redis PING); the circuit
+    # closes when one answers, so delivery resumes within about this long of the broker's return.
+    probe_seconds = 0.25
     # Seconds to wait for more records once one arrived (0: write what is there at once).
     linger_seconds = 0.0
     # Seconds of idleness before the database connection is given back (0: after every batch
@@ -94,6 +101,7 @@ class HandOff(SpoolFiles):
         self._spool_seen: tuple[Path, bool, float] | None = None
         self._spool_used: tuple[Path, int] | None = None  # bytes in the spool, kept up to date
         self.paused_until = 0.0  # the circuit: until then deliveries are not tried (monotonic)
+        self._probe_at = 0.0  # when the open circuit's next probe of the broker is due (monotonic)
         self.closing = False  # shutting down: queued records go to the spool
         self.in_flight = 0  # records of the batch being handled
         self._failures: dict[str, tuple[int, float]] = {}  # spool file -> (failures, next try)
@@ -189,6 +197,9 @@ class HandOff(SpoolFiles):
         holding_db = False  # a database connection is open since the last batch
         while True:
             timeout = max(0.05, next_retry - time.monotonic()) if self._spool_pending() else None
+            if self.paused():  # wake for the next probe of the broker
+                wait = max(0.05, self._probe_at - time.monotonic())
+                timeout = wait if timeout is None else min(timeout, wait)
             if holding_db:
                 timeout = (
                     self.idle_release_seconds if timeout is None else min(timeout, self.idle_release_seconds)
@@ -228,6 +239,8 @@ class HandOff(SpoolFiles):
                     self.busy = False
                     for _ in batch:
                         self.queue.task_done()
+            if self._reclose_if_back():
+                next_retry = time.monotonic()  # the broker is back: deliver the spool now
             if time.monotonic() >= next_retry and self._spool_pending():
                 self.busy = True
                 try:
@@ -359,6 +372,38 @@ class HandOff(SpoolFiles):
                 self.cooldown_seconds,
             )
         self.paused_until = time.monotonic() + self.cooldown_seconds
+
+    def _reclose_if_back(self) -> bool:
+        """While the circuit is open, probe the target every ``probe_seconds``; close the circuit
+        when it answers (True), so delivery resumes within a probe interval of its return rather
+        than at the end of the cooldown (which every failed try during the outage restarts)."""
+        now = time.monotonic()
+        if not self.paused() or now < self._probe_at:
+            return False
+        self._probe_at = now + self.probe_seconds
+        if not self.probe():
+            return False
+        self.paused_until = 0.0
+        self.log.info("%s delivery target reachable again; delivering the spool", self.label)
+        return True
+
+    def probe(self) -> bool:
+        """Whether the broker answers a PING within ``broker_timeout`` (without Redis the target is
+        the database: False, the cooldown decides). A new connection each time: the pool's may be
+        the broken one, and this runs only while the circuit is open."""
+        if not settings.REDIS_URL:
+            return False
+        import redis
+
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=self.broker_timeout, socket_timeout=self.broker_timeout
+        )
+        try:
+            return bool(client.ping())
+        except (redis.RedisError, OSError):
+            return False
+        finally:
+            client.close()
 
     def celery_app(self):
         if self._celery is None:

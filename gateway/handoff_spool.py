@@ -52,6 +52,7 @@ class SpoolFiles:
     suffix: str
     spool_max_bytes: int
     retry_seconds: float
+    batch_max: int
     claim_ttl: float
     dead_letter_after: int
     max_backoff: float
@@ -161,9 +162,12 @@ class SpoolFiles:
         self._spool_used = (d, used)
 
     def retry_spool(self) -> int:
-        """Deliver spooled payloads oldest first; stop at an outage. A payload that fails for
-        its own sake waits (exponential backoff) without blocking the others, and is moved to
-        ``dead/`` after ``dead_letter_after`` failures. Returns how many were delivered."""
+        """Deliver spooled payloads oldest first, ``batch_max`` at a time (one publish or one
+        transaction per batch: a backlog of thousands drains in seconds, not at one Celery task
+        per payload); stop at an outage. A batch that fails for its own sake is delivered one by
+        one, so a payload that cannot be written waits (exponential backoff) without blocking
+        the others, and is moved to ``dead/`` after ``dead_letter_after`` failures. Returns how
+        many were delivered."""
         d = self.spool_dir()
         self._spool_changed()
         try:
@@ -171,43 +175,82 @@ class SpoolFiles:
             files = sorted(p for p in d.iterdir() if p.suffix == self.suffix)
         except FileNotFoundError:
             return 0
-        done = 0
         now = time.time()
-        for path in files:
+        due = [p for p in files if self._failures.get(p.name, (0, 0.0))[1] <= now]
+        done = 0
+        for i in range(0, len(due), self.batch_max):
             if self.paused():
                 break
-            failures, next_at = self._failures.get(path.name, (0, 0.0))
-            if next_at > now:
-                continue
-            claimed = path.with_suffix(f".claim{os.getpid()}")
+            delivered, outage = self._redeliver(self._claim(due[i : i + self.batch_max]))
+            done += delivered
+            if outage:
+                self.log.info("spooled %s still undeliverable; %d waiting", self.label, len(files) - done)
+                break
+        self._spool_changed()
+        return done
+
+    def _claim(self, paths: list[Path]) -> list[tuple[Path, Path, Any]]:
+        """Claim spool files by renaming them (another process may have claimed one first) and
+        decode them; an unreadable one is dead-lettered. (path, claim, payload) each."""
+        claimed: list[tuple[Path, Path, Any]] = []
+        for path in paths:
+            claim = path.with_suffix(f".claim{os.getpid()}")
             try:
-                path.rename(claimed)  # another process may have claimed it
-                os.utime(claimed)  # the claim's time, for orphan adoption
+                path.rename(claim)
+                os.utime(claim)  # the claim's time, for orphan adoption
             except FileNotFoundError:
                 continue
             try:
-                payload = self.decode_spool(claimed.read_bytes())
+                claimed.append((path, claim, self.decode_spool(claim.read_bytes())))
             except Exception as exc:
-                self._dead_letter(claimed, path.name, f"unreadable: {exc!r}")
-                continue
+                self._dead_letter(claim, path.name, f"unreadable: {exc!r}")
+        return claimed
+
+    def _redeliver(self, claimed: list[tuple[Path, Path, Any]]) -> tuple[int, bool]:
+        """Deliver claimed payloads as one batch; on a failure that is not an outage, one by one.
+        Returns (delivered, whether an outage stopped it); undelivered claims go back."""
+        if not claimed:
+            return 0, False
+        payloads = [payload for _, _, payload in claimed]
+        try:
+            self._deliver(payloads)
+            error = None
+        except Exception as exc:
+            error = exc
+        sent = len(claimed) - len(payloads)  # ``deliver`` removes what it delivered
+        for path, claim, _ in claimed[:sent]:
+            self._delivered(path, claim)
+        rest = claimed[sent:]
+        if error is None or not rest:
+            return sent, False
+        if is_outage(error) or len(rest) == 1:
+            self._put_back(rest, error)
+            return sent, is_outage(error)
+        for i, item in enumerate(rest):  # one bad payload must not cost the others
             try:
-                self._deliver([payload])
+                self._deliver([item[2]])
             except Exception as exc:
-                claimed.rename(path)
                 if is_outage(exc):
-                    self.log.info(
-                        "spooled %s still undeliverable (%r); %d waiting", self.label, exc, len(files) - done
-                    )
-                    self._spool_changed()
-                    return done
-                self._failed_once(path, failures + 1, exc)
+                    self._put_back(rest[i:], exc)
+                    return sent, True
+                self._put_back([item], exc)
                 continue
-            claimed.unlink(missing_ok=True)
-            self._failures.pop(path.name, None)
-            self.stats["retried"] += 1
-            done += 1
-        self._spool_changed()
-        return done
+            self._delivered(item[0], item[1])
+            sent += 1
+        return sent, False
+
+    def _delivered(self, path: Path, claim: Path) -> None:
+        claim.unlink(missing_ok=True)
+        self._failures.pop(path.name, None)
+        self.stats["retried"] += 1
+
+    def _put_back(self, items: list[tuple[Path, Path, Any]], exc: BaseException) -> None:
+        """Put claims back in the spool after a failed delivery; a failure that is not an outage
+        counts against the payload (``items`` is then that one payload)."""
+        for path, claim, _ in items:
+            claim.rename(path)
+            if not is_outage(exc):
+                self._failed_once(path, self._failures.get(path.name, (0, 0.0))[0] + 1, exc)
 
     def _failed_once(self, path: Path, failures: int, exc: BaseException) -> None:
         """A spooled payload failed for its own sake: back off, or dead-letter it at the limit."""

@@ -187,3 +187,52 @@ def test_a_capture_that_can_never_be_written_is_dead_lettered_and_others_flow(sp
     assert "dead-lettered: 1" in out.getvalue() and "bad.cap" in out.getvalue()
     call_command("capturespool", "--requeue", stdout=io.StringIO())
     assert [p.name for p in spool_files(spool)] == ["00000000000000000001-1-bad.cap"]
+
+
+def _spooled_during_an_outage(settings, spool, n: int) -> sink.Writer:
+    """A writer whose broker refused a batch of ``n`` captures: all spooled, the circuit open
+    (for the 5 s cooldown); then the broker is back (a live Redis database of the tests')."""
+    from tests.captures.conftest import redis_or_skip
+    from tests.servers import free_port
+
+    live = os.environ.get("SPARE_REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/13")
+    redis_or_skip(live)
+    writer = broker_writer(settings, f"redis://127.0.0.1:{free_port()}/0")
+    assert run_bounded(lambda: writer._handle([record(f"back-{i}") for i in range(n)]), 10)
+    assert writer.paused() and len(spool_files(spool)) == n
+    import redis
+
+    redis.Redis.from_url(live).flushdb()
+    settings.REDIS_URL = live
+    writer._celery = sink.configure_fail_fast(Celery("outage-test-back", broker=live), timeout=0.5)
+    return writer
+
+
+def _drained(spool, seconds: float) -> float | None:
+    t0 = time.monotonic()
+    while spool_files(spool) or list(spool.glob("*.claim*")):
+        if time.monotonic() - t0 > seconds:
+            return None
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def test_the_spool_drains_within_a_probe_of_the_brokers_return(spool, settings):
+    """Issue 13: after a Redis outage the backlog waited out the circuit's cooldown (5 s, restarted
+    by every failed try) before a single retry; the writer now pings the broker while the circuit
+    is open and delivers the spool as soon as it answers."""
+    writer = _spooled_during_an_outage(settings, spool, 20)
+    writer._start()
+    took = _drained(spool, 10)
+    assert took is not None and took < 2.0, took  # a probe every 0.25 s, not the 5 s cooldown
+
+
+def test_a_spooled_backlog_is_published_in_batches(spool, settings):
+    """One Celery task per batch of spooled captures, not one per capture: a backlog of a
+    thousand took the worker tens of seconds at one task (and one size-budget query) each."""
+    import redis
+
+    writer = _spooled_during_an_outage(settings, spool, 100)
+    writer.paused_until = 0.0  # the broker answered
+    assert writer.retry_spool() == 100 and spool_files(spool) == []
+    assert redis.Redis.from_url(settings.REDIS_URL).llen(sink.TASK_QUEUE) == 2  # 64 + 36

@@ -43,7 +43,12 @@ def test_a_long_outage_is_handed_to_celerys_retry(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "task_path", ["captures.tasks.persist_capture", "requestlogs.tasks.persist_request_logs"]
+    "task_path",
+    [
+        "captures.tasks.persist_capture",
+        "captures.tasks.persist_captures",
+        "requestlogs.tasks.persist_request_logs",
+    ],
 )
 def test_the_persisting_tasks_retry_on_a_database_outage(task_path):
     import importlib

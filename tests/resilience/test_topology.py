@@ -109,15 +109,21 @@ def test_a_breaker_opened_by_one_instance_is_seen_by_the_other(topo, mock_upstre
 
 
 def test_rate_limits_hold_across_both_instances(topo):
+    t0 = time.time()
     statuses = [chat(inst.url, LIMITED).status_code for _ in range(RPM) for inst in (topo.a, topo.b)]
+    # The limit counts per minute (fixed windows): on a loaded machine the requests can straddle
+    # a minute boundary, and the new window accepts its own RPM.
+    windows = int(time.time() // 60) - int(t0 // 60) + 1
     ok = statuses.count(200)
     FIGURES["Per-key limit across instances"] = {
         "limit (rpm)": RPM,
         "requests (alternating a and b)": len(statuses),
+        "minute windows they spanned": windows,
         "accepted": ok,
         "refused 429": statuses.count(429),
     }
-    assert ok == RPM and statuses.count(429) == len(statuses) - RPM
+    assert set(statuses) <= {200, 429}, statuses
+    assert ok == RPM if windows == 1 else RPM <= ok <= RPM * windows, (ok, windows)
 
 
 def _sticky_turn(url: str, messages: list[dict], mock_upstream) -> str:

@@ -385,6 +385,9 @@ def base_env(db_url: str, redis_url: str, data_dir: Path, secret_key: str) -> di
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
             "GATEWAY_SECURE_COOKIES": "0",  # plain HTTP on loopback: the admin session cookie must flow
+            # The churn test holds 2,000 client connections on instance a's two workers, which
+            # share the listening socket unevenly: the default cap (1,000 per worker) would shed.
+            "GATEWAY_CLIENT_MAX_CONNECTIONS": "2500",
         }
     )
     return env

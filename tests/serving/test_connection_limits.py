@@ -102,3 +102,28 @@ def test_connections_past_the_cap_are_shed_with_a_log_line(server, caplog):
     for s in held:
         assert not _closed_within(s, 0.2)  # the ones within the cap stay open
         s.close()
+
+
+def test_the_heap_is_trimmed_once_a_burst_of_connections_has_gone(server, monkeypatch):
+    """glibc keeps freed memory for reuse: RSS stayed 10-15 MiB above idle after 2,000 connections
+    came and went (issue 13). When a burst has gone, the worker gives the freed heap back."""
+    calls: list[int] = []
+    monkeypatch.setattr(serving, "_malloc_trim", calls.append)
+    monkeypatch.setattr(serving, "_heap", {"peak": 0, "pending": None, "trims": 0})
+    monkeypatch.setattr(serving, "TRIM_AFTER_PEAK", 8)
+    monkeypatch.setattr(serving, "TRIM_DELAY", 0.1)
+    port = server(30, 30, 0)
+    few = [_connect(port) for _ in range(4)]  # below the burst size: no trim when they go
+    time.sleep(0.3)
+    for s in few:
+        s.close()
+    time.sleep(0.5)
+    assert calls == []
+    burst = [_connect(port) for _ in range(12)]
+    time.sleep(0.3)
+    for s in burst:
+        s.close()
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls == [0]
