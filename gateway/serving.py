@@ -27,14 +27,14 @@ connection (the app, and so Django's settings, is loaded by then).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import time
 from asyncio import AbstractEventLoop, TimerHandle, Transport
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.proxy.idle_trim import trim_heap
 
 log = logging.getLogger("gateway.serving")
 
@@ -81,14 +81,6 @@ def _note_shed(open_now: int, cap: int) -> None:
         _shed["count"] = 0
 
 
-def _find_malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-_malloc_trim = _find_malloc_trim()
 _heap: dict = {"peak": 0, "pending": None, "trims": 0}
 
 
@@ -109,8 +101,7 @@ def _trim_heap(connections: set) -> None:
     if len(connections) > _heap["peak"] // 16:
         return  # the load came back; its end trims
     _heap["peak"] = len(connections)
-    if _malloc_trim is not None:
-        _malloc_trim(0)
+    if trim_heap():
         _heap["trims"] += 1
 
 

@@ -35,11 +35,26 @@ def _load_malloc_trim() -> Callable[[], int] | None:
     return lambda: fn(0)
 
 
+_malloc_trim: Callable[[], int] | None | bool = False  # False: not loaded yet
+
+
+def trim_heap() -> bool:
+    """Give glibc's freed heap back to the system; False where there is no ``malloc_trim``.
+    Shared by this idle check and the connection-burst trim in ``gateway.serving``."""
+    global _malloc_trim
+    if _malloc_trim is False:
+        _malloc_trim = _load_malloc_trim()
+    if callable(_malloc_trim):
+        _malloc_trim()
+        return True
+    return False
+
+
 class IdleTrim:
     """``active``/``served`` are kept by the proxy app around every HTTP request; ``check`` is
     the idle test and the trim, ``run`` calls it every ``interval`` seconds."""
 
-    __slots__ = ("active", "served", "interval", "trims", "_seen", "_trimmed_at", "_trim")
+    __slots__ = ("active", "served", "interval", "trims", "_seen", "_trimmed_at")
 
     def __init__(self, interval: float = INTERVAL_SECONDS) -> None:
         self.active = 0
@@ -48,7 +63,6 @@ class IdleTrim:
         self.trims = 0
         self._seen = 0  # ``served`` at the previous check
         self._trimmed_at = 0  # ``served`` at the last trim
-        self._trim: Callable[[], int] | None | bool = False  # False: not loaded yet
 
     def check(self) -> bool:
         """Trim when idle after activity; True when it did."""
@@ -59,10 +73,7 @@ class IdleTrim:
             return False
         self._trimmed_at = served
         gc.collect()
-        if self._trim is False:
-            self._trim = _load_malloc_trim()
-        if callable(self._trim):
-            self._trim()
+        trim_heap()
         self.trims += 1
         return True
 

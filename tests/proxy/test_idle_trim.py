@@ -32,7 +32,7 @@ async def _healthz(app) -> None:
 @pytest.mark.asyncio
 async def test_the_trim_runs_once_after_a_burst_and_never_while_a_request_is_open(monkeypatch):
     trims: list[int] = []
-    monkeypatch.setattr(idle_trim, "_load_malloc_trim", lambda: lambda: trims.append(1) or 1)
+    monkeypatch.setattr(idle_trim, "_malloc_trim", lambda: trims.append(1) or 1)
 
     async def handler(request):
         await request.read()
