@@ -11,7 +11,8 @@ database constraint (``DO_NOTHING``), so deleting a key or a user leaves its his
 deleting a key with a million rows does not rewrite them); the key's name, the provider's and the
 channel's names are copied at write time. Every index costs each of the many inserts (about a
 tenth of a row's insert each on SQLite), so the two foreign keys have none of their own: the
-composite indexes that start with them serve their lookups.
+composite indexes that start with them serve their lookups; and the model is only ever searched
+by substring (``icontains``), which no b-tree index serves, so it has none.
 
 Cost is stored as an integer number of nano-dollars (``cost_nano``): sums are exact integer
 arithmetic on SQLite and PostgreSQL alike (a SQLite "decimal" column is a float). ``cost`` gives
@@ -140,7 +141,6 @@ class RequestLog(models.Model):
             models.Index(fields=["owner", "-created_at"], name="reqlog_owner_created"),
             models.Index(fields=["api_key", "-created_at"], name="reqlog_key_created"),
             models.Index(fields=["status", "-created_at"], name="reqlog_status_created"),
-            models.Index(fields=["logical_model"], name="reqlog_model"),
         ]
 
     def __str__(self) -> str:

@@ -1,6 +1,7 @@
 """Drop the single-column indexes of the two foreign keys: the composite indexes that start with
 them ((api_key, -created_at), (owner, -created_at)) serve every lookup by key or owner, and each
-index costs every insert (issue 17: request logging's CPU without Redis).
+index costs every insert (issue 17: request logging's CPU without Redis). Also the index on
+``logical_model``: the model is only searched by substring (``icontains``), which it cannot serve.
 
 ``AlterField`` would do it on PostgreSQL, but on SQLite it rebuilds the whole table (every row
 copied, on what is the biggest table), so the database side drops the indexes by name instead
@@ -77,5 +78,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
-        )
+        ),
+        migrations.RemoveIndex(model_name="requestlog", name="reqlog_model"),
     ]
