@@ -92,7 +92,11 @@ def test_the_one_step_and_the_column_by_column_values_agree(key):
     missing, ``None`` where the column has a default) is completed column by column."""
     plan = store._plan()
     row = built_row("agree", key)
-    assert plan.fast(row, 7) == plan.slow(row, 7)
+
+    def plain(values):  # PostgreSQL's JSON adapter wraps the value (psycopg's Jsonb: no ==)
+        return [getattr(v, "obj", v) for v in values]
+
+    assert plain(plan.fast(row, 7)) == plain(plan.slow(row, 7))
     partial = {k: v for k, v in built_row("partial", key).items() if k != "endpoint"}
     partial["error_message"] = None
     store.save_rows([partial])
