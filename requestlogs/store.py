@@ -4,8 +4,9 @@ One ``INSERT ... ON CONFLICT (request_id) DO NOTHING`` with ``executemany`` per 
 transaction: idempotent by request id (a batch delivered twice stores each row once), and several
 times cheaper in CPU than ``bulk_create`` (which builds a model instance and runs every field's
 ``get_db_prep_save`` per row). Without Redis this runs in the gateway process, so its CPU is the
-event loop's too. Values are adapted with the backend's own ``connection.ops`` helpers, so the
-same code writes SQLite and PostgreSQL.
+event loop's too. Values are adapted with the backend's own ``connection.ops`` helpers (on
+SQLite the timestamp's text is built directly, the same text), so the same code writes SQLite and
+PostgreSQL; the recorder's complete rows skip the column-by-column work (``_Plan``).
 """
 
 from __future__ import annotations
