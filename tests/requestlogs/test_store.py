@@ -118,5 +118,8 @@ def test_a_request_id_already_stored_is_skipped(key):
     again = {**first, "status": "error", "input_tokens": 1}
     store.save_rows([again, built_row("dup-2", key), again])
     assert RequestLog.objects.count() == 2
+    # one multi-row statement (a chunk of 4 on SQLite) with a duplicate inside it
+    store.save_rows([built_row("dup-3", key), again, {**built_row("dup-3", key), "status": "error"}, first])
+    assert RequestLog.objects.count() == 3 and stored("dup-3")["status"] == "success"
     got = stored("dup-1")
     assert got["status"] == "success" and got["input_tokens"] == 1000
