@@ -4,17 +4,22 @@ One ``INSERT ... ON CONFLICT (request_id) DO NOTHING`` with ``executemany`` per 
 transaction: idempotent by request id (a batch delivered twice stores each row once), and several
 times cheaper in CPU than ``bulk_create`` (which builds a model instance and runs every field's
 ``get_db_prep_save`` per row). Without Redis this runs in the gateway process, so its CPU is the
-event loop's too. Values are adapted with the backend's own ``connection.ops`` helpers, so the
-same code writes SQLite and PostgreSQL.
+event loop's too. Values are adapted with the backend's own ``connection.ops`` helpers (on
+SQLite the timestamp's text is built directly, the same text), so the same code writes SQLite and
+PostgreSQL; the recorder's complete rows skip the column-by-column work (``_Plan``).
 """
 
 from __future__ import annotations
 
+import math
+import operator
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.db import connection, models, transaction
 
 from requestlogs.models import RequestLog
@@ -31,6 +36,32 @@ def _sqlite_json(value: Any) -> Any:
         return connection.ops.adapt_json_value(value, None)
 
 
+def _sqlite_utc(value: Any) -> str:
+    """A timestamp as Django's SQLite backend stores a UTC datetime: the text of
+    ``str(datetime.fromtimestamp(value, UTC).replace(tzinfo=None))`` (what
+    ``adapt_datetimefield_value`` gives for a database in UTC), rounded the same way (half to
+    even, to the microsecond), with the date and time part formatted once per second: building
+    and printing a ``datetime`` per row was a sixth of the writer's Python work."""
+    frac, whole = math.modf(float(value))
+    micro = round(frac * 1e6)
+    if micro >= 1_000_000:
+        whole, micro = whole + 1.0, micro - 1_000_000
+    elif micro < 0:
+        whole, micro = whole - 1.0, micro + 1_000_000
+    second = int(whole)
+    cached = _second
+    if cached[0] != second:
+        cached = _second[:] = [second, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second))]
+    return f"{cached[1]}.{micro:06d}" if micro else cached[1]
+
+
+_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
 def _adapter(field: models.Field) -> Callable[[Any], Any]:
     ops = connection.ops
     if isinstance(field, models.JSONField):
@@ -38,16 +69,18 @@ def _adapter(field: models.Field) -> Callable[[Any], Any]:
             return _sqlite_json
         return lambda v: ops.adapt_json_value(v, None)
     if isinstance(field, models.DateTimeField):
+        if connection.vendor == "sqlite" and settings.USE_TZ and connection.timezone_name == "UTC":
+            return _sqlite_utc
         return lambda v: ops.adapt_datetimefield_value(datetime.fromtimestamp(float(v), UTC))
     if isinstance(field, models.GenericIPAddressField):
         return lambda v: ops.adapt_ipaddressfield_value(v or None)
-    return lambda v: v
+    return _same
 
 
-def _insert_sql() -> str:
+def _insert_sql(columns: list[models.Field]) -> str:
     qn = connection.ops.quote_name
-    cols = ", ".join(qn(f.column) for f in _COLUMNS)
-    marks = ", ".join(["%s"] * len(_COLUMNS))
+    cols = ", ".join(qn(f.column) for f in columns)
+    marks = ", ".join(["%s"] * len(columns))
     return (
         f"INSERT INTO {qn(RequestLog._meta.db_table)} ({cols}) VALUES ({marks}) "
         f"ON CONFLICT ({qn('request_id')}) DO NOTHING"
@@ -62,38 +95,82 @@ def save_rows(rows: list[dict[str, Any]]) -> int:
 
     key_ids = {r.get("api_key_id") for r in rows if r.get("api_key_id") is not None}
     owners = dict(ApiKey.objects.filter(pk__in=key_ids).values_list("pk", "owner_id")) if key_ids else {}
-    sql, plan = _plan()
+    plan = _plan()
+    fast = plan.fast
     values = []
     for r in rows:
         owner = owners.get(r.get("api_key_id"))
-        values.append(
-            tuple(
-                owner
-                if name == "owner_id"
-                else adapt(value)
-                if (value := r.get(name)) is not None
-                else default
-                for name, adapt, default in plan
-            )
-        )
+        try:
+            values.append(fast(r, owner))
+        except _Slow:
+            values.append(plan.slow(r, owner))
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(sql, values)
+        cursor.executemany(plan.sql, values)
     return len(rows)
 
 
-_plans: dict[str, tuple[str, list[tuple[str, Callable[[Any], Any], Any]]]] = {}
+class _Slow(Exception):
+    """The row is not in the recorder's complete form: take the column-by-column path."""
 
 
-def _plan() -> tuple[str, list[tuple[str, Callable[[Any], Any], Any]]]:
-    """The INSERT statement and, per column, (row key, adapter, adapted default), built once per
-    database vendor: rebuilding them per batch cost as much as a small batch's insert."""
+class _Plan:
+    """The INSERT statement (``owner_id`` last) and two ways to turn a row dict into its values.
+
+    ``fast`` is for the recorder's rows (every column's key present, ``None`` only where the
+    column is nullable): one ``itemgetter`` call in C picks the values in column order and only
+    the few columns that need adapting (the timestamp, the JSON, the IP) are touched in Python.
+    It was about a third of the writer's CPU per row column by column, and without Redis that
+    CPU is the worker's. ``slow`` takes any row (keys missing, ``None`` for a column with a
+    default: rows from older spool files and messages, tests): adapter or default per column.
+    Both give the same values for the same row (tested)."""
+
+    def __init__(self) -> None:
+        cols = [f for f in _COLUMNS if f.attname != "owner_id"]
+        self.sql = _insert_sql(cols + [f for f in _COLUMNS if f.attname == "owner_id"])
+        self.columns = []  # per column but the owner: (row key, adapter, adapted default)
+        for f in cols:
+            adapt = _adapter(f)
+            default = f.get_default() if f.has_default() else None
+            self.columns.append((f.attname, adapt, adapt(default) if default is not None else None))
+        self.pick = operator.itemgetter(*(name for name, _, _ in self.columns))
+        self.adapted = [
+            (i, adapt, default) for i, (_, adapt, default) in enumerate(self.columns) if adapt is not _same
+        ]
+        # the columns where ``None`` is not what the column stores: a row with one goes slow
+        defaulted = [i for i, (_, _, default) in enumerate(self.columns) if default is not None]
+        self.defaulted = operator.itemgetter(*defaulted, *defaulted[:1])  # a tuple however many
+
+    def fast(self, r: dict[str, Any], owner: Any) -> tuple[Any, ...]:
+        try:
+            vals = list(self.pick(r))
+        except KeyError:
+            raise _Slow() from None
+        if None in self.defaulted(vals):
+            raise _Slow()
+        for i, adapt, default in self.adapted:
+            v = vals[i]
+            vals[i] = adapt(v) if v is not None else default
+        vals.append(owner)
+        return tuple(vals)
+
+    def slow(self, r: dict[str, Any], owner: Any) -> tuple[Any, ...]:
+        return (
+            *(
+                adapt(value) if (value := r.get(name)) is not None else default
+                for name, adapt, default in self.columns
+            ),
+            owner,
+        )
+
+
+_plans: dict[str, _Plan] = {}
+
+
+def _plan() -> _Plan:
+    """Built once per database vendor: rebuilding the statement and the adapters per batch cost
+    as much as a small batch's insert."""
     vendor = connection.vendor
     found = _plans.get(vendor)
     if found is None:
-        plan = []
-        for f in _COLUMNS:
-            adapt = _adapter(f)
-            default = f.get_default() if f.has_default() else None
-            plan.append((f.attname, adapt, adapt(default) if default is not None else None))
-        found = _plans[vendor] = (_insert_sql(), plan)
+        found = _plans[vendor] = _Plan()
     return found

@@ -1,0 +1,125 @@
+"""The batch insert (``requestlogs.store.save_rows``): the rows the recorder builds are stored
+as built, column for column, whichever way a row is turned into values (the recorder's complete
+rows in one step, any other row column by column); a request id already stored is skipped."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
+
+from gateway.proxy.snapshot import ModelPrice
+from gateway.urp import Response, Usage
+from keys.models import ApiKey
+from requestlogs import recorder as rl_recorder
+from requestlogs import store
+from requestlogs.models import RequestLog
+
+pytestmark = pytest.mark.django_db
+
+
+def built_row(request_id: str, key: ApiKey, *, failed_first: bool = False) -> dict:
+    """A row exactly as the recorder hands it to the writer (every field, ``None`` where a
+    nullable column has no value)."""
+    out: list[dict] = []
+    price = ModelPrice(input=Decimal("3"), output=Decimal("15"), multiplier=Decimal("1"))
+    provider = SimpleNamespace(id=4, name="acme")
+    channel = SimpleNamespace(id=5, name="main", prices={"m": price})
+    att = SimpleNamespace(provider=provider, channel=channel, upstream_model="m-up", affinity=None)
+    ex = SimpleNamespace(
+        t0=time.perf_counter(),
+        request_id=request_id,
+        client_request_id=None,
+        protocol="chat_completion",
+        endpoint="/v1/chat/completions",
+        client=("10.1.2.3", 5000),
+        finished=True,
+        status=200,
+    )
+    snap = SimpleNamespace(settings=SimpleNamespace(capture_enabled=False))
+    factory = rl_recorder.make_factory(True)
+    rec = factory(ex, snap, SimpleNamespace(id=key.pk, name=key.name, capture_mode="off"), b"{}")
+    rec.on_request_decoded(SimpleNamespace(logical_model="m", client_stream=False))
+    if failed_first:
+        rec.on_attempt_start(att)
+        rec.on_upstream_response(502, time.perf_counter())
+        rec.on_attempt_failed(att, SimpleNamespace(status=502, code="bad_gateway", message="down"), 0.0)
+    rec.on_attempt_start(att)
+    rec.on_upstream_response(200, time.perf_counter())
+    rec.on_response(Response(id="r", model="m", usage=Usage(input_tokens=1000, output_tokens=10)), [])
+    rec.on_client_response(200, b"{}")
+    rec.on_attempt_done(att, time.perf_counter())
+    original, rl_recorder.sink.submit = rl_recorder.sink.submit, out.append
+    try:
+        rec.on_finish(ex, None)
+    finally:
+        rl_recorder.sink.submit = original
+    return out[0]
+
+
+@pytest.fixture
+def key(django_user_model) -> ApiKey:
+    owner = django_user_model.objects.create_user("owner", password="pw-12345678")
+    k = ApiKey(name="k1", owner=owner)
+    k.set_secret()
+    k.save()
+    return k
+
+
+def stored(request_id: str) -> dict:
+    return RequestLog.objects.filter(request_id=request_id).values().get()
+
+
+def test_rows_written_equal_rows_built(key):
+    rows = [built_row("full-1", key), built_row("full-2", key, failed_first=True)]
+    assert store.save_rows(rows) == 2
+    for row in rows:
+        got = stored(row["request_id"])
+        for name, value in row.items():
+            if name == "created_at":
+                assert got[name] == datetime.fromtimestamp(value, UTC), name
+            else:
+                assert got[name] == value, name
+        assert got["owner_id"] == key.owner_id
+    assert len(stored("full-2")["attempts"]) == 2
+
+
+def test_the_one_step_and_the_column_by_column_values_agree(key):
+    """The recorder's complete rows take the one-step path; a row from elsewhere (a key
+    missing, ``None`` where the column has a default) is completed column by column."""
+    plan = store._plan()
+    row = built_row("agree", key)
+
+    def plain(values):  # PostgreSQL's JSON adapter wraps the value (psycopg's Jsonb: no ==)
+        return [getattr(v, "obj", v) for v in values]
+
+    assert plain(plan.fast(row, 7)) == plain(plan.slow(row, 7))
+    partial = {k: v for k, v in built_row("partial", key).items() if k != "endpoint"}
+    partial["error_message"] = None
+    store.save_rows([partial])
+    got = stored("partial")
+    assert got["endpoint"] == "" and got["error_message"] == "" and got["input_tokens"] == 1000
+
+
+@pytest.mark.parametrize("ts", [0.0, 1.5, 1764630000.0, 1764630000.123456, 1764630000.9999996, 1e9 + 5e-7])
+def test_timestamps_are_stored_to_the_microsecond_as_datetime_rounds_them(key, ts):
+    row = built_row(f"ts-{ts}", key)
+    row["created_at"] = ts
+    store.save_rows([row])
+    assert stored(row["request_id"])["created_at"] == datetime.fromtimestamp(ts, UTC)
+
+
+def test_a_request_id_already_stored_is_skipped(key):
+    first = built_row("dup-1", key)
+    store.save_rows([first])
+    again = {**first, "status": "error", "input_tokens": 1}
+    store.save_rows([again, built_row("dup-2", key), again])
+    assert RequestLog.objects.count() == 2
+    # one multi-row statement (a chunk of 4 on SQLite) with a duplicate inside it
+    store.save_rows([built_row("dup-3", key), again, {**built_row("dup-3", key), "status": "error"}, first])
+    assert RequestLog.objects.count() == 3 and stored("dup-3")["status"] == "success"
+    got = stored("dup-1")
+    assert got["status"] == "success" and got["input_tokens"] == 1000
