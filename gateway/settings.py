@@ -244,8 +244,9 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "LARGE_BODY_WAIT_SECONDS": (float, 30.0, "How long a large request waits for its turn before a 503."),
     "OFFLOAD_JSON_BYTES": (
         int,
-        256 * 1024,
-        "Client JSON bodies above this size are parsed in the image pool, off the event loop (0: never).",
+        2 * 1024 * 1024,
+        "Client JSON bodies above this size that carry base64 data (inline images) are parsed in the "
+        "image pool, off the event loop (0: never).",
     ),
     "CONFIG_POLL_SECONDS": (
         float,

@@ -35,6 +35,6 @@ class ProxyConfig:
     large_body_bytes: int = 1024 * 1024  # a declared body above this is "large"
     large_body_concurrency: int = 4  # large bodies read and served at once per worker (0: no bound)
     large_body_wait_seconds: float = 30.0  # then 503
-    offload_json_bytes: int = 256 * 1024  # client bodies above this are parsed off the loop (0: never)
+    offload_json_bytes: int = 2 * 1024 * 1024  # larger image-carrying bodies: parsed off the loop
     instance_id: str = ""  # loop guard: the deployment's hop id ("" disables the guard)
     ssrf_guard: bool = False  # refuse private/loopback upstream addresses

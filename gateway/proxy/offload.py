@@ -8,9 +8,14 @@ from 3.3 ms to 14 ms. orjson holds the GIL while it parses, so a thread would no
 process pool (``gateway.images.pool``) parses instead, and the loop only waits for the result
 (unpickled by the executor's own thread: a 5 MB string is a ~0.5 ms copy).
 
-Only bodies above ``Runtime.offload_json_bytes`` go there: below it the pool's round trip
-(pickling, a pipe, a task switch) costs more than the parse. If the pool is broken the body is
-parsed here, as before: the request must not fail because of where it was parsed.
+Only bodies above ``Runtime.offload_json_bytes`` that carry base64 data (every protocol's
+inline image says ``base64``: data URLs, Messages' ``"type": "base64"``) go there. Below the
+size the pool's round trip (pickling, a pipe, a task switch) costs more than the parse; and a
+body made of many small values, like a 1 MB coding-agent history, pickles back slowly (its
+unpickling on the loop's executor thread costs a third of the parse it saved, the pipe and the
+pool's lowered priority the rest): sending those to the pool made the 1 MB agent requests of
+``make bench`` five times slower. If the pool is broken the body is parsed here, as before: the
+request must not fail because of where it was parsed.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ log = logging.getLogger("gateway.proxy")
 
 
 def wants_offload(raw: bytes | bytearray, threshold: int) -> bool:
-    """Whether ``raw`` is large enough to be parsed on the pool (``threshold`` 0: never)."""
-    return 0 < threshold < len(raw)
+    """Whether ``raw`` is large and carries base64 data, so is worth parsing on the pool
+    (``threshold`` 0: never). The scan runs only past the threshold."""
+    return 0 < threshold < len(raw) and b"base64" in raw
 
 
 async def parse(raw: bytes | bytearray) -> tuple[str, Any]:
