@@ -15,7 +15,7 @@ from gateway.proxy.app import ProxyApp
 from gateway.proxy.recorder import Recorder, RecorderSet
 from gateway.wiring import authenticate, proxy_config
 
-from .helpers import SECRET, FakeUpstream, call, channel, key, provider, snapshot
+from .helpers import SECRET, call, channel, key, provider, snapshot
 
 pytestmark = pytest.mark.asyncio
 CHAT = "/v1/chat/completions"
@@ -29,14 +29,6 @@ class Attempts(Recorder):
 
     def on_attempt_start(self, att) -> None:
         self.seen.append((att.channel.id, att.affinity))
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
 
 
 def make_app(upstream, seen: list, mode: str = "sticky"):

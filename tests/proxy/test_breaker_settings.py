@@ -7,28 +7,11 @@ import dataclasses
 
 import pytest
 
-from gateway.wiring import build_proxy_app
-
-from .helpers import FakeUpstream, call, channel, provider, snapshot
+from .helpers import call, channel, provider, snapshot
 
 pytestmark = pytest.mark.asyncio
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
-
-
-@pytest.fixture
-async def app():
-    proxy = build_proxy_app()
-    yield proxy
-    await proxy.client.close()
 
 
 async def test_provider_threshold_overrides_the_global_default(app, upstream):

@@ -17,7 +17,7 @@ from transforms.base import Transform
 from transforms.engine import CompiledRule
 from transforms.registry import registry
 
-from .helpers import SECRET, FakeUpstream, call, channel, key, provider, snapshot, sse_events
+from .helpers import SECRET, call, channel, key, provider, snapshot, sse_events
 
 pytestmark = pytest.mark.asyncio
 CHAT = "/v1/chat/completions"
@@ -82,14 +82,6 @@ def rule(scope, tag, phase="request", models=None, **cfg):
     return CompiledRule(
         rule_id=None, scope=scope, phase=phase, models=models, transform=Marker({"tag": tag, **cfg})
     )
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
 
 
 @pytest.fixture

@@ -7,10 +7,9 @@ import pytest
 from gateway.proxy.chain import CompiledRule
 from gateway.proxy.effort_suffix import compile_suffixes, normalise, validate_suffix_map
 from gateway.proxy.snapshot import SettingsSnap
-from gateway.wiring import build_proxy_app
 from transforms.registry import registry
 
-from .helpers import FakeUpstream, call, channel, key, provider, snapshot
+from .helpers import call, channel, key, provider, snapshot
 
 CHAT = "/v1/chat/completions"
 
@@ -62,21 +61,6 @@ def test_global_settings_refuse_a_bad_map():
 
 
 # -- through the proxy -------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
-
-
-@pytest.fixture
-async def app():
-    proxy = build_proxy_app()
-    yield proxy
-    await proxy.client.close()
 
 
 def body(model: str, **kw) -> dict:

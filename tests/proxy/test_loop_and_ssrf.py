@@ -11,20 +11,12 @@ from gateway.proxy.netguard import address_blocked
 from gateway.proxy.upstream import UpstreamClient
 from gateway.wiring import build_proxy_app, instance_id
 
-from .helpers import FakeUpstream, call, channel, provider, snapshot
+from .helpers import call, channel, provider, snapshot
 
 pytestmark = pytest.mark.asyncio
 
 CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 MSG_BODY = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
 
 
 @pytest.fixture

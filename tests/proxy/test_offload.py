@@ -15,30 +15,14 @@ from PIL import Image
 from gateway.images import pool as image_pool
 from gateway.proxy import offload
 from gateway.proxy.chain import CompiledRule
-from gateway.wiring import build_proxy_app
 from transforms.registry import registry
 
-from .helpers import FakeUpstream, call, channel, provider, snapshot
+from .helpers import call, channel, provider, snapshot
 
 pytestmark = pytest.mark.asyncio
 
 CHAT = "/v1/chat/completions"
 SMALL_THRESHOLD = 1024  # the tests' bodies are a few KB: above it they take the large-body path
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
-
-
-@pytest.fixture
-async def app():
-    proxy = build_proxy_app()
-    yield proxy
-    await proxy.client.close()
 
 
 def install(app, upstream, chain: tuple = ()) -> None:

@@ -9,9 +9,8 @@ import pytest
 
 from gateway.proxy.app import ProxyApp
 from gateway.proxy.snapshot import SettingsSnap
-from gateway.wiring import build_proxy_app
 
-from .helpers import FakeUpstream, call, channel, key, provider, snapshot, sse_events
+from .helpers import call, channel, key, provider, snapshot, sse_events
 
 pytestmark = pytest.mark.asyncio
 
@@ -20,21 +19,6 @@ CHAT = "/v1/chat/completions"
 
 def chat_body(model: str = "m", text: str = "hi", **kw) -> dict:
     return {"model": model, "messages": [{"role": "user", "content": text}], **kw}
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
-
-
-@pytest.fixture
-async def app():
-    proxy = build_proxy_app()
-    yield proxy
-    await proxy.client.close()
 
 
 def install(app: ProxyApp, snap) -> None:

@@ -13,7 +13,7 @@ from gateway.proxy.app import ProxyApp
 from gateway.proxy.recorder import HOOKS, NULL_RECORDER, FanOutRecorder, Recorder, RecorderSet
 from gateway.wiring import authenticate, proxy_config
 
-from .helpers import SECRET, FakeUpstream, call, channel, key, provider, snapshot
+from .helpers import SECRET, call, channel, key, provider, snapshot
 
 pytestmark = pytest.mark.asyncio
 CHAT = "/v1/chat/completions"
@@ -37,14 +37,6 @@ def _logging(name):
 
 for _name in HOOKS:
     setattr(Log, _name, _logging(_name))
-
-
-@pytest.fixture
-async def upstream():
-    up = FakeUpstream()
-    await up.start()
-    yield up
-    await up.stop()
 
 
 def make_app(upstream, factories, *, first="ok"):

@@ -13,7 +13,6 @@ from aiohttp import web
 from captures.dump import build
 from captures.record import AttemptRecord, CaptureRecord
 from gateway.proxy.secrets import channel_secrets
-from gateway.wiring import build_proxy_app
 
 from .helpers import call, channel, chat_chunks, provider, snapshot
 
@@ -69,13 +68,6 @@ async def upstream():
     await up.start()
     yield up
     await up.runner.cleanup()
-
-
-@pytest.fixture
-async def app():
-    proxy = build_proxy_app()
-    yield proxy
-    await proxy.client.close()
 
 
 BODIES = {

@@ -10,8 +10,6 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.wiring import build_proxy_app
-
 from .helpers import call, channel, chat_chunks, provider, snapshot
 
 pytestmark = pytest.mark.asyncio
@@ -47,13 +45,6 @@ async def upstream():
     await site.start()
     yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
     await runner.cleanup()
-
-
-@pytest.fixture
-async def app():
-    proxy = build_proxy_app()
-    yield proxy
-    await proxy.client.close()
 
 
 def _use(app, base: str, mode: str) -> None:
