@@ -11,11 +11,13 @@ against nginx (the upstream POST and the recorders included).
 from __future__ import annotations
 
 import argparse
+import atexit
 import cProfile
 import gc
 import os
 import pstats
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -27,6 +29,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 TMP = Path(tempfile.mkdtemp(prefix="agent-codec-"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 os.environ.update(
     {
         "DJANGO_SETTINGS_MODULE": "gateway.settings",
@@ -43,6 +46,7 @@ django.setup()
 
 import orjson  # noqa: E402
 from agent_profile import CASES, build_snapshot  # noqa: E402
+from agent_profile import TMP as PROFILE_TMP  # noqa: E402
 
 from gateway.protocols import codec  # noqa: E402
 from gateway.protocols.base import EncodeContext  # noqa: E402
@@ -50,6 +54,8 @@ from gateway.protocols.json_depth import loads_checked, too_deep  # noqa: E402
 from gateway.proxy.attempt import build_attempt  # noqa: E402
 from gateway.proxy.chain import TransformContext, run_request, select  # noqa: E402
 from gateway.proxy.prepare import prepare_after_chains, prepare_before_chains  # noqa: E402
+
+atexit.register(shutil.rmtree, PROFILE_TMP, ignore_errors=True)  # made when agent_profile is imported
 
 
 def main() -> None:
