@@ -159,25 +159,34 @@ def is_stateful_responses(req: Request, upstream_protocol: str, source_protocol:
 
 def _filter_nodes(nodes: list[Node], upstream_protocol: str, strip: bool) -> list[Node]:
     """Drop other protocols' provider items (also inside tool results); when ``strip``, keep only
-    internal keys in node extras and drop envelope control nodes."""
+    internal keys in node extras and drop envelope control nodes. One pass over a long history:
+    no call for an empty ``extra`` (nearly every node), a tool result's content list rebuilt only
+    when it holds an item to drop."""
     out: list[Node] = []
+    append = out.append
     for node in nodes:
-        if isinstance(node, ProviderItemNode) and node.origin_protocol != upstream_protocol:
-            continue
-        if strip and isinstance(node, EnvelopeExtraNode):
-            continue
-        if isinstance(node, ToolResultNode):
-            node.content = [
-                c
-                for c in node.content
-                if not (isinstance(c, ProviderItemNode) and c.origin_protocol != upstream_protocol)
-            ]
+        if isinstance(node, ProviderItemNode):
+            if node.origin_protocol != upstream_protocol:
+                continue
+        elif isinstance(node, ToolResultNode):
+            content = node.content
+            for c in content:
+                if isinstance(c, ProviderItemNode) and c.origin_protocol != upstream_protocol:
+                    node.content = content = [
+                        k
+                        for k in content
+                        if not (isinstance(k, ProviderItemNode) and k.origin_protocol != upstream_protocol)
+                    ]
+                    break
             if strip:
-                for c in node.content:
-                    c.extra = _internal_only(c.extra)
-        if strip:
+                for c in content:
+                    if c.extra:
+                        c.extra = _internal_only(c.extra)
+        elif strip and isinstance(node, EnvelopeExtraNode):
+            continue
+        if strip and node.extra:
             node.extra = _internal_only(node.extra)
-        out.append(node)
+        append(node)
     return out
 
 

@@ -38,8 +38,13 @@ def remove_orphan_tool_exchanges(
     its result); without it every unanswered call goes (what Anthropic needs after a client
     truncated its history). ``results``: remove tool results whose call is not in the list.
     """
-    call_ids = {n.call_id for n in nodes if isinstance(n, ToolCallNode)}
-    result_ids = {n.call_id for n in nodes if isinstance(n, ToolResultNode)}
+    call_ids: set[str] = set()
+    result_ids: set[str] = set()
+    for n in nodes:  # one pass: this runs on every attempt, over the whole history
+        if isinstance(n, ToolCallNode):
+            call_ids.add(n.call_id)
+        elif isinstance(n, ToolResultNode):
+            result_ids.add(n.call_id)
     if call_ids == result_ids:
         return nodes
     later_break = [False] * len(nodes)

@@ -46,10 +46,13 @@ from .common import (
 from .decode import reasoning_from_detail
 
 PART_TYPE = "_gw_chat_part_type"
+_ASSISTANT_ONLY = (ReasoningNode, RefusalNode, ToolCallNode)  # a tuple: isinstance on a union is slower
 _AUDIO_FORMATS = {"wav": "wav", "x-wav": "wav", "wave": "wav", "mp3": "mp3", "mpeg": "mp3"}
 
 
 def _inner(base: dict[str, Any], node: Node) -> dict[str, Any]:
+    if not node.extra:
+        return base
     inner = node.extra.get(INNER_EXTRA)
     if inner:
         put_extra(base, inner)
@@ -103,7 +106,7 @@ def encode_part(node: Node, same: bool, keep_extra: bool = True) -> dict[str, An
         return without_internal(node.body)
     else:
         return None
-    if keep_extra:
+    if keep_extra and node.extra:
         put_extra(part, node.extra)
     return part
 
@@ -132,19 +135,19 @@ def reasoning_entries(node: ReasoningNode, start: int) -> list[dict[str, Any]]:
     """Synthesised OpenRouter entries for a node without a raw Chat entry: text, summary and
     the encrypted payload each get their own entry (never merged)."""
     out: list[dict[str, Any]] = []
-    common: dict[str, Any] = {}
-    if node.id:
-        common["id"] = node.id
-    if node.source:
-        common["format"] = node.source
     if node.content:
-        out.append({"type": "reasoning.text", "text": node.content, **common})
+        out.append({"type": "reasoning.text", "text": node.content})
     if node.summary:
-        out.append({"type": "reasoning.summary", "summary": node.summary, **common})
-    if node.encrypted not in (None, ""):
-        out.append({"type": "reasoning.encrypted", "data": node.encrypted, **common})
-    for i, entry in enumerate(out):
-        entry["index"] = start + i
+        out.append({"type": "reasoning.summary", "summary": node.summary})
+    if node.encrypted is not None and node.encrypted != "":
+        out.append({"type": "reasoning.encrypted", "data": node.encrypted})
+    rid, fmt = node.id, node.source
+    for i, entry in enumerate(out, start):
+        if rid:
+            entry["id"] = rid
+        if fmt:
+            entry["format"] = fmt
+        entry["index"] = i
     return out
 
 
@@ -203,7 +206,7 @@ class _Message:
             if node.extra.get(SUMMARY_AS_CHAT_CONTENT) and node.summary:
                 node = replace(node, summary=None)  # shown as reasoning_content instead of a detail
         raw = node.extra.get(REASONING_DETAIL)
-        if raw_detail_matches(node, raw):
+        if raw is not None and raw_detail_matches(node, raw):
             self.details.extend(without_internal(entry) for entry in raw_details(raw))
             return
         surface = node.extra.get(REASONING_SURFACE)
@@ -259,7 +262,8 @@ class _Message:
             msg["audio"] = self.audio
         if self.phase is not None:
             msg["phase"] = self.phase
-        put_extra(msg, self.env)
+        if self.env:
+            put_extra(msg, self.env)
         return msg
 
 
@@ -278,15 +282,29 @@ def encode_tool_call(node: ToolCallNode, same: bool, keep_extra: bool = True) ->
         }
         if same and node.extra.get("_gw_chat_no_type"):
             del call["type"]
-    if keep_extra:
+    if keep_extra and node.extra:
         put_extra(call, node.extra)
     return call
 
 
 def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict[str, Any]:
-    parts = [p for p in (encode_part(c, same) for c in node.content) if p is not None]
+    content_nodes = node.content
+    if not same and len(content_nodes) == 1:
+        only = content_nodes[0]
+        if only.__class__ is TextNode and not only.extra:
+            # The commonest cross-family result (one plain text): its string, without building
+            # the part the general path below would build and unwrap again.
+            msg: dict[str, Any] = {"role": "tool", "tool_call_id": node.call_id, "content": only.content}
+            if env:
+                put_extra(msg, env)
+            return msg
+    parts: list[dict[str, Any]] = []
+    for c in node.content:
+        p = encode_part(c, same)
+        if p is not None:
+            parts.append(p)
     if same and node.extra.get(LEGACY_FUNCTION) and node.call_id.startswith(LEGACY_PREFIX):
-        msg: dict[str, Any] = {
+        msg = {
             "role": "function",
             "name": node.call_id[len(LEGACY_PREFIX) :],
             "content": "".join(p.get("text", "") for p in parts),
@@ -295,14 +313,16 @@ def _tool_message(node: ToolResultNode, same: bool, env: dict[str, Any]) -> dict
         shape = node.extra.get(RESULT_SHAPE) if same else None
         if shape == "null" and not parts:
             content: Any = None
-        elif shape != "array" and all(_plain_text(p) for p in parts) and len(parts) <= 1:
-            content = parts[0]["text"] if parts else ""
         elif shape != "array" and all(_plain_text(p) for p in parts):
-            content = "\n\n".join(p["text"] for p in parts) if not same else parts
+            if len(parts) <= 1:
+                content = parts[0]["text"] if parts else ""
+            else:
+                content = "\n\n".join(p["text"] for p in parts) if not same else parts
         else:
             content = parts
         msg = {"role": "tool", "tool_call_id": node.call_id, "content": content}
-    put_extra(msg, env)
+    if env:
+        put_extra(msg, env)
     return msg
 
 
@@ -352,7 +372,7 @@ def encode_messages(nodes: list[Node], same: bool, *, response: bool = False) ->
             env = {}
             continue
         part = None
-        if isinstance(node, ReasoningNode | RefusalNode | ToolCallNode):
+        if isinstance(node, _ASSISTANT_ONLY):
             role = "assistant"
         elif isinstance(node, ProviderItemNode) and node.item_type == MESSAGE_AUDIO:
             if node.origin_protocol != PROTOCOL:

@@ -69,6 +69,21 @@ def unknown(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     return {} if raw.keys() <= known else accept_extra(raw, known)
 
 
+# A block's location for error messages (``param``), formatted only when an error is raised: a
+# string, or a ``(format, *args)`` tuple whose args may be such tuples. Formatting two f-strings
+# per block up front cost ~0.1 ms of the ~0.7 ms a 1 MB agent history takes to decode
+# (bench/AGENT_REQUESTS.md).
+Where = str | tuple[Any, ...]
+
+
+def where(path: Where) -> str:
+    """``path`` as the dotted location string errors name."""
+    if isinstance(path, str):
+        return path
+    fmt, *args = path
+    return fmt.format(*(where(a) if isinstance(a, tuple) else a for a in args))
+
+
 # -- reasoning signature sigil ---------------------------------------------------------------
 
 
@@ -102,36 +117,36 @@ _TOOL_USE_KEYS = frozenset({"type", "id", "name", "input"})
 _TOOL_RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
 
 
-def _source(raw: Any, path: str, *, document: bool) -> tuple[MediaSource, dict[str, Any]] | None:
+def _source(raw: Any, path: Where, *, document: bool) -> tuple[MediaSource, dict[str, Any]] | None:
     """A wire ``source`` object -> (MediaSource, node-extra additions); None when the source
     type is unknown (the block then becomes a ProviderItemNode)."""
     if not isinstance(raw, dict):
-        raise ProtocolError("source must be an object", param=f"{path}.source")
+        raise ProtocolError("source must be an object", param=f"{where(path)}.source")
     kind = raw.get("type")
     add: dict[str, Any] = {}
     if kind == "base64":
         data, mt = raw.get("data"), raw.get("media_type")
         if not isinstance(data, str):
-            raise ProtocolError("source.data must be a string", param=f"{path}.source.data")
+            raise ProtocolError("source.data must be a string", param=f"{where(path)}.source.data")
         src = MediaSource(kind="base64", data=data, media_type=mt if isinstance(mt, str) else None)
         known = ("type", "data", "media_type")
     elif kind == "url":
         url = raw.get("url")
         if not isinstance(url, str):
-            raise ProtocolError("source.url must be a string", param=f"{path}.source.url")
+            raise ProtocolError("source.url must be a string", param=f"{where(path)}.source.url")
         src = MediaSource(kind="url", url=url)
         known = ("type", "url")
     elif kind == "file":
         fid = raw.get("file_id")
         if not isinstance(fid, str):
-            raise ProtocolError("source.file_id must be a string", param=f"{path}.source.file_id")
+            raise ProtocolError("source.file_id must be a string", param=f"{where(path)}.source.file_id")
         src = MediaSource(kind="file_id", file_id=fid)
         add[FILE_ID_ORIGIN] = PROTOCOL
         known = ("type", "file_id")
     elif document and kind == "text":
         data = raw.get("data")
         if not isinstance(data, str):
-            raise ProtocolError("source.data must be a string", param=f"{path}.source.data")
+            raise ProtocolError("source.data must be a string", param=f"{where(path)}.source.data")
         mt = raw.get("media_type")
         src = MediaSource(kind="text", text=data, media_type=mt if isinstance(mt, str) else None)
         known = ("type", "data", "media_type")
@@ -141,7 +156,9 @@ def _source(raw: Any, path: str, *, document: bool) -> tuple[MediaSource, dict[s
             content = [{"type": "text", "text": content}]
             add[SHAPE] = "string"
         if not isinstance(content, list):
-            raise ProtocolError("source.content must be a string or a list", param=f"{path}.source.content")
+            raise ProtocolError(
+                "source.content must be a string or a list", param=f"{where(path)}.source.content"
+            )
         src = MediaSource(kind="content", content=scrub(content))
         known = ("type", "content")
     else:
@@ -152,24 +169,24 @@ def _source(raw: Any, path: str, *, document: bool) -> tuple[MediaSource, dict[s
     return src, add
 
 
-def decode_block(block: Any, role: str, path: str, *, in_tool_result: bool = False) -> Node:
+def decode_block(block: Any, role: str, path: Where, *, in_tool_result: bool = False) -> Node:
     """One Anthropic content block -> one node. Unknown block types become ProviderItemNodes."""
     if not isinstance(block, dict):
-        raise ProtocolError("content block must be an object", param=path)
+        raise ProtocolError("content block must be an object", param=where(path))
     btype = block.get("type")
-    if not isinstance(btype, str):
-        raise ProtocolError("content block needs a string `type`", param=f"{path}.type")
-    if btype == "text":
+    if btype == "text":  # the commonest block first (a JSON value equal to "text" is that string)
         text = block.get("text")
         if not isinstance(text, str):
-            raise ProtocolError("text block needs a string `text`", param=f"{path}.text")
+            raise ProtocolError("text block needs a string `text`", param=f"{where(path)}.text")
         phase = block.get("phase")
         return TextNode(
             role=role,
             content=text,
-            phase=phase if isinstance(phase, str) else None,
-            extra=unknown(block, _TEXT_KEYS),
+            phase=phase if phase is None or isinstance(phase, str) else None,
+            extra={} if block.keys() <= _TEXT_KEYS else accept_extra(block, _TEXT_KEYS),
         )
+    if not isinstance(btype, str):
+        raise ProtocolError("content block needs a string `type`", param=f"{where(path)}.type")
     if btype in ("image", "document"):
         got = _source(block.get("source"), path, document=btype == "document")
         if got is not None:
@@ -182,59 +199,74 @@ def decode_block(block: Any, role: str, path: str, *, in_tool_result: bool = Fal
         if btype == "thinking":
             thinking = block.get("thinking")
             if not isinstance(thinking, str):
-                raise ProtocolError("thinking block needs a string `thinking`", param=f"{path}.thinking")
+                raise ProtocolError(
+                    "thinking block needs a string `thinking`", param=f"{where(path)}.thinking"
+                )
             rid, sig = split_signature(block.get("signature"))
-            extra = unknown(block, _THINKING_KEYS)
+            extra = {} if block.keys() <= _THINKING_KEYS else accept_extra(block, _THINKING_KEYS)
             if rid is not None:
                 extra[FOREIGN_SIGNATURE] = True
             return ReasoningNode(id=rid, summary=thinking, encrypted=sig, extra=extra)
         if btype == "redacted_thinking":
             data = block.get("data")
             if not isinstance(data, str):
-                raise ProtocolError("redacted_thinking block needs a string `data`", param=f"{path}.data")
+                raise ProtocolError(
+                    "redacted_thinking block needs a string `data`", param=f"{where(path)}.data"
+                )
             extra = unknown(block, _REDACTED_KEYS)
             extra[REASONING_KIND] = "redacted_thinking"
             return ReasoningNode(encrypted=data, extra=extra)
         if btype == "tool_use":
-            cid, name, inp = block.get("id"), block.get("name"), block.get("input")
-            if not isinstance(cid, str) or not cid:
-                raise ProtocolError("tool_use block needs a string `id`", param=f"{path}.id")
-            if not isinstance(name, str):
-                raise ProtocolError("tool_use block needs a string `name`", param=f"{path}.name")
-            if inp is None:
-                inp = {}
-            if not isinstance(inp, dict):
-                raise ProtocolError("tool_use input must be an object", param=f"{path}.input")
-            return ToolCallNode(
-                call_id=cid, name=name, arguments=json_text(inp), extra=unknown(block, _TOOL_USE_KEYS)
-            )
+            return decode_tool_use(block, path)
         if btype == "tool_result":
             return decode_tool_result(block, path)
     return ProviderItemNode(origin_protocol=PROTOCOL, item_type=btype, body=scrub(block), role=role)
 
 
-def decode_tool_result(block: dict[str, Any], path: str) -> ToolResultNode:
+def decode_tool_use(block: dict[str, Any], path: Where) -> ToolCallNode:
+    cid, name, inp = block.get("id"), block.get("name"), block.get("input")
+    if not isinstance(cid, str) or not cid:
+        raise ProtocolError("tool_use block needs a string `id`", param=f"{where(path)}.id")
+    if not isinstance(name, str):
+        raise ProtocolError("tool_use block needs a string `name`", param=f"{where(path)}.name")
+    if inp is None:
+        inp = {}
+    if not isinstance(inp, dict):
+        raise ProtocolError("tool_use input must be an object", param=f"{where(path)}.input")
+    return ToolCallNode(
+        call_id=cid,
+        name=name,
+        arguments=json_text(inp),
+        extra={} if block.keys() <= _TOOL_USE_KEYS else accept_extra(block, _TOOL_USE_KEYS),
+    )
+
+
+def decode_tool_result(block: dict[str, Any], path: Where) -> ToolResultNode:
     cid = block.get("tool_use_id")
     if not isinstance(cid, str) or not cid:
-        raise ProtocolError("tool_result block needs a string `tool_use_id`", param=f"{path}.tool_use_id")
+        raise ProtocolError(
+            "tool_result block needs a string `tool_use_id`", param=f"{where(path)}.tool_use_id"
+        )
     is_error = block.get("is_error")
     if is_error is not None and not isinstance(is_error, bool):
-        raise ProtocolError("is_error must be a boolean", param=f"{path}.is_error")
-    extra = unknown(block, _TOOL_RESULT_KEYS)
+        raise ProtocolError("is_error must be a boolean", param=f"{where(path)}.is_error")
+    extra = {} if block.keys() <= _TOOL_RESULT_KEYS else accept_extra(block, _TOOL_RESULT_KEYS)
     if is_error is False:
         extra[IS_ERROR_FALSE] = True  # explicit false survives a same-protocol hop
     raw = block.get("content")
-    content: list[Node] = []
-    if "content" not in block or raw is None:
-        extra[SHAPE] = "absent" if "content" not in block else "null"
-    elif isinstance(raw, str):
+    content: list[Node]
+    if isinstance(raw, str):  # the commonest shape first
         extra[SHAPE] = "string"
-        content.append(TextNode(role="tool", content=raw))
+        content = [TextNode(role="tool", content=raw)]
+    elif raw is None:
+        extra[SHAPE] = "absent" if "content" not in block else "null"
+        content = []
     elif isinstance(raw, list):
+        content = []
         for i, sub in enumerate(raw):
-            content.append(decode_block(sub, "tool", f"{path}.content[{i}]", in_tool_result=True))
+            content.append(decode_block(sub, "tool", ("{}.content[{}]", path, i), in_tool_result=True))
     else:
-        raise ProtocolError("tool_result content must be a string or a list", param=f"{path}.content")
+        raise ProtocolError("tool_result content must be a string or a list", param=f"{where(path)}.content")
     return ToolResultNode(call_id=cid, content=content, is_error=bool(is_error), extra=extra)
 
 

@@ -105,22 +105,24 @@ def _decode_system(system: Any, nodes: list[Node]) -> None:
 def _decode_messages(messages: Any, nodes: list[Node]) -> None:
     if not isinstance(messages, list):
         raise ProtocolError("messages must be a list", param="messages")
+    append = nodes.append
     for i, msg in enumerate(messages):
-        path = f"messages[{i}]"
         if not isinstance(msg, dict):
-            raise ProtocolError("message must be an object", param=path)
+            raise ProtocolError("message must be an object", param=f"messages[{i}]")
         role = msg.get("role")
         if role not in ("user", "assistant"):
-            raise ProtocolError("role must be 'user' or 'assistant'", param=f"{path}.role")
+            raise ProtocolError("role must be 'user' or 'assistant'", param=f"messages[{i}].role")
         content = msg.get("content")
         start = len(nodes)
         if isinstance(content, str):
-            nodes.append(TextNode(role=role, content=content, extra={SHAPE: "string"}))
+            append(TextNode(role=role, content=content, extra={SHAPE: "string"}))
         elif isinstance(content, list):
-            for j, block in enumerate(content):
-                nodes.append(decode_block(block, role, f"{path}.content[{j}]"))
+            for j, block in enumerate(content):  # the block's path is formatted only for an error
+                append(decode_block(block, role, ("messages[{}].content[{}]", i, j)))
         else:
-            raise ProtocolError("content must be a string or a list of blocks", param=f"{path}.content")
+            raise ProtocolError(
+                "content must be a string or a list of blocks", param=f"messages[{i}].content"
+            )
         env = unknown(msg, _MESSAGE_KNOWN)
         if env and len(nodes) > start:
             nodes.insert(start, EnvelopeExtraNode(extra=env))
