@@ -268,6 +268,7 @@ class ProxyApp:
             self.runtime.affinity = None
             self.affinity_ready = False
         await self.runtime.limiter.drain()  # end-of-request settlements still on their way to Redis
+        await self.runtime.limiter.aclose()  # its script connection (redis_pipe)
         if self.mirror is not None:
             await self.mirror.stop()
             self.mirror = None

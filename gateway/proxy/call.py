@@ -12,6 +12,7 @@ from gateway.protocols import codec
 from gateway.protocols.base import EncodeContext
 from gateway.urp import Request
 
+from .admission import Admission
 from .affinity import AffinityStore
 from .breaker import BreakerBoard
 from .exchange import Exchange
@@ -61,6 +62,9 @@ class Call:
     include_usage: bool
     raw_body: bytes = b""
     rec: Recorder = NULL_RECORDER
+    # A limited key's admission, still in flight while the request is decoded and its attempt
+    # built; the attempt awaits it before sending upstream (``failover``). None: no limits.
+    admission: Admission | None = None
 
     def fresh_request(self) -> Request:
         """A request this attempt may mutate. The first attempt takes the decoded one; later

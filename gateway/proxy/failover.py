@@ -72,6 +72,9 @@ async def _attempt(
     """One attempt; None when it answered the client, its failure when the loop may go on.
     Rule and encoder errors (from ``build_attempt`` or the response path) propagate: they stop
     routing."""
+    admission = call.admission
+    if admission is not None and admission.result is not None and _reaches_out(call, provider):
+        await admission.check()  # a refused request makes no fetch for its rules either
     att = await build_attempt_async(
         call.fresh_request(),
         snapshot=call.snapshot,
@@ -88,6 +91,8 @@ async def _attempt(
     )
     if sticky is not None:
         att.affinity = sticky.as_capture(provider.id, channel.id)
+    if admission is not None and admission.result is not None:  # not yet known, or refused
+        await admission.check()  # a refusal (ClientError) stops routing: nothing went upstream
     rec = call.rec
     rec.on_attempt_start(att)
     t = time.perf_counter()
@@ -107,6 +112,13 @@ async def _attempt(
     rec.on_attempt_done(att, t)
     affinity.served(call.rt.affinity, sticky, att, responses_state=call.ex.protocol == "responses")
     return None
+
+
+def _reaches_out(call: Call, provider: ProviderSnap) -> bool:
+    """Whether a request rule that may apply has an async hook (an image fetch or re-encode):
+    then the admission is awaited before the attempt is built, not only before it is sent."""
+    chains = (provider.chain, call.snapshot.global_chain, call.key.chain)
+    return any(getattr(r.transform, "apply_request_async", None) is not None for c in chains for r in c)
 
 
 def _keep_channel(call: Call, provider: ProviderSnap, channel: ChannelSnap, failed: AttemptFailed) -> bool:

@@ -19,7 +19,6 @@ skips it with one attribute check.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import ipaddress
 import logging
 import time
@@ -28,13 +27,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
 from gateway.errors import ClientError
 from gateway.urp import Usage
 
+from .admission import Admission
+from .limits_scripts import ADMIT_LUA, ADMIT_SHA, FINISH_LUA, FINISH_SHA, KINDS
 from .pricing import Tokens, cost_nano
 from .recorder import Recorder
+from .redis_pipe import RedisPipe, encode, encode_ints
 
 log = logging.getLogger("gateway.proxy.limits")
 
@@ -191,6 +194,13 @@ class LocalLimiter:
         return today, self.spent.setdefault((key_id, "total"), limits.spent_total)
 
     async def admit(self, key_id: int, limits: KeyLimits, now: float) -> ClientError | None:
+        return self.admit_now(key_id, limits, now)
+
+    def begin(self, key_id: int, limits: KeyLimits, now: float) -> Admission:
+        """The admission as ``RedisLimiter.begin`` starts it; in memory the verdict is known now."""
+        return Admission(self, key_id, limits, now, verdict=self.admit_now(key_id, limits, now))
+
+    def admit_now(self, key_id: int, limits: KeyLimits, now: float) -> ClientError | None:
         if limits.spends:
             today, total = self._spent(key_id, limits, utc_day(now))
             if limits.daily_spend and today >= limits.daily_spend:
@@ -227,6 +237,9 @@ class LocalLimiter:
     async def drain(self) -> None:
         """Nothing is ever pending in memory (the Redis limiter's shutdown counterpart)."""
 
+    async def aclose(self) -> None:
+        """Nothing to close (the Redis limiter's counterpart)."""
+
     def release_now(self, key_id: int, limits: KeyLimits) -> None:
         if limits.concurrency:
             self.active[key_id] = max(0, self.active.get(key_id, 0) - 1)
@@ -248,65 +261,28 @@ class LocalLimiter:
                     del table[k]
 
 
-# KEYS: requests window, tokens window, active count, day spend, total spend.
-# ARGV: rpm, tpm, concurrency, window ttl, active ttl, daily cap, total cap, day base, total base.
-# A spend counter starts at its base (the request logs' sum) the first time it is seen.
-# Returns {0} when admitted, else {1|2|3|4|5, seconds} for rpm / tpm / concurrency / day / total.
-ADMIT_LUA = """
-local rpm, tpm, conc, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local dcap, tcap = tonumber(ARGV[6]), tonumber(ARGV[7])
-if dcap > 0 then
-  redis.call('SET', KEYS[4], ARGV[8], 'NX', 'EX', 172800)
-  if tonumber(redis.call('GET', KEYS[4])) >= dcap then return {4, 0} end
-end
-if tcap > 0 then
-  redis.call('SET', KEYS[5], ARGV[9], 'NX')
-  if tonumber(redis.call('GET', KEYS[5])) >= tcap then return {5, 0} end
-end
-if tpm > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') >= tpm then return {2, redis.call('TTL', KEYS[2])} end
-if conc > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= conc then return {3, 1} end
-if rpm > 0 then
-  if tonumber(redis.call('GET', KEYS[1]) or '0') >= rpm then return {1, redis.call('TTL', KEYS[1])} end
-  redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], ttl)
-end
-if conc > 0 then redis.call('INCR', KEYS[3]); redis.call('EXPIRE', KEYS[3], tonumber(ARGV[5])) end
-return {0, 0}
-"""
-_KINDS = {1: "rpm", 2: "tpm", 3: "concurrency", 4: "daily_spend", 5: "total_spend"}
-
-
-# KEYS: tokens window, active count, day spend, total spend.
-# ARGV: 1 to free a concurrency slot (else 0), tokens, window ttl, cost for the day, cost for the total.
-# The end of a request in one call: the slot freed (never below 0: a slot whose counter expired
-# under a long request) and tokens and spend settled.
-FINISH_LUA = """
-if ARGV[1] == '1' and redis.call('DECR', KEYS[2]) < 0 then redis.call('DEL', KEYS[2]) end
-local tokens, day, total = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if tokens > 0 then redis.call('INCRBY', KEYS[1], tokens); redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3])) end
-if day > 0 then redis.call('INCRBY', KEYS[3], day) end
-if total > 0 then redis.call('INCRBY', KEYS[4], total) end
-return 0
-"""
-ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
-FINISH_SHA = hashlib.sha1(FINISH_LUA.encode()).hexdigest()
-
-
 class RedisLimiter:
     """Counts in Redis, shared by every worker and instance; falls back to ``LocalLimiter``
     while Redis cannot be reached (a client error is never caused by Redis being down).
 
-    A request costs one Redis round trip on its path: the admission script (``EVALSHA``; the
-    source is sent only when Redis answers that it does not know the script). Freeing the
-    concurrency slot and settling tokens and spend is a second script call made after the
-    response's last byte (``finish_later``), so the client never waits for it."""
+    A request costs one Redis round trip, overlapped with its own decoding and preparation
+    (``begin``/``admission.Admission``): the admission script (``EVALSHA``; the source is sent
+    only when Redis answers that it does not know the script). Freeing the concurrency slot and
+    settling tokens and spend is a second script call made after the response's last byte
+    (``finish_later``), so the client never waits for it; it usually shares the next
+    admission's write. Both go over the limiter's own connection (``redis_pipe``) when the
+    redis-py client's connection can be mirrored (TCP or Unix socket), else through redis-py."""
 
     def __init__(self, redis: Any, prefix: str = "gw:limits") -> None:
         self.redis = redis
+        self.pipe = RedisPipe.of(redis)  # the scripts' own connection (None: through redis-py)
         self.prefix = prefix
         self.local = LocalLimiter()
         self.down_until = 0.0
-        self.pending: set[asyncio.Task[None]] = set()  # finish calls in flight (kept from the GC)
+        self.pending: set[asyncio.Future[Any]] = set()  # finish calls in flight (kept from the GC)
         self.finish_failures = 0  # end-of-request calls that Redis did not take (settled locally)
+        self.commands: dict[tuple[int, int], tuple[KeyLimits, bytes]] = {}  # _admit_command
+        self.prefixes: dict[tuple[int, int], bytes] = {}  # _finish_prefix
 
     def _keys(self, key_id: int, now: float) -> list[str]:
         window = int(now // WINDOW)
@@ -323,42 +299,93 @@ class RedisLimiter:
             log.warning("limits: Redis unreachable (%s); counting per worker for 5 s", type(exc).__name__)
         self.down_until = time.monotonic() + 5.0
 
-    async def _script(self, sha: str, source: str, keys: list[str], args: list[Any]) -> Any:
-        """One ``EVALSHA``; a Redis that lost its scripts (restart, ``SCRIPT FLUSH``) is sent the
+    async def _script(self, sha: str, source: str, args: tuple[Any, ...]) -> Any:
+        """One ``EVALSHA`` (``args``: the key count, keys, then arguments), on the pipe when
+        there is one; a Redis that lost its scripts (restart, ``SCRIPT FLUSH``) is sent the
         source once and asked again."""
+        pipe = self.pipe
+        if pipe is not None:
+            reloaded = reconnected = False
+            while True:
+                try:
+                    return await pipe.call("EVALSHA", sha, *args)
+                except NoScriptError:
+                    if reloaded:
+                        raise
+                    reloaded = True
+                    await pipe.call("SCRIPT", "LOAD", source)
+                except RedisConnectionError:  # dropped (a restart, an idle timeout): a new one, once
+                    if reconnected:
+                        raise
+                    reconnected = True
         try:
-            return await self.redis.evalsha(sha, len(keys), *keys, *args)
+            return await self.redis.evalsha(sha, *args)
         except NoScriptError:
             await self.redis.script_load(source)
-            return await self.redis.evalsha(sha, len(keys), *keys, *args)
+            return await self.redis.evalsha(sha, *args)
+
+    def _admit_args(self, key_id: int, limits: KeyLimits, now: float) -> tuple[Any, ...]:
+        """``EVALSHA`` arguments of the admission script after the sha."""
+        day_base = limits.spent_today if limits.spent_day == utc_day(now) else 0
+        return (
+            5,
+            *self._keys(key_id, now),
+            limits.rpm or 0,
+            limits.tpm or 0,
+            limits.concurrency or 0,
+            WINDOW + 5,
+            CONCURRENCY_TTL,
+            limits.daily_spend or 0,
+            limits.total_spend or 0,
+            day_base,
+            limits.spent_total,
+        )
+
+    def _admit_command(self, key_id: int, limits: KeyLimits, now: float) -> bytes:
+        """The admission's ``EVALSHA`` in RESP, kept per key and minute: the same bytes for every
+        request of a key in a window (the UTC day changes on a window boundary), rebuilt when the
+        key's limits change (a new snapshot: another ``KeyLimits`` object)."""
+        window = int(now // WINDOW)
+        kept = self.commands.get((key_id, window))
+        if kept is not None and kept[0] is limits:
+            return kept[1]
+        if len(self.commands) > 4096:
+            self.commands.clear()
+        data = encode(("EVALSHA", ADMIT_SHA, *self._admit_args(key_id, limits, now)))
+        self.commands[(key_id, window)] = (limits, data)
+        return data
 
     async def admit(self, key_id: int, limits: KeyLimits, now: float) -> ClientError | None:
         if time.monotonic() < self.down_until:
-            return await self.local.admit(key_id, limits, now)
+            return self.local.admit_now(key_id, limits, now)
         try:
-            day_base = limits.spent_today if limits.spent_day == utc_day(now) else 0
-            kind, seconds = await self._script(
-                ADMIT_SHA,
-                ADMIT_LUA,
-                self._keys(key_id, now),
-                [
-                    limits.rpm or 0,
-                    limits.tpm or 0,
-                    limits.concurrency or 0,
-                    WINDOW + 5,
-                    CONCURRENCY_TTL,
-                    limits.daily_spend or 0,
-                    limits.total_spend or 0,
-                    day_base,
-                    limits.spent_total,
-                ],
-            )
+            reply = await self._script(ADMIT_SHA, ADMIT_LUA, self._admit_args(key_id, limits, now))
         except Exception as exc:  # Redis down or slow: never fail the client for it
             self._failed(exc)
-            return await self.local.admit(key_id, limits, now)
+            return self.local.admit_now(key_id, limits, now)
+        return self.verdict(reply, limits, now)
+
+    def begin(self, key_id: int, limits: KeyLimits, now: float) -> Admission:
+        """Start the admission and return at once: with the pipe connected, the script call is
+        written to Redis now and its reply read when the request first awaits the verdict
+        (after decoding, before anything goes upstream). Otherwise (the first request, Redis
+        down, a client the pipe cannot mirror) the usual ``admit`` runs as a task."""
+        if time.monotonic() < self.down_until:
+            return Admission(self, key_id, limits, now, verdict=self.local.admit_now(key_id, limits, now))
+        adm = Admission(self, key_id, limits, now)
+        pipe = self.pipe
+        if pipe is not None and pipe.ready:
+            adm.reply = pipe.send_encoded(self._admit_command(key_id, limits, now))
+        else:
+            adm.task = asyncio.get_running_loop().create_task(self.admit(key_id, limits, now))
+        return adm
+
+    def verdict(self, reply: Any, limits: KeyLimits, now: float) -> ClientError | None:
+        """The admission script's reply as the client's answer: None when admitted."""
+        kind, seconds = reply
         if not kind:
             return None
-        name = _KINDS[int(kind)]
+        name = KINDS[int(kind)]
         limit = getattr(limits, name)
         if name in ("daily_spend", "total_spend"):
             return refusal(name, limit, _until_midnight(now))
@@ -372,16 +399,85 @@ class RedisLimiter:
         await self.finish(key_id, limits, tokens, now, cost, release=False)
 
     def finish_later(self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0) -> None:
-        """The end of a request, once its answer is sent: ``finish`` runs as a task on the loop,
-        so neither this client nor the connection's next request waits for Redis."""
+        """The end of a request, once its answer is sent; neither this client nor the
+        connection's next request waits for Redis. With the pipe connected, the script call is
+        held briefly to share the next admission's write (``RedisPipe.send_later``); otherwise
+        ``finish`` runs as a task."""
+        pipe = self.pipe
+        if pipe is not None and pipe.ready and time.monotonic() >= self.down_until:
+            release = bool(limits.concurrency)
+            settled = tokens if limits.tpm else 0
+            day, total = (cost if limits.daily_spend else 0), (cost if limits.total_spend else 0)
+            if not (release or settled or day or total):
+                return
+            data = self._finish_prefix(key_id, now) + encode_ints(
+                (int(release), settled, WINDOW + 5, day, total)
+            )
+            reply = pipe.send_later(data)
+            self.pending.add(reply)
+            reply.add_done_callback(lambda done: self._finished(done, key_id, limits, tokens, now, cost))
+            return
         task = asyncio.get_running_loop().create_task(self.finish(key_id, limits, tokens, now, cost))
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
 
+    def _finish_prefix(self, key_id: int, now: float) -> bytes:
+        """The finish script call up to its integer arguments, kept per key and minute."""
+        window = int(now // WINDOW)
+        kept = self.prefixes.get((key_id, window))
+        if kept is None:
+            if len(self.prefixes) > 4096:
+                self.prefixes.clear()
+            head = ("EVALSHA", FINISH_SHA, 4, *self._keys(key_id, now)[1:])
+            kept = encode(head, count=len(head) + 5)  # the five integers follow (``encode_ints``)
+            self.prefixes[(key_id, window)] = kept
+        return kept
+
+    def _finished(
+        self, done: asyncio.Future[Any], key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int
+    ) -> None:
+        """The reply to a held finish: as ``finish`` handles its own (NOSCRIPT: the whole
+        ``finish`` again, which sends the source)."""
+        self.pending.discard(done)
+        exc = None if done.cancelled() else done.exception()
+        if isinstance(exc, NoScriptError | RedisConnectionError):  # ``finish`` loads or reconnects
+            task = asyncio.get_running_loop().create_task(self.finish(key_id, limits, tokens, now, cost))
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+            return
+        if exc is not None or done.cancelled():
+            self.finish_failures += 1
+            self._failed(exc or asyncio.CancelledError())
+            self.local.settle_now(key_id, limits, tokens, now, cost)
+        if limits.concurrency:
+            self.local.release_now(key_id, limits)
+
+    def _finish_args(
+        self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int, release: bool = True
+    ) -> tuple[Any, ...] | None:
+        """``EVALSHA`` arguments of the finish script after the sha; None when it has nothing to do."""
+        release = release and bool(limits.concurrency)
+        tokens = tokens if limits.tpm else 0
+        day, total = (cost if limits.daily_spend else 0), (cost if limits.total_spend else 0)
+        if not (release or tokens or day or total):
+            return None
+        keys = self._keys(key_id, now)
+        return (4, *keys[1:], int(release), tokens, WINDOW + 5, day, total)
+
     async def drain(self, timeout: float = 2.0) -> None:
         """At shutdown: let the end-of-request calls still in flight reach Redis."""
+        if self.pipe is not None:
+            self.pipe.flush()
         if self.pending:
             await asyncio.wait(set(self.pending), timeout=timeout)
+        if self.pending:  # admissions that were still in flight have just queued their finish
+            await asyncio.wait(set(self.pending), timeout=timeout)
+
+    async def aclose(self) -> None:
+        """At shutdown, after ``drain``: close the scripts' connection (not the redis-py client,
+        which the caller owns)."""
+        if self.pipe is not None:
+            self.pipe.close()
 
     async def finish(
         self, key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int = 0, *, release: bool = True
@@ -389,21 +485,16 @@ class RedisLimiter:
         """Free the concurrency slot (``release``) and settle tokens and spend in one script call.
         Never raises: without Redis the usage is settled in this worker's counters (logged and
         counted in ``finish_failures``)."""
-        release = release and bool(limits.concurrency)
-        tokens = tokens if limits.tpm else 0
-        day, total = (cost if limits.daily_spend else 0), (cost if limits.total_spend else 0)
-        if not (release or tokens or day or total):
+        args = self._finish_args(key_id, limits, tokens, now, cost, release)
+        if args is None:
             return
-        keys = self._keys(key_id, now)
         try:
-            await self._script(
-                FINISH_SHA, FINISH_LUA, keys[1:], [int(release), tokens, WINDOW + 5, day, total]
-            )
+            await self._script(FINISH_SHA, FINISH_LUA, args)
         except Exception as exc:  # Redis down, slow, or anything else: the client has its answer
             self.finish_failures += 1
             self._failed(exc)
             self.local.settle_now(key_id, limits, tokens, now, cost)
-        if release:
+        if release and limits.concurrency:
             self.local.release_now(key_id, limits)
 
 

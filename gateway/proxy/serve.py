@@ -20,6 +20,7 @@ from gateway.protocols.json_depth import MAX_DEPTH, loads_checked
 from gateway.urp import events as ev
 
 from . import effort_suffix, offload
+from .admission import Admission
 from .call import Call, Runtime
 from .errors import to_client_error
 from .exchange import Exchange, keepalive_loop
@@ -46,33 +47,37 @@ async def serve(rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw
 async def _serve_limited(
     rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes
 ) -> None:
-    """A key with counted limits: admitted (or refused with 429) before anything is decoded or
-    sent upstream; its concurrency slot freed and its tokens settled when the answer is over, in
-    a task that the client's next request does not wait for."""
+    """A key with counted limits. The admission starts before anything is decoded and is
+    awaited before anything is sent upstream or to the client (``admission.Admission``), so its
+    Redis round trip overlaps the decoding and the attempt's preparation; a refusal is the
+    answer (429/402) whatever else the request had wrong. The concurrency slot is freed and the
+    tokens settled when the answer is over, in a task that the next request does not wait for."""
     limits = key.limits
     assert limits is not None
-    refused = await rt.limiter.admit(key.id, limits, time.time())
-    if refused is not None:
+    admission = rt.limiter.begin(key.id, limits, time.time())
+    refused = admission.result
+    if isinstance(refused, ClientError):  # known at once (counted in this worker's memory)
         rec = rt.recorders.start(ex, snapshot, key, raw_body)
         await ex.send_error(refused)
         rec.on_finish(ex, f"{refused.code}: {refused.message}")
         return
     tap = UsageTap()
+    rec = rt.recorders.start(ex, snapshot, key, raw_body)
+    rec = tap if rec is NULL_RECORDER else FanOutRecorder((rec, tap))  # no fan-out for one
     try:
-        await _serve(
-            rt,
-            ex,
-            snapshot,
-            key,
-            raw_body,
-            FanOutRecorder((rt.recorders.start(ex, snapshot, key, raw_body), tap)),
-        )
+        await _serve(rt, ex, snapshot, key, raw_body, rec, admission)
     finally:  # after the answer's last byte: freed and settled off the request's path
-        rt.limiter.finish_later(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)
+        admission.end(tap)
 
 
 async def _serve(
-    rt: Runtime, ex: Exchange, snapshot: Snapshot, key: KeySnap, raw_body: bytes, rec: Recorder
+    rt: Runtime,
+    ex: Exchange,
+    snapshot: Snapshot,
+    key: KeySnap,
+    raw_body: bytes,
+    rec: Recorder,
+    admission: Admission | None = None,
 ) -> None:
     ex.recorder = rec
     error_text = None
@@ -81,6 +86,7 @@ async def _serve(
         if offload.wants_offload(raw_body, rt.offload_json_bytes):
             parsed = await offload.parse(raw_body)  # a large body: parsed off the event loop
         call = decode_call(rt, ex, snapshot, key, raw_body, rec, parsed)
+        call.admission = admission
         if call.client_stream:
             await _serve_stream(call)
         else:
@@ -93,6 +99,8 @@ async def _serve(
         raise
     except Exception as exc:
         err = to_client_error(exc)
+        if admission is not None and not ex.headers_sent:  # a refusal comes before any other answer
+            err = await admission.verdict() or err
         error_text = f"{err.code}: {err.message}"
         if not ex.headers_sent:
             await ex.send_error(err)
@@ -172,14 +180,19 @@ async def _serve_stream(call: Call) -> None:
     keepalive: list[asyncio.Task] = []
 
     def start_keepalive() -> None:
-        if not ex.finished:
-            keepalive.append(loop.create_task(keepalive_loop(ex, interval)))
+        if ex.finished:
+            return
+        admission = call.admission
+        if admission is not None and admission.result is not None:  # not admitted (yet): no bytes
+            timer[0] = loop.call_later(interval, start_keepalive)
+            return
+        keepalive.append(loop.create_task(keepalive_loop(ex, interval)))
 
-    timer = loop.call_later(interval, start_keepalive)
+    timer = [loop.call_later(interval, start_keepalive)]
     try:
         await route(call, stream_one)
     finally:
-        timer.cancel()
+        timer[0].cancel()
         if keepalive:
             keepalive[0].cancel()
 
