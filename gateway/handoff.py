@@ -216,11 +216,8 @@ class HandOff(SpoolFiles):
                 # One sleep, not a waiting get() per record: a waiting get() wakes this thread
                 # (which then takes the GIL from the event loop) for every record submitted.
                 time.sleep(self.linger_seconds)
-            while batch and len(batch) < self.batch_max:  # whatever else is waiting goes in one write
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
+            if batch:  # whatever else is waiting goes in one write
+                self._drain(batch)
             if batch:
                 self.busy = True
                 self.in_flight = len(batch)
@@ -237,8 +234,7 @@ class HandOff(SpoolFiles):
                         self._release_db()
                         holding_db = False
                     self.busy = False
-                    for _ in batch:
-                        self.queue.task_done()
+                    self._done(len(batch))
             if self._reclose_if_back():
                 next_retry = time.monotonic()  # the broker is back: deliver the spool now
             if time.monotonic() >= next_retry and self._spool_pending():
@@ -252,6 +248,29 @@ class HandOff(SpoolFiles):
                     holding_db = False
                     self.busy = False
                 next_retry = time.monotonic() + self.retry_seconds
+
+    def _drain(self, batch: list[Any]) -> None:
+        """Move what is queued into ``batch``, up to ``batch_max``, under one hold of the queue's
+        lock: ``get_nowait`` per record and ``task_done`` per record each took and released the
+        lock through ``Condition`` in Python, about 1.3 µs of the writer's CPU per record."""
+        q = self.queue
+        with q.mutex:
+            take = min(len(q.queue), self.batch_max - len(batch))
+            if take > 0:
+                pop = q.queue.popleft
+                batch.extend([pop() for _ in range(take)])
+                q.not_full.notify(take)
+
+    def _done(self, count: int) -> None:
+        """``task_done`` for ``count`` records at once (``flush`` and ``Queue.join`` wait on it)."""
+        q = self.queue
+        with q.all_tasks_done:
+            left = q.unfinished_tasks - count
+            if left < 0:
+                raise ValueError("task_done() called too many times")
+            if left == 0:
+                q.all_tasks_done.notify_all()
+            q.unfinished_tasks = left
 
     def _yield(self, cpu: float) -> None:
         """Keep to ``busy_share`` of a core while the event loop is busy and the writer behind.

@@ -2,7 +2,7 @@
 
 A payload is the recorder's row dict (JSON-able). The writer thread delivers each batch in one
 go: with Redis, one Celery task (``requestlogs.tasks.persist_request_logs``, default queue) per
-batch; without Redis, one ``bulk_create`` here. Writes are idempotent by ``request_id``
+batch; without Redis, one transaction here (``requestlogs.store.save_rows``). Writes are idempotent by ``request_id``
 (``ignore_conflicts``), so a batch delivered twice (a retry after an unclear failure, an adopted
 spool claim) stores each row once. Through a Redis or database outage rows are spooled
 to ``DATA_DIR/requestlog-spool`` (the hand-off's circuit, backoff, dead-letter to

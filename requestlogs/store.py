@@ -1,9 +1,10 @@
 """Writing request-log rows: shared by the Celery task and the in-process writer.
 
-One ``INSERT ... ON CONFLICT (request_id) DO NOTHING`` with ``executemany`` per batch, in one
-transaction: idempotent by request id (a batch delivered twice stores each row once), and several
-times cheaper in CPU than ``bulk_create`` (which builds a model instance and runs every field's
-``get_db_prep_save`` per row). Without Redis this runs in the gateway process, so its CPU is the
+``INSERT ... VALUES (...), (...) ON CONFLICT (request_id) DO NOTHING``, up to
+``ROWS_PER_STATEMENT`` rows a statement, all of a batch in one transaction: idempotent by request
+id (a batch delivered twice stores each row once), and several times cheaper in CPU than
+``bulk_create`` (which builds a model instance and runs every field's ``get_db_prep_save`` per
+row). Without Redis this runs in the gateway process, so its CPU is the
 event loop's too. Values are adapted with the backend's own ``connection.ops`` helpers (on
 SQLite the timestamp's text is built directly, the same text), so the same code writes SQLite and
 PostgreSQL; the recorder's complete rows skip the column-by-column work (``_Plan``).
@@ -11,8 +12,11 @@ PostgreSQL; the recorder's complete rows skip the column-by-column work (``_Plan
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import operator
+import sqlite3
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -104,8 +108,8 @@ def save_rows(rows: list[dict[str, Any]]) -> int:
             values.append(fast(r, owner))
         except _Slow:
             values.append(plan.slow(r, owner))
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(plan.sql, values)
+    with transaction.atomic():
+        plan.insert(values)
     return len(rows)
 
 
@@ -127,6 +131,10 @@ class _Plan:
     def __init__(self) -> None:
         cols = [f for f in _COLUMNS if f.attname != "owner_id"]
         self.sql = _insert_sql(cols + [f for f in _COLUMNS if f.attname == "owner_id"])
+        self.width = len(_COLUMNS)
+        self.chunk = max(1, min(ROWS_PER_STATEMENT, _max_params() // self.width))
+        self.qmark = connection.vendor == "sqlite"  # SQLite: the driver's own ``?`` style
+        self.multi: dict[int, str] = {}  # rows per statement -> the statement
         self.columns = []  # per column but the owner: (row key, adapter, adapted default)
         for f in cols:
             adapt = _adapter(f)
@@ -153,6 +161,38 @@ class _Plan:
         vals.append(owner)
         return tuple(vals)
 
+    def insert(self, values: list[tuple[Any, ...]]) -> None:
+        """Insert ``values`` with one multi-row statement per ``chunk`` rows (in the caller's
+        transaction). ``executemany`` runs one statement per row, and the driver gives up the GIL
+        around each step and takes it back after: with the event loop busy that was a GIL
+        hand-off between the writer and the loop for every row. Measured: 2-3 µs less writer CPU
+        per row and fewer context switches of the loop thread (bench/REQUESTLOGS.md)."""
+        chunk = self.chunk
+        flat = itertools.chain.from_iterable
+        # On SQLite the driver's own cursor (Django's would rewrite every ``%s`` of the statement),
+        # its errors still translated to Django's (``is_outage`` knows "database is locked" by them).
+        if self.qmark:
+            cursor: Any = contextlib.closing(connection.connection.cursor())
+            errors: Any = connection.wrap_database_errors
+        else:
+            cursor, errors = connection.cursor(), contextlib.nullcontext()
+        with errors, cursor as cur:
+            for start in range(0, len(values), chunk):
+                part = values[start : start + chunk]
+                cur.execute(self.statement(len(part)), list(flat(part)))
+
+    def statement(self, rows: int) -> str:
+        """The INSERT for ``rows`` rows, built once per size (the driver caches the prepared
+        statement by its text, so the full chunks' statement is parsed once)."""
+        sql = self.multi.get(rows)
+        if sql is None:
+            head, _, marks = self.sql.partition(" VALUES ")
+            one, _, tail = marks.partition(" ON CONFLICT ")
+            if self.qmark:
+                one = one.replace("%s", "?")
+            sql = self.multi[rows] = f"{head} VALUES {', '.join([one] * rows)} ON CONFLICT {tail}"
+        return sql
+
     def slow(self, r: dict[str, Any], owner: Any) -> tuple[Any, ...]:
         return (
             *(
@@ -164,6 +204,19 @@ class _Plan:
 
 
 _plans: dict[str, _Plan] = {}
+
+# Rows per INSERT statement: the GIL hand-offs per batch fall from one a row to one per this
+# many. A fixed size, so the full chunks share one prepared statement; not tuned beyond that.
+ROWS_PER_STATEMENT = 100
+
+
+def _max_params() -> int:
+    """Bound parameters one statement may carry: SQLite's compiled limit (32766 since 3.32; 999
+    before), 65535 for PostgreSQL's protocol."""
+    if connection.vendor == "sqlite":
+        connection.ensure_connection()
+        return connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    return 65535
 
 
 def _plan() -> _Plan:
