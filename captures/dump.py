@@ -27,7 +27,7 @@ import orjson
 
 from captures.bounds import Budget, cut_utf8
 from captures.images import ImageBounder, may_hold_image
-from captures.materialize import materialize
+from captures.materialize import Encoded, materialize
 from captures.record import AttemptRecord, CaptureRecord
 from captures.redact import mask_secrets, may_hold_secret
 
@@ -86,26 +86,63 @@ def _identity(n: int, a: AttemptRecord) -> dict[str, Any]:
     }
 
 
-def _encode(value: Any, img: ImageBounder) -> bytes:
+def _plain(value: Any) -> bytes:
+    """A payload's compact JSON as it is (``Encoded`` bytes are that already)."""
+    return value if isinstance(value, Encoded) else orjson.dumps(value)
+
+
+def _encode(value: Any, img: ImageBounder, screen: bool = True) -> bytes:
     """One payload as compact JSON, secret-looking fields masked and large images replaced. The
     two walks run only when the bytes say they might change something (``may_hold_secret``,
-    ``may_hold_image``): most bodies have neither, and the walks were most of the writer's time."""
-    data = orjson.dumps(value)
-    if may_hold_secret(data) or may_hold_image(data):
+    ``may_hold_image``): most bodies have neither, and the walks were most of the writer's time.
+    ``screen=False``: the caller screened every payload of the capture at once and found nothing."""
+    data = _plain(value)
+    if screen and (may_hold_secret(data) or may_hold_image(data)):
+        if isinstance(value, Encoded):
+            value = orjson.loads(bytes(value))  # orjson takes no bytes subclass
         data = orjson.dumps(img.bound(mask_secrets(value)))
     return data
 
 
-def _attempt(n: int, a: AttemptRecord, img: ImageBounder) -> bytes:
+def _enc(value: Any) -> Encoded:
+    return value if isinstance(value, Encoded) else Encoded(orjson.dumps(value))
+
+
+def _needs_screen(record: CaptureRecord) -> bool:
+    """Encode every body payload of the capture (in place, as ``Encoded``) and say whether any
+    may hold a secret-looking key or an image: one screen over them all (most captures have
+    neither) instead of one per payload; only a capture that has one pays a per-payload walk."""
+    record.client_request = _enc(record.client_request)
+    record.client_response = _enc(record.client_response)
+    parts = [record.client_request, record.client_response]
+    for a in record.attempts:
+        a.internal_request = _enc(a.internal_request)
+        a.upstream_request = _enc(a.upstream_request)
+        a.upstream_response = _enc(a.upstream_response)
+        a.response_after_chains = _enc(a.response_after_chains)
+        a.rule_steps = _enc(a.rule_steps)
+        parts += (
+            a.internal_request,
+            a.upstream_request,
+            a.upstream_response,
+            a.response_after_chains,
+            a.rule_steps,
+        )
+    data = b"".join(parts)
+    return may_hold_secret(data) or may_hold_image(data)
+
+
+def _attempt(n: int, a: AttemptRecord, img: ImageBounder, screen: bool = True) -> bytes:
     head = orjson.dumps(_identity(n, a))
+    chain = a.executed_chain
     parts = [
-        ("executed_chain", orjson.dumps(_chain(a.executed_chain))),
-        ("internal_request", _encode(a.internal_request, img)),
-        ("upstream_request", _encode(a.upstream_request, img)),
-        ("upstream_response", _encode(a.upstream_response, img)),
+        ("executed_chain", chain if isinstance(chain, Encoded) else orjson.dumps(_chain(chain))),
+        ("internal_request", _encode(a.internal_request, img, screen)),
+        ("upstream_request", _encode(a.upstream_request, img, screen)),
+        ("upstream_response", _encode(a.upstream_response, img, screen)),
         ("upstream_frames", orjson.dumps([img.bound_str(f) for f in a.upstream_frames])),
-        ("response_after_chains", _encode(a.response_after_chains, img)),
-        ("rule_steps", _encode(a.rule_steps, img)),
+        ("response_after_chains", _encode(a.response_after_chains, img, screen)),
+        ("rule_steps", _encode(a.rule_steps, img, screen)),
     ]
     if a.notes:
         parts.append(("notes", orjson.dumps([cut_utf8(str(note), 1024) for note in a.notes[:64]])))
@@ -133,8 +170,22 @@ def _marker(original: int) -> bytes:
     return orjson.dumps({"truncated": True, "reason": "capture_bytes", "original_bytes": original})
 
 
+_KEYS: dict[str, bytes] = {}  # key -> b',"key":' (a few dozen fixed names)
+
+
 def _obj(parts: list[tuple[str, bytes]]) -> bytes:
-    return b"{" + b",".join(b'"' + k.encode() + b'":' + v for k, v in parts) + b"}"
+    """The JSON object of already encoded values, copied once (one join)."""
+    out = []
+    for k, v in parts:
+        prefix = _KEYS.get(k)
+        if prefix is None:
+            prefix = _KEYS[k] = b',"' + k.encode() + b'":'
+        out.append(prefix)
+        out.append(v)
+    if not out:
+        return b"{}"
+    out[0] = out[0][1:]
+    return b"{" + b"".join(out) + b"}"
 
 
 def mask_known(data: bytes, secrets: set[str] | tuple[str, ...]) -> bytes:
@@ -156,18 +207,19 @@ def is_error(record: CaptureRecord) -> bool:
 
 def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     """The dump's JSON bytes (within the byte budget) and the row metadata."""
-    materialize(record)
+    materialize(record, encoded=True)
     budget = record.budget or Budget()
     limit = budget.limits.max_bytes
     head = _head(record)
     img = ImageBounder()  # large base64 images -> placeholders, thumbnails kept for the viewer
+    screen = _needs_screen(record)
     payloads = [
-        ["client_request", _encode(record.client_request, img)],
-        ["client_response", _encode(record.client_response, img)],
+        ["client_request", _encode(record.client_request, img, screen)],
+        ["client_response", _encode(record.client_response, img, screen)],
         ["client_frames", orjson.dumps([img.bound_str(f) for f in record.client_frames])],
     ]
     omitted_bytes = budget.omitted_bytes
-    used = sum(len(k) + len(v) + 4 for k, v in head) + _RESERVE + 16
+    used = len(head) + 1 + _RESERVE + 16  # the members and their comma
     # Biggest payload first until the top level leaves room for attempt placeholders.
     room = max(limit - used - 1024 * min(len(record.attempts), 4), limit // 4)
     for entry in sorted(payloads, key=lambda p: len(p[1]), reverse=True):
@@ -178,11 +230,10 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
         entry[1] = _marker(original)
         omitted_bytes += original
     used += sum(len(k) + len(v) + 4 for k, v in payloads)
-
     kept: list[bytes] = []
     omitted_attempts = budget.omitted_attempts
     for n, a in enumerate(record.attempts, start=1):
-        data = _attempt(n, a, img)
+        data = _attempt(n, a, img, screen)
         if used + len(data) + 1 > limit:
             omitted_bytes += len(data)
             data = _placeholder(n, a, len(data))
@@ -194,12 +245,12 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     attempts_bytes = b"[" + b",".join(kept) + b"]"
 
     truncated = bool(omitted_attempts or budget.omitted_frames or omitted_bytes or budget.cut_frames)
-    body_parts = head + [(k, v) for k, v in payloads] + [("attempts", attempts_bytes)]
+    body_parts = [(k, v) for k, v in payloads] + [("attempts", attempts_bytes)]
     if img.images:
         thumbs = orjson.dumps(img.thumbnails())
         if used + len(thumbs) + 16 <= limit:  # thumbnails are a few KB; never at the expense of data
             body_parts.append(("image_thumbnails", thumbs))
-    retained = sum(len(k) + len(v) + 4 for k, v in body_parts)
+    retained = len(head) + 1 + sum(len(k) + len(v) + 4 for k, v in body_parts)
     trunc = orjson.dumps(
         {
             "truncated": truncated,
@@ -210,29 +261,33 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
             "retained_bytes": retained,
         }
     )
-    data = mask_known(_obj(body_parts + [("capture_truncation", trunc)]), record.secrets)
+    data = mask_known(
+        b"{" + head + b"," + _obj(body_parts + [("capture_truncation", trunc)])[1:], record.secrets
+    )
     return data, _meta(record, len(data), truncated)
 
 
-def _head(record: CaptureRecord) -> list[tuple[str, bytes]]:
-    """The dump's small top-level fields, already encoded."""
+def _head(record: CaptureRecord) -> bytes:
+    """The dump's small top-level fields: the members of a JSON object without its braces, in one
+    ``orjson.dumps`` (one call per field was a tenth of ``build``)."""
     created = datetime.fromtimestamp(record.created_at, UTC).isoformat()
-    return [
-        ("version", b"%d" % SCHEMA_VERSION),
-        ("request_id", orjson.dumps(_ident(record.request_id))),
-        ("client_request_id", orjson.dumps(_ident(record.client_request_id) or None)),
-        ("created_at", orjson.dumps(created)),
-        ("api_key_id", orjson.dumps(record.api_key_id)),
-        ("api_key_name", orjson.dumps(_ident(record.api_key_name))),
-        ("client_protocol", orjson.dumps(record.client_protocol)),
-        ("stream", orjson.dumps(bool(record.stream))),
-        ("logical_model", orjson.dumps(_ident(record.logical_model))),
-        ("requested_model", orjson.dumps(_ident(record.requested_model))),
-        ("status", orjson.dumps(record.client_status)),
-        ("error", orjson.dumps(cut_utf8(record.error, 4096) if record.error else None)),
-        ("duration_ms", orjson.dumps(record.duration_ms)),
-        ("ttfb_ms", orjson.dumps(record.ttfb_ms)),
-    ]
+    head = {
+        "version": SCHEMA_VERSION,
+        "request_id": _ident(record.request_id),
+        "client_request_id": _ident(record.client_request_id) or None,
+        "created_at": created,
+        "api_key_id": record.api_key_id,
+        "api_key_name": _ident(record.api_key_name),
+        "client_protocol": record.client_protocol,
+        "stream": bool(record.stream),
+        "logical_model": _ident(record.logical_model),
+        "requested_model": _ident(record.requested_model),
+        "status": record.client_status,
+        "error": cut_utf8(record.error, 4096) if record.error else None,
+        "duration_ms": record.duration_ms,
+        "ttfb_ms": record.ttfb_ms,
+    }
+    return orjson.dumps(head)[1:-1]
 
 
 def _meta(record: CaptureRecord, raw_bytes: int, truncated: bool) -> DumpMeta:
@@ -254,10 +309,11 @@ def _meta(record: CaptureRecord, raw_bytes: int, truncated: bool) -> DumpMeta:
 
 
 def compress(data: bytes) -> bytes:
-    """zlib level 6 with a 16 KiB window and a smaller hash table: the same size for a capture's
-    JSON, but ``zlib.compress``'s defaults spent ~50 us setting up their 256 KiB state for every
-    capture, most of a small capture's compression. Any zlib decompressor reads it."""
-    obj = zlib.compressobj(6, zlib.DEFLATED, 14, 6)
+    """zlib level 3 with a 16 KiB window and a smaller hash table: ``zlib.compress``'s defaults
+    spent ~50 us setting up their 256 KiB state for every capture, and level 6 a third more CPU
+    than level 3 for blobs ~9 % smaller (issue 20: the writer's CPU is what sheds captures under
+    load). Any zlib decompressor reads it; blobs written at level 6 read the same."""
+    obj = zlib.compressobj(3, zlib.DEFLATED, 14, 6)
     return obj.compress(data) + obj.flush()
 
 

@@ -45,7 +45,7 @@ def persist_captures(items: list[list[Any]]) -> int:
         retention.enforce_size()
     except Exception:  # the captures are stored; a budget pass failing must not lose them
         log.warning("capture size budget pass failed", exc_info=True)
-    return len(saved)
+    return saved
 
 
 @shared_task(name="captures.tasks.enforce_retention", ignore_result=True)

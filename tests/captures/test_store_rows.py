@@ -1,0 +1,65 @@
+"""The batch insert (``store.save_many``, what the writers use) stores exactly the row that the
+single-capture ORM path (``store.save``) stores for the same metadata and blob."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import transaction
+
+from captures import dump, store
+from captures.models import Capture
+from tests.captures.helpers import record
+
+pytestmark = pytest.mark.django_db
+
+FIELDS = [f.attname for f in Capture._meta.concrete_fields if not f.primary_key]
+
+
+def _key(name: str):
+    from keys.models import ApiKey
+
+    key = ApiKey(name=name)
+    key.set_secret()
+    key.save()
+    return key
+
+
+def test_batch_rows_equal_single_rows_field_for_field():
+    key = _key("k-batch")
+    gone = _key("k-gone")
+    rows = []
+    for n, (k, status) in enumerate([(key, 200), (None, 502), (gone, 429)]):
+        rec = record(f"same-{n}", key=k, status=status, client_request_id=f"client-{n}")
+        rec.created_at = time.time() - n * 3600.5
+        data, meta = dump.build(rec)
+        rows.append((meta.as_dict(), dump.compress(data)))
+    gone.delete()  # a key deleted between the request and the write: the capture is kept
+    with transaction.atomic():
+        assert store.save_many([(dict(m, request_id="batch-" + m["request_id"]), b) for m, b in rows]) == 3
+    for meta, blob in rows:
+        single = store.save(meta, blob)
+        batch = Capture.objects.get(request_id="batch-" + meta["request_id"])
+        single.refresh_from_db()
+        for name in FIELDS:
+            want = getattr(single, name)
+            got = getattr(batch, name)
+            if name == "request_id":
+                want = "batch-" + want
+            if name == "payload":
+                want, got = bytes(want), bytes(got)
+            assert got == want, name
+        assert orjson_loads(batch.dump_bytes())["request_id"] == meta["request_id"]
+    assert Capture.objects.get(request_id="batch-same-2").api_key_id is None
+
+
+def test_an_empty_batch_writes_nothing():
+    assert store.save_many([]) == 0
+    assert Capture.objects.count() == 0
+
+
+def orjson_loads(data: bytes):
+    import orjson
+
+    return orjson.loads(data)
