@@ -213,7 +213,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     head = _head(record)
     img = ImageBounder()  # large base64 images -> placeholders, thumbnails kept for the viewer
     screen = _needs_screen(record)
-    payloads = [
+    payloads: list[list[Any]] = [
         ["client_request", _encode(record.client_request, img, screen)],
         ["client_response", _encode(record.client_response, img, screen)],
         ["client_frames", orjson.dumps([img.bound_str(f) for f in record.client_frames])],
@@ -245,7 +245,8 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     attempts_bytes = b"[" + b",".join(kept) + b"]"
 
     truncated = bool(omitted_attempts or budget.omitted_frames or omitted_bytes or budget.cut_frames)
-    body_parts = [(k, v) for k, v in payloads] + [("attempts", attempts_bytes)]
+    body_parts: list[tuple[str, bytes]] = [(k, v) for k, v in payloads]
+    body_parts.append(("attempts", attempts_bytes))
     if img.images:
         thumbs = orjson.dumps(img.thumbnails())
         if used + len(thumbs) + 16 <= limit:  # thumbnails are a few KB; never at the expense of data

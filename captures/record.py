@@ -45,7 +45,7 @@ class AttemptRecord:
     # something (else it equals the previous state). Whole responses only; streams are compared
     # as assembled responses in the viewer. On the request path a phase holds the compact form
     # ``(before_json_bytes, [(rule_id, scope, transform, phase, after_json_bytes), ...])``.
-    rule_steps: dict[str, Any] | None = None
+    rule_steps: Any = None  # the dict above; ``Encoded`` JSON bytes once materialized for the writer
     error_detail: str | None = None  # the error class and target ("connect refused 127.0.0.1:9100")
     notes: list[str] = field(default_factory=list)  # what rules noted (images left untouched, fetches kept)
     affinity: dict[str, Any] | None = None  # {"hit": affinity chose this channel, "key": short hash}

@@ -294,7 +294,7 @@ class RedisLimiter:
             f"{self.prefix}:{key_id}:spend:total",
         ]
 
-    def _failed(self, exc: Exception) -> None:
+    def _failed(self, exc: BaseException) -> None:
         if time.monotonic() >= self.down_until:
             log.warning("limits: Redis unreachable (%s); counting per worker for 5 s", type(exc).__name__)
         self.down_until = time.monotonic() + 5.0
