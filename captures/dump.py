@@ -245,8 +245,7 @@ def build(record: CaptureRecord) -> tuple[bytes, DumpMeta]:
     attempts_bytes = b"[" + b",".join(kept) + b"]"
 
     truncated = bool(omitted_attempts or budget.omitted_frames or omitted_bytes or budget.cut_frames)
-    body_parts: list[tuple[str, bytes]] = [(k, v) for k, v in payloads]
-    body_parts.append(("attempts", attempts_bytes))
+    body_parts: list[tuple[str, bytes]] = [*((k, v) for k, v in payloads), ("attempts", attempts_bytes)]
     if img.images:
         thumbs = orjson.dumps(img.thumbnails())
         if used + len(thumbs) + 16 <= limit:  # thumbnails are a few KB; never at the expense of data
