@@ -1,7 +1,7 @@
 """Idle resident memory of the gateway's serving workers (issue 20: two workers, <= 150 MB in all).
 
-Starts the server the way ``make run`` does, in a throwaway data directory: ``manage.py migrate``,
-``loadconfig --if-empty config/demo.yaml``, ``ensureadmin``, then ``python -m gateway.launch
+Starts the server the way ``make run`` does, in a throwaway data directory: ``manage.py migrate``
+and ``collectstatic``, ``loadconfig --if-empty config/demo.yaml``, ``ensureadmin``, then ``python -m gateway.launch
 --workers 2`` with the launcher's defaults (uvloop, the guarded httptools protocol, lifespan on),
 ``PROMETHEUS_MULTIPROC_DIR`` set, SQLite, no Redis. Waits until the transform-checks process is
 gone and the workers are quiet, then samples the workers' RSS (``/proc/<pid>/status``) a few times
@@ -56,6 +56,7 @@ def prepare(env: dict[str, str]) -> None:
     (Path(env["GATEWAY_DATA_DIR"]) / "prometheus").mkdir(parents=True, exist_ok=True)
     for args in (
         ("migrate", "--noinput", "-v", "0"),
+        ("collectstatic", "--noinput", "-v", "0"),
         ("loadconfig", "--if-empty", "config/demo.yaml"),
         ("ensureadmin",),
     ):
