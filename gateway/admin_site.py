@@ -1,8 +1,17 @@
 """The admin site: product name in the titles, apps in the order operators use them, and a link
-to the capture viewer in the header (templates/admin/base_site.html)."""
+to the capture viewer in the header (templates/admin/base_site.html).
+
+With ``GATEWAY_DEFER_ADMIN`` (settings; ``gateway.launch`` sets it for its serving workers) the
+admin's autodiscovery (importing every app's ``admin.py``, their forms and widgets, and the
+admins they pull in) does not run at ``django.setup()``: ``load_deferred_admin`` runs it when the
+worker builds its Django handler, on the first request that is not the proxy's
+(``gateway.asgi``). A worker that only proxies never loads it (issue 20: idle memory)."""
 
 from __future__ import annotations
 
+import threading
+
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 
@@ -24,3 +33,33 @@ class MonogateAdminSite(admin.AdminSite):
 
 class MonogateAdminConfig(AdminConfig):
     default_site = "gateway.admin_site.MonogateAdminSite"
+
+    def ready(self) -> None:
+        if not getattr(settings, "GATEWAY_DEFER_ADMIN", False):
+            super().ready()
+            return
+        from django.contrib.admin.checks import check_admin_app, check_dependencies
+        from django.core import checks
+
+        checks.register(check_dependencies, checks.Tags.admin)
+        checks.register(check_admin_app, checks.Tags.admin)
+        _deferred.pending = True
+
+
+class _Deferred:
+    pending = False
+    lock = threading.Lock()
+
+
+_deferred = _Deferred()
+
+
+def load_deferred_admin() -> None:
+    """The admin's autodiscovery, if ``MonogateAdminConfig.ready`` deferred it; once. Called before
+    the URLconf is first loaded (it reads ``admin.site.urls``)."""
+    if not _deferred.pending:
+        return
+    with _deferred.lock:
+        if _deferred.pending:
+            admin.autodiscover()
+            _deferred.pending = False

@@ -2,6 +2,10 @@
 
 Both derive from ``GATEWAY_SECRETS_KEY`` when set, else from ``SECRET_KEY``; rotate with care:
 changing it makes stored channel keys unreadable and client keys unverifiable.
+
+Decryption (all a serving worker does) goes through ``gateway.fernet_open`` (OpenSSL's libcrypto
+via ctypes), so workers never import ``cryptography`` (~9 MB of RSS each, issue 20); encryption
+(admin, REST API, ``loadconfig``) imports it when first needed.
 """
 
 from __future__ import annotations
@@ -10,11 +14,15 @@ import base64
 import hashlib
 import hmac
 from functools import cache
+from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 
+from gateway import fernet_open
 from gateway.conf import gateway_settings
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 
 def _master() -> bytes:
@@ -22,9 +30,15 @@ def _master() -> bytes:
 
 
 @cache
+def _fernet_key() -> bytes:
+    return base64.urlsafe_b64encode(hashlib.sha256(b"gateway-channel-keys:" + _master()).digest())
+
+
+@cache
 def _fernet() -> Fernet:
-    key = hashlib.sha256(b"gateway-channel-keys:" + _master()).digest()
-    return Fernet(base64.urlsafe_b64encode(key))
+    from cryptography.fernet import Fernet
+
+    return Fernet(_fernet_key())
 
 
 @cache
@@ -40,8 +54,8 @@ def decrypt(token: str) -> str:
     if not token:
         return ""
     try:
-        return _fernet().decrypt(token.encode()).decode()
-    except InvalidToken:
+        return fernet_open.decrypt(_fernet_key(), token.encode()).decode()
+    except fernet_open.InvalidToken:
         return ""
 
 

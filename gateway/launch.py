@@ -28,6 +28,9 @@ import sys
 import time
 
 CHECKS_ENV = "GATEWAY_SKIP_START_CHECKS"  # set for every worker: gateway.asgi reads it
+# Set for every worker: the admin's autodiscovery waits for the first request Django serves
+# (gateway.admin_site; issue 20: a worker that only proxies never loads the admin modules).
+DEFER_ADMIN_ENV = "GATEWAY_DEFER_ADMIN"
 RESTART_PAUSE = 1.0
 STARTUP_SECONDS = 15.0  # a worker that exits this soon after its start failed to start: stop the server
 
@@ -129,7 +132,9 @@ class Master:
 
     def spawn(self, index: int) -> None:
         argv = [sys.executable, "-m", "gateway.launch", "--worker"] + _passthrough(self.args)
-        self.workers[index] = subprocess.Popen(argv, env={**os.environ, CHECKS_ENV: "1"})
+        self.workers[index] = subprocess.Popen(
+            argv, env={**os.environ, CHECKS_ENV: "1", DEFER_ADMIN_ENV: "1"}
+        )
         self.started[index] = time.monotonic()
 
     def stop(self, signum: int, _frame: object = None) -> None:

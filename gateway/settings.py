@@ -5,7 +5,8 @@ SQLite, spool, static), ``DEBUG`` (off), ``SECRET_KEY`` (else data/secret_key, g
 ``GATEWAY_REQUIRE_SECRET_KEY`` (off: refuse to start without SECRET_KEY when on),
 ``ALLOWED_HOSTS``, ``CSRF_TRUSTED_ORIGINS``, ``PORT`` (8000), ``DATABASE_URL`` (SQLite in
 data/), ``DB_CONN_MAX_AGE`` (60), ``GATEWAY_TEST_DB`` (tests only), ``REDIS_URL`` (none),
-``LOG_LEVEL`` (WARNING), ``GATEWAY_LOG_LEVEL`` (INFO). The gateway's own tuning knobs are
+``LOG_LEVEL`` (WARNING), ``GATEWAY_LOG_LEVEL`` (INFO), ``GATEWAY_DEFER_ADMIN`` (off; gateway.launch
+sets it for its workers). The gateway's own tuning knobs are
 ``GATEWAY_KNOBS`` below, read by code through ``gateway.conf.gateway_settings``.
 """
 
@@ -43,6 +44,9 @@ def _bool(name: str, default: bool) -> bool:
 
 
 DEBUG = _bool("DEBUG", False)
+# Set by gateway.launch for its serving workers: the admin's autodiscovery waits for the first
+# request Django serves (gateway.admin_site), so a worker that only proxies never loads it.
+GATEWAY_DEFER_ADMIN = _bool("GATEWAY_DEFER_ADMIN", False)
 
 
 def _secret_key() -> str:

@@ -15,10 +15,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
-
 from gateway.errors import ClientError
+
+from . import redis_errors
 
 if TYPE_CHECKING:
     from .limits import KeyLimits, Limiter, UsageTap
@@ -56,7 +55,7 @@ class Admission:
                 if not reply.done():  # the reply is usually there by now: read it without a loop turn
                     limiter.pipe.poll()
                 raw = reply.result() if reply.done() else await asyncio.shield(reply)
-            except (NoScriptError, RedisConnectionError):  # the whole ``admit``: loads, reconnects
+            except (redis_errors.NoScriptError, redis_errors.RedisConnectionError):  # a whole ``admit``
                 self.reply = None
                 self.task = asyncio.get_running_loop().create_task(
                     limiter.admit(self.key_id, self.limits, self.now)

@@ -27,12 +27,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
-
 from gateway.errors import ClientError
 from gateway.urp import Usage
 
+from . import redis_errors
 from .admission import Admission
 from .limits_scripts import ADMIT_LUA, ADMIT_SHA, FINISH_LUA, FINISH_SHA, KINDS
 from .pricing import Tokens, cost_nano
@@ -274,6 +272,7 @@ class RedisLimiter:
     redis-py client's connection can be mirrored (TCP or Unix socket), else through redis-py."""
 
     def __init__(self, redis: Any, prefix: str = "gw:limits") -> None:
+        redis_errors.load()  # redis-py's exceptions, imported with the first Redis limiter only
         self.redis = redis
         self.pipe = RedisPipe.of(redis)  # the scripts' own connection (None: through redis-py)
         self.prefix = prefix
@@ -309,18 +308,18 @@ class RedisLimiter:
             while True:
                 try:
                     return await pipe.call("EVALSHA", sha, *args)
-                except NoScriptError:
+                except redis_errors.NoScriptError:
                     if reloaded:
                         raise
                     reloaded = True
                     await pipe.call("SCRIPT", "LOAD", source)
-                except RedisConnectionError:  # dropped (a restart, an idle timeout): a new one, once
+                except redis_errors.RedisConnectionError:  # dropped (restart, idle timeout): reconnect once
                     if reconnected:
                         raise
                     reconnected = True
         try:
             return await self.redis.evalsha(sha, *args)
-        except NoScriptError:
+        except redis_errors.NoScriptError:
             await self.redis.script_load(source)
             return await self.redis.evalsha(sha, *args)
 
@@ -440,7 +439,8 @@ class RedisLimiter:
         ``finish`` again, which sends the source)."""
         self.pending.discard(done)
         exc = None if done.cancelled() else done.exception()
-        if isinstance(exc, NoScriptError | RedisConnectionError):  # ``finish`` loads or reconnects
+        # ``finish`` loads the script or reconnects
+        if isinstance(exc, redis_errors.NoScriptError | redis_errors.RedisConnectionError):
             task = asyncio.get_running_loop().create_task(self.finish(key_id, limits, tokens, now, cost))
             self.pending.add(task)
             task.add_done_callback(self.pending.discard)

@@ -22,9 +22,7 @@ import socket
 from collections import deque
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from . import redis_errors
 
 INCOMPLETE = object()
 # How long a command sent with ``later`` (the end of a request: freeing its slot, settling its
@@ -54,9 +52,11 @@ def encode_ints(values: tuple[int, ...]) -> bytes:
     return b"".join(out)
 
 
-def _error(line: bytes) -> ResponseError:
+def _error(line: bytes) -> redis_errors.ResponseError:
     text = line.decode(errors="replace")
-    return NoScriptError(text) if text.startswith("NOSCRIPT") else ResponseError(text)
+    return (
+        redis_errors.NoScriptError(text) if text.startswith("NOSCRIPT") else redis_errors.ResponseError(text)
+    )
 
 
 def parse(buf: bytearray, pos: int) -> Any:
@@ -91,7 +91,7 @@ def parse(buf: bytearray, pos: int) -> Any:
             value, nxt = got
             items.append(value)
         return items, nxt
-    raise RedisConnectionError(f"unexpected reply type {chr(kind)!r} from Redis")
+    raise redis_errors.RedisConnectionError(f"unexpected reply type {chr(kind)!r} from Redis")
 
 
 class _Conn:
@@ -121,10 +121,10 @@ class _Conn:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self.close(RedisConnectionError(f"Redis connection lost: {exc!r}"))
+            self.close(redis_errors.RedisConnectionError(f"Redis connection lost: {exc!r}"))
             return
         if not data:
-            self.close(RedisConnectionError("Redis closed the connection"))
+            self.close(redis_errors.RedisConnectionError("Redis closed the connection"))
             return
         self._received(data)
 
@@ -143,7 +143,7 @@ class _Conn:
                 if timer is not None:
                     timer.cancel()
                 if not fut.done():  # a caller that was cancelled does not want its reply
-                    if isinstance(value, ResponseError):
+                    if isinstance(value, redis_errors.ResponseError):
                         fut.set_exception(value)
                     else:
                         fut.set_result(value)
@@ -159,7 +159,7 @@ class _Conn:
         loop = self.loop
         fut = loop.create_future()
         if self.closed:
-            fut.set_exception(RedisConnectionError("Redis connection closed"))
+            fut.set_exception(redis_errors.RedisConnectionError("Redis connection closed"))
             return fut
         timer = loop.call_later(self.timeout, self._timed_out, fut) if self.timeout else None
         self.waiters.append((fut, timer))
@@ -193,7 +193,7 @@ class _Conn:
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError as exc:
-            self.close(RedisConnectionError(f"Redis connection lost: {exc!r}"))
+            self.close(redis_errors.RedisConnectionError(f"Redis connection lost: {exc!r}"))
             return
         if sent < len(data):
             self.out += data[sent:]
@@ -205,7 +205,7 @@ class _Conn:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self.close(RedisConnectionError(f"Redis connection lost: {exc!r}"))
+            self.close(redis_errors.RedisConnectionError(f"Redis connection lost: {exc!r}"))
             return
         del self.out[:sent]
         if not self.out:
@@ -227,7 +227,7 @@ class _Conn:
 
     def _timed_out(self, fut: asyncio.Future[Any]) -> None:
         if not fut.done():
-            self.close(RedisTimeoutError("Redis did not answer in time"))
+            self.close(redis_errors.RedisTimeoutError("Redis did not answer in time"))
 
     def fail(self, exc: Exception) -> None:
         waiters, self.waiters = self.waiters, deque()
@@ -322,9 +322,9 @@ class RedisPipe:
             try:
                 sock = await asyncio.wait_for(self._open(), self.connect_timeout)
             except TimeoutError:
-                raise RedisTimeoutError("timed out connecting to Redis") from None
+                raise redis_errors.RedisTimeoutError("timed out connecting to Redis") from None
             except OSError as exc:
-                raise RedisConnectionError(f"cannot connect to Redis: {exc!r}") from exc
+                raise redis_errors.RedisConnectionError(f"cannot connect to Redis: {exc!r}") from exc
             conn = _Conn(sock, self.timeout)
             hello = []
             if self.password:
@@ -367,4 +367,4 @@ class RedisPipe:
     def close(self) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
-            conn.close(RedisConnectionError("Redis connection closed"))
+            conn.close(redis_errors.RedisConnectionError("Redis connection closed"))
