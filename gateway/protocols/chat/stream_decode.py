@@ -21,7 +21,7 @@ from gateway.urp import (
     ToolCallNode,
 )
 from gateway.urp import events as ev
-from gateway.urp.accumulate import apply_delta
+from gateway.urp.accumulate import append_text, apply_delta
 
 from ..base import new_id
 from ..json_depth import too_deep
@@ -275,6 +275,38 @@ class StreamDecoder:
             if isinstance(fc.get("arguments"), str):
                 self._delta(idx, ev.ARGUMENTS, fc["arguments"], out)
 
+    def _plain_text(self, chunk: dict[str, Any], out: list[ev.Event]) -> bool:
+        """The common chunk, handled without the generic walk: one choice (index 0) whose delta
+        holds only ``content`` (a string; ``role`` is ignored anyway) once the text node is open,
+        no usage, error, message snapshot, logprobs or finish_reason. False: not that chunk
+        (nothing was done; the generic path takes it)."""
+        idx = self._text
+        choices = chunk.get("choices")
+        if idx is None or choices.__class__ is not list or len(choices) != 1:
+            return False
+        if isinstance(chunk.get("usage"), dict):
+            return False
+        choice = choices[0]
+        if choice.__class__ is not dict or choice.get("index", 0) != 0:
+            return False
+        if choice.get("finish_reason") is not None or choice.get("logprobs") is not None:
+            return False
+        if choice.get("error") or isinstance(choice.get("message"), dict):
+            return False
+        delta = choice.get("delta")
+        if delta.__class__ is not dict:
+            return False
+        for key in delta:
+            if key != "content" and key != "role":
+                return False
+        content = delta.get("content")
+        if content.__class__ is not str:
+            return content is None
+        if content:
+            append_text(self._nodes[idx], "content", content)
+            out.append(ev.NodeDelta(index=idx, kind=ev.TEXT, delta=content))
+        return True
+
     def feed(self, event_name: str | None, data: str) -> list[ev.Event]:
         if self.finished:
             return []
@@ -307,6 +339,8 @@ class StreamDecoder:
                     created=created if isinstance(created, int) else None,
                 )
             )
+        if self._plain_text(chunk, out):
+            return out
         if isinstance(chunk.get("usage"), dict):
             self._usage = decode_usage(chunk["usage"])
         choices = chunk.get("choices")
