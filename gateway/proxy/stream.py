@@ -320,9 +320,10 @@ class StreamPump:
                 if not self.committed:
                     raise from_stream_error(event, self.att.secrets)
                 event = masked_stream_error(event, self.att.secrets)
-            self._observe(event)
+            if event.__class__ is not ev.NodeDelta:  # (a delta has nothing to note)
+                self._observe(event)
             try:
-                processed = self.chain.process(event)
+                processed = self.chain.process(event) if self.chain.rules else [event]
             except (TransformFailed, TransformRejected) as exc:
                 if not self.committed:
                     raise
@@ -349,8 +350,6 @@ class StreamPump:
 
     def _observe(self, event: ev.Event) -> None:
         """Breaker, usage and sticky-routing bookkeeping for one upstream event."""
-        if event.__class__ is ev.NodeDelta:  # the common case: nothing to note
-            return
         if isinstance(event, ev.ResponseStart):
             self.att.response_id = event.id
         elif isinstance(event, ev.ResponseDone):

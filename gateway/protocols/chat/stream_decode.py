@@ -21,7 +21,7 @@ from gateway.urp import (
     ToolCallNode,
 )
 from gateway.urp import events as ev
-from gateway.urp.accumulate import append_text, apply_delta
+from gateway.urp.accumulate import apply_delta
 
 from ..base import new_id
 from ..json_depth import too_deep
@@ -275,6 +275,15 @@ class StreamDecoder:
             if isinstance(fc.get("arguments"), str):
                 self._delta(idx, ev.ARGUMENTS, fc["arguments"], out)
 
+    def _response_start(self, chunk: dict[str, Any]) -> ev.ResponseStart:
+        cid = chunk.get("id")
+        created = chunk.get("created")
+        return ev.ResponseStart(
+            id=cid if isinstance(cid, str) and cid else chat_id(None),
+            model=chunk.get("model") if isinstance(chunk.get("model"), str) else "",
+            created=created if isinstance(created, int) else None,
+        )
+
     def _plain_text(self, chunk: dict[str, Any], out: list[ev.Event]) -> bool:
         """The common chunk, handled without the generic walk: one choice (index 0) whose delta
         holds only ``content`` (a string; ``role`` is ignored anyway) once the text node is open,
@@ -303,7 +312,11 @@ class StreamDecoder:
         if content.__class__ is not str:
             return content is None
         if content:
-            append_text(self._nodes[idx], "content", content)
+            node: Any = self._nodes[idx]  # a TextNode; ``append_text`` inlined (one reference: in place)
+            text = node.content
+            node.content = ""
+            text += content
+            node.content = text
             out.append(ev.NodeDelta(index=idx, kind=ev.TEXT, delta=content))
         return True
 
@@ -330,15 +343,7 @@ class StreamDecoder:
             return self._error(chunk["error"], out)
         if not self._started:
             self._started = True
-            cid = chunk.get("id")
-            created = chunk.get("created")
-            out.append(
-                ev.ResponseStart(
-                    id=cid if isinstance(cid, str) and cid else chat_id(None),
-                    model=chunk.get("model") if isinstance(chunk.get("model"), str) else "",
-                    created=created if isinstance(created, int) else None,
-                )
-            )
+            out.append(self._response_start(chunk))
         if self._plain_text(chunk, out):
             return out
         if isinstance(chunk.get("usage"), dict):
