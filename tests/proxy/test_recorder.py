@@ -127,7 +127,7 @@ async def test_null_recorder_has_every_hook():
 # --- hook_of: per-event hooks fetched once (issue 20) ---------------------------------------------
 
 
-def test_hook_of_skips_hooks_left_as_the_base_no_op() -> None:
+async def test_hook_of_skips_hooks_left_as_the_base_no_op() -> None:
     from gateway.proxy.recorder import NULL_RECORDER, FanOutRecorder, Recorder, hook_of
 
     seen: list[tuple[str, object]] = []
@@ -161,7 +161,7 @@ def test_hook_of_skips_hooks_left_as_the_base_no_op() -> None:
     assert seen[-1] == ("both-client", b"y")
 
 
-def test_hook_of_a_plain_object_is_its_attribute() -> None:
+async def test_hook_of_a_plain_object_is_its_attribute() -> None:
     from gateway.proxy.recorder import hook_of
 
     class Double:
@@ -171,7 +171,7 @@ def test_hook_of_a_plain_object_is_its_attribute() -> None:
     assert hook_of(double, "on_client_frame") == double.on_client_frame
 
 
-def test_exchange_resolves_its_client_frame_hook_when_the_recorder_is_set() -> None:
+async def test_exchange_resolves_its_client_frame_hook_when_the_recorder_is_set() -> None:
     from gateway.proxy.exchange import Exchange
     from gateway.proxy.recorder import NULL_RECORDER, Recorder
 
