@@ -13,6 +13,14 @@ class SSELineTooLong(ValueError):
     """The upstream sent a line (or an event) longer than the parser's limit."""
 
 
+def _event_block(block: bytes) -> tuple[str, str] | None:
+    """``event: NAME\ndata: DATA`` (nothing else) as (NAME, DATA), else None."""
+    nl = block.find(b"\n")
+    if nl > 0 and block[nl + 1 : nl + 7] == b"data: " and block.find(b"\n", nl + 1) < 0:
+        return block[7:nl].decode("utf-8", "replace"), block[nl + 7 :].decode("utf-8", "replace")
+    return None
+
+
 class SSEParser:
     """Feed raw bytes as they arrive; get (event, data) pairs for each complete event.
 
@@ -41,6 +49,25 @@ class SSEParser:
         self._cr = chunk[-1:] == b"\r"
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if not self._buf and not self._data and self._event is None:
+            end = chunk.rfind(b"\n\n")
+            if end >= 0:  # whole events, at an event boundary: event by event, not line by line
+                limit = self.max_line
+                for block in chunk[:end].split(b"\n\n"):
+                    # the common shapes, one data line with or without an event line before it,
+                    # cut out directly; anything else line by line (``_lines``, the same result)
+                    if len(block) <= limit:
+                        if block[:6] == b"data: " and b"\n" not in block:
+                            yield None, block[6:].decode("utf-8", "replace")
+                            continue
+                        if block[:7] == b"event: " and (event := _event_block(block)) is not None:
+                            yield event
+                            continue
+                    yield from self._lines(block.split(b"\n"))
+                    yield from self._lines([b""])
+                chunk = chunk[end + 2 :]
+                if not chunk:
+                    return
         nl = chunk.rfind(b"\n")
         if nl < 0:
             self._buf += chunk

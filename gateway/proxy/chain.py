@@ -226,6 +226,8 @@ class StreamChain:
 
     def process(self, event: Event) -> list[Event]:
         events = [event]
+        if not self.rules:  # no response rules (the common case): the event as is
+            return events
         for rule, state in zip(self.rules, self.states, strict=True):
             out: list[Event] = []
             for ev in events:

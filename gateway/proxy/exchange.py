@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from .errors import ClientError, error_bytes
-from .recorder import NULL_RECORDER, Recorder
+from .recorder import NULL_RECORDER, Recorder, hook_of
 
 JSON_CT = b"application/json"
 SSE_HEADERS = [
@@ -164,7 +164,9 @@ class Exchange:
         "lock",
         "last_write",
         "encoder",
-        "recorder",
+        "_recorder",
+        "_on_frame",
+        "_loop",
         "anthropic_beta",
         "hop",
         "client",
@@ -200,7 +202,8 @@ class Exchange:
         self.lock: asyncio.Lock | None = None
         self.last_write = 0.0
         self.encoder: Any = None
-        self.recorder: Recorder = NULL_RECORDER  # told about what reaches the client
+        self._loop: asyncio.AbstractEventLoop | None = None  # the stream's loop (``start_stream``)
+        self.recorder = NULL_RECORDER  # told about what reaches the client
         self.client: tuple[str, int] | None = None  # the ASGI peer (host, port), for request logs
         # For the requests no pipeline recorder followed (refused before one existed, models list,
         # the non-generation endpoints): ``RecorderSet.finish_unrecorded`` reads these.
@@ -208,6 +211,15 @@ class Exchange:
         self.key: Any = None  # the authenticated key, once known
         self.error: ClientError | None = None  # the last error answer sent
         self.recorded = False  # a pipeline recorder was started (``RecorderSet.start``)
+
+    @property
+    def recorder(self) -> Recorder:
+        return self._recorder
+
+    @recorder.setter
+    def recorder(self, rec: Recorder) -> None:
+        self._recorder = rec
+        self._on_frame = hook_of(rec, "on_client_frame")  # fetched once, not per SSE write
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.t0 - self.upstream_wait) * 1000.0)
@@ -251,7 +263,8 @@ class Exchange:
     # -- SSE ------------------------------------------------------------------------------------
     def start_stream(self) -> None:
         self.lock = asyncio.Lock()
-        self.last_write = asyncio.get_running_loop().time()
+        self._loop = asyncio.get_running_loop()
+        self.last_write = self._loop.time()
 
     async def _commit(self) -> None:
         if not self.headers_sent:
@@ -269,14 +282,25 @@ class Exchange:
         """Send SSE bytes, committing the 200 SSE response first if needed."""
         if self.finished:
             return
-        async with self.lock:
-            await self._commit()
+        lock, loop = self.lock, self._loop
+        if lock is None:
+            raise RuntimeError("Exchange.write before start_stream()")
+        if loop is None:  # (a lock set by hand, not by ``start_stream``)
+            loop = self._loop = asyncio.get_running_loop()
+        await lock.acquire()  # (not ``async with``: two Python calls fewer per SSE write)
+        try:
+            if not self.headers_sent:
+                await self._commit()
             if is_data:
                 self.data_sent = True
             if data:
-                self.recorder.on_client_frame(data)
+                on_frame = self._on_frame
+                if on_frame is not None:
+                    on_frame(data)
                 await self.send({"type": "http.response.body", "body": data, "more_body": True})
-            self.last_write = asyncio.get_running_loop().time()
+            self.last_write = loop.time()
+        finally:
+            lock.release()
 
     async def keepalive(self) -> None:
         if self.finished or self.encoder is None:

@@ -100,6 +100,23 @@ class Recorder:
         """A tracer for the next chain run (per-rule snapshots), or None: nothing to trace."""
         return None
 
+    def hook_of(self, name: str) -> Callable[..., None] | None:
+        """The bound hook ``name``, or None when this recorder leaves it as the base class's
+        no-op: a per-event caller (the stream loop) fetches it once and skips the call."""
+        if getattr(type(self), name) is getattr(Recorder, name):
+            return None
+        hook: Callable[..., None] = getattr(self, name)
+        return hook
+
+
+def hook_of(rec: Any, name: str) -> Callable[..., None] | None:
+    """``rec.hook_of(name)``; a recorder that is not a :class:`Recorder` (a test double) gives
+    its attribute as is."""
+    if isinstance(rec, Recorder):
+        return rec.hook_of(name)
+    hook: Callable[..., None] = getattr(rec, name)
+    return hook
+
 
 class NullRecorder(Recorder):
     """Records nothing: what every request gets when no recorder wants it."""
@@ -134,6 +151,22 @@ class FanOutRecorder(Recorder):
             if trace is not None:
                 return trace
         return None
+
+    def hook_of(self, name: str) -> Callable[..., None] | None:
+        """Only the recorders that implement ``name``: none, one (its own bound hook, no fan-out
+        loop), or several (called in order)."""
+        hooks = [hook for rec in self.recorders if (hook := hook_of(rec, name)) is not None]
+        if not hooks:
+            return None
+        if len(hooks) == 1:
+            return hooks[0]
+        several = tuple(hooks)
+
+        def fan(*args: Any) -> None:
+            for hook in several:
+                hook(*args)
+
+        return fan
 
 
 for _name in HOOKS:

@@ -29,6 +29,7 @@ from .errors import (
     to_client_error,
     transport_failure,
 )
+from .recorder import hook_of
 from .upstream import TRANSPORT_ERRORS
 from .whole import decode_whole, emit_whole, read_bounded, synth_one
 
@@ -176,6 +177,8 @@ class StreamPump:
         "eof",
         "failed",
         "limits",
+        "on_frame",
+        "on_events",
     )
 
     def __init__(self, call: Call, att: Attempt, resp: Any, limits: StreamLimits | None = None) -> None:
@@ -195,6 +198,9 @@ class StreamPump:
         self.eof = False
         self.failed = False  # the upstream's bytes could not be parsed (an over-long SSE line)
         self.limits = limits if limits is not None else StreamLimits(call, att)
+        # Per-event recorder hooks, fetched once (None: no recorder implements it).
+        self.on_frame = hook_of(self.rec, "on_upstream_frame")
+        self.on_events = hook_of(self.rec, "on_response_events")
 
     async def run(self) -> bool:
         ex = self.ex
@@ -276,11 +282,12 @@ class StreamPump:
     def _decode(self, chunk: bytes | None) -> list[ev.Event]:
         frames = self.parser.close() if chunk is None else self.parser.feed(chunk)
         decoder = self.decoder
-        rec = self.rec
+        on_frame = self.on_frame
         events: list[ev.Event] = []
         try:
             for name, payload in frames:
-                rec.on_upstream_frame(name, payload)
+                if on_frame is not None:
+                    on_frame(name, payload)
                 events.extend(decoder.feed(name, payload))
                 if decoder.finished:
                     break
@@ -295,8 +302,11 @@ class StreamPump:
             return events
         if chunk is None and not decoder.finished:
             events.extend(decoder.close())
-        if events and not all(isinstance(e, ev.ProviderControl) for e in events):
-            self.limits.last_event = self.limits.loop.time()  # keep-alives (pings) do not count
+        for e in events:
+            if e.__class__ is not ev.ProviderControl:  # keep-alives (pings) do not count
+                limits = self.limits
+                limits.last_event = limits.loop.time()
+                break
         return events
 
     def _process(self, events: list[ev.Event]) -> tuple[list[bytes], bool]:
@@ -310,16 +320,18 @@ class StreamPump:
                 if not self.committed:
                     raise from_stream_error(event, self.att.secrets)
                 event = masked_stream_error(event, self.att.secrets)
-            self._observe(event)
+            if event.__class__ is not ev.NodeDelta:  # (a delta has nothing to note)
+                self._observe(event)
             try:
-                processed = self.chain.process(event)
+                processed = self.chain.process(event) if self.chain.rules else [event]
             except (TransformFailed, TransformRejected) as exc:
                 if not self.committed:
                     raise
                 err = to_client_error(exc)
                 processed = [ev.StreamError(message=err.message, code=err.code, status=err.status)]
                 stop = True
-            self.rec.on_response_events(processed)
+            if self.on_events is not None:
+                self.on_events(processed)
             for item in processed:
                 data = enc.encode(item)
                 if data:

@@ -122,3 +122,64 @@ async def test_null_recorder_has_every_hook():
     for name in HOOKS:
         assert callable(getattr(NULL_RECORDER, name))
     assert not hasattr(NULL_RECORDER, "__dict__")  # no per-request state to allocate
+
+
+# --- hook_of: per-event hooks fetched once (issue 20) ---------------------------------------------
+
+
+async def test_hook_of_skips_hooks_left_as_the_base_no_op() -> None:
+    from gateway.proxy.recorder import NULL_RECORDER, FanOutRecorder, Recorder, hook_of
+
+    seen: list[tuple[str, object]] = []
+
+    class Frames(Recorder):
+        def on_upstream_frame(self, name: str | None, payload: str) -> None:
+            seen.append(("frames", payload))
+
+    class Both(Recorder):
+        def on_upstream_frame(self, name: str | None, payload: str) -> None:
+            seen.append(("both", payload))
+
+        def on_client_frame(self, data: bytes) -> None:
+            seen.append(("both-client", data))
+
+    assert NULL_RECORDER.hook_of("on_upstream_frame") is None
+    frames = Frames()
+    assert hook_of(frames, "on_upstream_frame") == frames.on_upstream_frame
+    assert hook_of(frames, "on_client_frame") is None
+    fan = FanOutRecorder([frames, Recorder()])
+    assert fan.hook_of("on_upstream_frame") == frames.on_upstream_frame  # one: no fan-out loop
+    assert fan.hook_of("on_response_events") is None
+    nested = FanOutRecorder([FanOutRecorder([frames, Both()]), Recorder()])
+    hook = nested.hook_of("on_upstream_frame")
+    assert hook is not None
+    hook(None, "x")
+    assert seen == [("frames", "x"), ("both", "x")]  # in order, like the fan-out hooks
+    client = nested.hook_of("on_client_frame")
+    assert client is not None
+    client(b"y")
+    assert seen[-1] == ("both-client", b"y")
+
+
+async def test_hook_of_a_plain_object_is_its_attribute() -> None:
+    from gateway.proxy.recorder import hook_of
+
+    class Double:
+        def on_client_frame(self, data: bytes) -> None: ...
+
+    double = Double()
+    assert hook_of(double, "on_client_frame") == double.on_client_frame
+
+
+async def test_exchange_resolves_its_client_frame_hook_when_the_recorder_is_set() -> None:
+    from gateway.proxy.exchange import Exchange
+    from gateway.proxy.recorder import NULL_RECORDER, Recorder
+
+    class Client(Recorder):
+        def on_client_frame(self, data: bytes) -> None: ...
+
+    ex = Exchange(None, "chat", "rid", 0.0)
+    assert ex.recorder is NULL_RECORDER and ex._on_frame is None
+    rec = Client()
+    ex.recorder = rec
+    assert ex.recorder is rec and ex._on_frame == rec.on_client_frame

@@ -275,6 +275,51 @@ class StreamDecoder:
             if isinstance(fc.get("arguments"), str):
                 self._delta(idx, ev.ARGUMENTS, fc["arguments"], out)
 
+    def _response_start(self, chunk: dict[str, Any]) -> ev.ResponseStart:
+        cid = chunk.get("id")
+        created = chunk.get("created")
+        return ev.ResponseStart(
+            id=cid if isinstance(cid, str) and cid else chat_id(None),
+            model=chunk.get("model") if isinstance(chunk.get("model"), str) else "",
+            created=created if isinstance(created, int) else None,
+        )
+
+    def _plain_text(self, chunk: dict[str, Any], out: list[ev.Event]) -> bool:
+        """The common chunk, handled without the generic walk: one choice (index 0) whose delta
+        holds only ``content`` (a string; ``role`` is ignored anyway) once the text node is open,
+        no usage, error, message snapshot, logprobs or finish_reason. False: not that chunk
+        (nothing was done; the generic path takes it)."""
+        idx = self._text
+        choices = chunk.get("choices")
+        if idx is None or choices.__class__ is not list or len(choices) != 1:
+            return False
+        if isinstance(chunk.get("usage"), dict):
+            return False
+        choice = choices[0]
+        if choice.__class__ is not dict or choice.get("index", 0) != 0:
+            return False
+        if choice.get("finish_reason") is not None or choice.get("logprobs") is not None:
+            return False
+        if choice.get("error") or isinstance(choice.get("message"), dict):
+            return False
+        delta = choice.get("delta")
+        if delta.__class__ is not dict:
+            return False
+        for key in delta:
+            if key != "content" and key != "role":
+                return False
+        content = delta.get("content")
+        if content.__class__ is not str:
+            return content is None
+        if content:
+            node: Any = self._nodes[idx]  # a TextNode; ``append_text`` inlined (one reference: in place)
+            text = node.content
+            node.content = ""
+            text += content
+            node.content = text
+            out.append(ev.NodeDelta(index=idx, kind=ev.TEXT, delta=content))
+        return True
+
     def feed(self, event_name: str | None, data: str) -> list[ev.Event]:
         if self.finished:
             return []
@@ -298,15 +343,9 @@ class StreamDecoder:
             return self._error(chunk["error"], out)
         if not self._started:
             self._started = True
-            cid = chunk.get("id")
-            created = chunk.get("created")
-            out.append(
-                ev.ResponseStart(
-                    id=cid if isinstance(cid, str) and cid else chat_id(None),
-                    model=chunk.get("model") if isinstance(chunk.get("model"), str) else "",
-                    created=created if isinstance(created, int) else None,
-                )
-            )
+            out.append(self._response_start(chunk))
+        if self._plain_text(chunk, out):
+            return out
         if isinstance(chunk.get("usage"), dict):
             self._usage = decode_usage(chunk["usage"])
         choices = chunk.get("choices")

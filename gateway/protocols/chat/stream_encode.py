@@ -61,6 +61,8 @@ class _NodeState:
 class StreamEncoder:
     """URP events -> client Chat Completions SSE."""
 
+    fast_text = True  # the plain text-delta shortcut in ``encode`` (tests turn it off to compare)
+
     def __init__(self, ctx: EncodeContext) -> None:
         self.ctx = ctx
         self._same = ctx.source_protocol in (None, PROTOCOL)
@@ -74,6 +76,9 @@ class StreamEncoder:
         self._detail_index = 0
         self._call_ids: set[str] = set()
         self._choice_extra: dict[str, Any] | None = None
+        # A plain text delta's frame around its JSON string (``_text_frame``), for this id,
+        # created and model: (key, head, tail)
+        self._text_parts: tuple[tuple[str, int, str], bytes, bytes] | None = None
 
     # framing
     def _frame(self, obj: dict[str, Any]) -> bytes:
@@ -93,6 +98,17 @@ class StreamEncoder:
                 "choices": [choice],
             }
         )
+
+    def _text_frame(self, text: str) -> bytes:
+        """``_chunk({"content": text})`` byte for byte, without building the chunk's dicts: the
+        bytes around the JSON string are made once (per id, created and model)."""
+        key = (self._id, self._created, self.ctx.model)
+        parts = self._text_parts
+        if parts is None or parts[0] != key:
+            whole = self._chunk({"content": ""})
+            cut = whole.rindex(b'"content":""') + len(b'"content":')
+            parts = self._text_parts = (key, whole[:cut], whole[cut + 2 :])
+        return parts[1] + orjson.dumps(text) + parts[2]
 
     def _ensure_started(self) -> bytes:
         if self._started:
@@ -278,6 +294,14 @@ class StreamEncoder:
 
     # public API
     def encode(self, event: ev.Event) -> bytes:
+        if isinstance(event, ev.NodeDelta) and self._started and not self._terminal and self.fast_text:
+            # the common event: a plain text delta of an open text node (``_write``, same bytes)
+            state = self._states.get(event.index)
+            text = event.delta
+            if state is not None and state.kind == "text" and event.kind == ev.TEXT and text:
+                if not event.extra and self._choice_extra is None:
+                    state.sent += len(text)
+                    return self._text_frame(text)
         if self._terminal:
             return b""
         if isinstance(event, ev.ResponseStart):
