@@ -91,6 +91,7 @@ class Writer(HandOff):
     spool_name = "capture-spool"
     suffix = ".cap"
     batch_max = BATCH_MAX
+    resend_seconds = 2.0  # see HandOff.resend_seconds: stored ids are skipped on the way in
     queue_max = QUEUE_MAX
     spool_max_bytes = SPOOL_MAX_BYTES
     retry_seconds = RETRY_SECONDS

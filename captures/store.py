@@ -2,8 +2,10 @@
 
 A batch is one prepared ``INSERT`` with ``executemany`` (``save_many``), as request logs do; a
 single capture (``save``) still goes through the ORM. There is no unique constraint on
-``request_id``: a batch delivered twice (a crash between commit and spool removal) stores it twice,
-as before."""
+``request_id`` (the table predates it); ``save_many`` skips ids already stored instead, so a batch
+delivered twice (a crash between commit and spool removal, the hand-off's resend of what was
+published just before a broker outage) stores each capture once. Two copies of one capture
+written at the same instant by two Celery processes could still both land."""
 
 from __future__ import annotations
 
@@ -121,6 +123,7 @@ def save_many(rows: list[tuple[dict[str, Any], bytes]]) -> int:
     ``bulk_create`` of ``_row`` (tested), without a model instance and every field's
     ``get_db_prep_save`` per row: those were about two thirds of the in-process writer's
     ``deliver`` CPU per capture (issue 20)."""
+    rows = _unstored(rows)
     if not rows:
         return 0
     owners = _owners(int(key) for meta, _ in rows if (key := meta.get("api_key_id")) is not None)
@@ -128,6 +131,21 @@ def save_many(rows: list[tuple[dict[str, Any], bytes]]) -> int:
     with connection.cursor() as cursor:
         cursor.executemany(_insert_sql(), values)
     return len(values)
+
+
+def _unstored(rows: list[tuple[dict[str, Any], bytes]]) -> list[tuple[dict[str, Any], bytes]]:
+    """The rows whose request id is neither stored yet nor earlier in the batch (one indexed
+    lookup per batch)."""
+    ids = {meta["request_id"] for meta, _ in rows}
+    seen = (
+        set(Capture.objects.filter(request_id__in=ids).values_list("request_id", flat=True)) if ids else set()
+    )
+    fresh = []
+    for meta, blob in rows:
+        if meta["request_id"] not in seen:
+            seen.add(meta["request_id"])
+            fresh.append((meta, blob))
+    return fresh
 
 
 def save(meta: dict[str, Any], blob: bytes) -> Capture:

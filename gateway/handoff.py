@@ -45,7 +45,7 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,14 @@ class HandOff(SpoolFiles):
     # Seconds of idleness before the database connection is given back (0: after every batch
     # that empties the queue; opening a connection again costs more than a small insert).
     idle_release_seconds = 0.0
+    # Through a broker, a batch published in the moments before it stopped can still be lost
+    # there: a Celery worker's consumer pops a message (BRPOP) and records it as unacked in a
+    # second round trip, and a broker that stops in between takes the message with it
+    # (kombu's Redis transport; seen in tests/resilience). When the circuit opens, the batches
+    # published in the last ``resend_seconds`` before the latest publish are spooled again, so
+    # they are delivered twice; 0 turns this off. Only for records whose writes skip an id
+    # already stored (request logs: ON CONFLICT DO NOTHING; captures: ids looked up first).
+    resend_seconds = 0.0
     busy_share = 1.0  # share of a core the writer may take while the loop is busy (``_yield``)
     drop_log_seconds = 1.0  # at most one "dropped: writer queue full" line per this many seconds
     # submitted, persisted, published, spooled, retried, dropped, dead_lettered, outages,
@@ -109,6 +117,7 @@ class HandOff(SpoolFiles):
         self._drops_unlogged = 0  # queue-full drops since the last log line
         self._prep_times = (0.0, 0.0)  # wall and CPU seconds the last batch's prepare step took
         self._drop_logged_at = -1e9
+        self._published: deque[tuple[float, list[Any]]] = deque()  # (when, payloads): ``resend_seconds``
 
     # -- to implement -------------------------------------------------------------------------
     def prepare(self, record: Any) -> Any:
@@ -369,13 +378,29 @@ class HandOff(SpoolFiles):
         delivered; what is left is the caller's to spool."""
         if self.paused():
             raise DeliveryPaused()
+        keep = list(payloads) if self.resend_seconds and settings.REDIS_URL else None
         try:
             self.deliver(payloads)
         except Exception as exc:
+            if keep is not None:  # what went out before the failure
+                self._remember(keep[: len(keep) - len(payloads)])
             if is_outage(exc):
                 self._trip(exc)
             raise
+        if keep is not None:
+            self._remember(keep)
         del payloads[:]
+
+    def _remember(self, published: list[Any]) -> None:
+        """Keep what was just published for ``resend_seconds`` (counted from the latest publish,
+        so the last batches before a quiet spell are kept until the next one)."""
+        if not published:
+            return
+        now = time.monotonic()
+        recent = self._published
+        recent.append((now, published))
+        while recent and recent[0][0] < now - self.resend_seconds:
+            recent.popleft()
 
     # -- the circuit ----------------------------------------------------------------------------
     def paused(self) -> bool:
@@ -390,7 +415,23 @@ class HandOff(SpoolFiles):
                 exc,
                 self.cooldown_seconds,
             )
+            self._resend_recent()
         self.paused_until = time.monotonic() + self.cooldown_seconds
+
+    def _resend_recent(self) -> None:
+        """Spool again what was published just before the broker went away (``resend_seconds``)."""
+        again = [p for _, published in self._published for p in published]
+        self._published.clear()
+        if again:
+            self.stats["resent"] += len(again)
+            self.log.warning(
+                "%s: %d published in the last %.0f s before the outage spooled again (the broker "
+                "may have lost them; stored ids are skipped)",
+                self.label,
+                len(again),
+                self.resend_seconds,
+            )
+            self._spool_many(again)
 
     def _reclose_if_back(self) -> bool:
         """While the circuit is open, probe the target every ``probe_seconds``; close the circuit

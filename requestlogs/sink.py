@@ -43,6 +43,7 @@ class Writer(HandOff):
     # where that share of each row's cost was still a third. A row shows up at most this much
     # later; a SIGKILL can lose up to ``queue_max`` + ``batch_max`` rows either way.
     batch_max = 1000
+    resend_seconds = 2.0  # see HandOff.resend_seconds: stored ids are skipped on the way in
     linger_seconds = 0.25
     idle_release_seconds = 1.0
     queue_max = gateway_settings.REQUEST_LOG_QUEUE_MAX
