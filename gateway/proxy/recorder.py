@@ -129,20 +129,50 @@ NULL_RECORDER = NullRecorder()
 
 def _fan(name: str) -> Callable[..., None]:
     def hook(self: FanOutRecorder, *args: Any) -> None:
-        for recorder in self.recorders:
-            getattr(recorder, name)(*args)
+        recorders = self.recorders
+        for i, fn in self.plan[name]:
+            if fn is None:
+                getattr(recorders[i], name)(*args)
+            else:
+                fn(recorders[i], *args)
 
     hook.__name__ = name
     return hook
 
 
-class FanOutRecorder(Recorder):
-    """Several recorders for one request: each hook goes to each of them, in order."""
+# Per hook, which of a fan-out's recorders implement it: ((index, the class's function), ...),
+# the function None for an object that is not a Recorder (a test double: looked up on it).
+FanPlan = dict[str, tuple[tuple[int, Callable[..., None] | None], ...]]
+_plans: dict[tuple[type, ...], FanPlan] = {}
 
-    __slots__ = ("recorders",)
+
+def _plan(classes: tuple[type, ...]) -> FanPlan:
+    """Built once per combination of recorder classes: a fan-out is made per request, and going
+    through every recorder for every hook cost a no-op call and a ``getattr`` each (the request
+    log and the metrics recorders implement different hooks)."""
+    plan = _plans.get(classes)
+    if plan is None:
+        plan = {}
+        for name in HOOKS:
+            base = getattr(Recorder, name)
+            plan[name] = tuple(
+                (i, getattr(cls, name) if issubclass(cls, Recorder) else None)
+                for i, cls in enumerate(classes)
+                if not issubclass(cls, Recorder) or getattr(cls, name) is not base
+            )
+        _plans[classes] = plan
+    return plan
+
+
+class FanOutRecorder(Recorder):
+    """Several recorders for one request: each hook goes to each of them that implements it,
+    in order."""
+
+    __slots__ = ("recorders", "plan")
 
     def __init__(self, recorders: Iterable[Recorder]) -> None:
         self.recorders = tuple(recorders)
+        self.plan = _plan(tuple(map(type, self.recorders)))
 
     def rule_trace(self) -> RuleTrace | None:
         """The first recorder's tracer that wants one (one tracer per chain run is enough)."""

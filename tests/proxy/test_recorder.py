@@ -183,3 +183,40 @@ async def test_exchange_resolves_its_client_frame_hook_when_the_recorder_is_set(
     rec = Client()
     ex.recorder = rec
     assert ex.recorder is rec and ex._on_frame == rec.on_client_frame
+
+
+class _Counts(Recorder):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_usage(self, usage) -> None:
+        self.seen.append("usage")
+
+
+class _Finishes(Recorder):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_finish(self, ex, error) -> None:
+        self.seen.append(f"finish:{error}")
+
+
+class _Double:
+    """Not a Recorder: every hook is looked up on it."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __getattr__(self, name: str):
+        return lambda *args: self.seen.append(name)
+
+
+async def test_fan_out_calls_each_hook_on_the_recorders_that_implement_it_in_order():
+    a, b, c = _Counts(), _Finishes(), _Double()
+    fan = FanOutRecorder([a, b, c])
+    fan.on_usage(None)
+    fan.on_finish(None, "boom")
+    fan.on_client_frame(b"x")
+    assert a.seen == ["usage"] and b.seen == ["finish:boom"]
+    assert c.seen == ["on_usage", "on_finish", "on_client_frame"]
+    assert FanOutRecorder([_Counts(), _Finishes(), _Double()]).plan is fan.plan  # built once
