@@ -185,9 +185,11 @@ class FanOutRecorder(Recorder):
     def hook_of(self, name: str) -> Callable[..., None] | None:
         """Only the recorders that implement ``name``: none, one (its own bound hook, no fan-out
         loop), or several (called in order)."""
-        hooks = [hook for rec in self.recorders if (hook := hook_of(rec, name)) is not None]
-        if not hooks:
+        entries = self.plan[name]
+        if not entries:
             return None
+        recorders = self.recorders
+        hooks = [getattr(recorders[i], name) for i, _ in entries]
         if len(hooks) == 1:
             return hooks[0]
         several = tuple(hooks)
