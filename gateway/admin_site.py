@@ -43,23 +43,21 @@ class MonogateAdminConfig(AdminConfig):
 
         checks.register(check_dependencies, checks.Tags.admin)
         checks.register(check_admin_app, checks.Tags.admin)
-        _deferred.pending = True
+        global _pending
+        _pending = True
 
 
-class _Deferred:
-    pending = False
-    lock = threading.Lock()
-
-
-_deferred = _Deferred()
+_pending = False  # ``ready`` deferred the autodiscovery and it has not run yet
+_lock = threading.Lock()
 
 
 def load_deferred_admin() -> None:
     """The admin's autodiscovery, if ``MonogateAdminConfig.ready`` deferred it; once. Called before
     the URLconf is first loaded (it reads ``admin.site.urls``)."""
-    if not _deferred.pending:
+    global _pending
+    if not _pending:
         return
-    with _deferred.lock:
-        if _deferred.pending:
+    with _lock:
+        if _pending:
             admin.autodiscover()
-            _deferred.pending = False
+            _pending = False

@@ -128,9 +128,7 @@ def decrypt(key: bytes, token: bytes) -> bytes:
         data = base64.urlsafe_b64decode(token)
     except (TypeError, binascii.Error):
         raise InvalidToken from None
-    if len(data) < 9 or data[0] != VERSION:
-        raise InvalidToken
-    if len(data) < 9 + MAC:
+    if len(data) < 9 + MAC or data[0] != VERSION:
         raise InvalidToken
     expected = hmac.new(raw_key[:16], data[:-MAC], hashlib.sha256).digest()
     if not hmac.compare_digest(expected, data[-MAC:]):

@@ -103,10 +103,16 @@ class Recorder:
     def hook_of(self, name: str) -> Callable[..., None] | None:
         """The bound hook ``name``, or None when this recorder leaves it as the base class's
         no-op: a per-event caller (the stream loop) fetches it once and skips the call."""
-        if getattr(type(self), name) is getattr(Recorder, name):
+        if not _implements(type(self), name):
             return None
         hook: Callable[..., None] = getattr(self, name)
         return hook
+
+
+def _implements(cls: type, name: str) -> bool:
+    """Whether ``cls`` overrides hook ``name`` (anything that is not a Recorder, a test double,
+    is taken to implement every hook)."""
+    return not issubclass(cls, Recorder) or getattr(cls, name) is not getattr(Recorder, name)
 
 
 def hook_of(rec: Any, name: str) -> Callable[..., None] | None:
@@ -154,11 +160,10 @@ def _plan(classes: tuple[type, ...]) -> FanPlan:
     if plan is None:
         plan = {}
         for name in HOOKS:
-            base = getattr(Recorder, name)
             plan[name] = tuple(
                 (i, getattr(cls, name) if issubclass(cls, Recorder) else None)
                 for i, cls in enumerate(classes)
-                if not issubclass(cls, Recorder) or getattr(cls, name) is not base
+                if _implements(cls, name)
             )
         _plans[classes] = plan
     return plan
