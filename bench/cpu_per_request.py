@@ -13,7 +13,8 @@ shared cores the gateway got, so it is the figure to compare before/after a chan
 ``--baseline DIR`` starts a second gateway from another checkout (``git archive REV | tar -x -C
 DIR``) on the same upstream and interleaves the runs (baseline, this tree, this tree, baseline,
 ...): on a shared machine the load drifts between minutes, and only figures taken side by side
-compare. ``--profile CASE`` records one worker of this tree with py-spy during that case's first
+compare. ``--baseline-env`` passes knobs to the baseline only (``--baseline . --baseline-env
+GATEWAY_REQUEST_LOGS=0`` compares request logs off with on, in one tree). ``--profile CASE`` records one worker of this tree with py-spy during that case's first
 run and prints the top frames. ``--env`` passes knobs to the gateways (e.g.
 ``GATEWAY_LOG_LEVEL=INFO`` to include the access line, which ``make bench`` leaves off).
 
@@ -211,6 +212,7 @@ def main() -> None:
     parser.add_argument("--profile", default="")
     parser.add_argument("--env", action="append", default=[])
     parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--baseline-env", action="append", default=[])
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="gw-cpu-"))
     up = servers.Upstreams(nginx_port=procs.free_port(), paced_port=procs.free_port())
@@ -223,7 +225,7 @@ def main() -> None:
     gateways["this"] = TreeGateway(ROOT, workdir / "this", procs.free_port(), args.workers)
     try:
         for gw in gateways.values():
-            for item in args.env:
+            for item in args.env + (args.baseline_env if gw is gateways.get("baseline") else []):
                 name, _, value = item.partition("=")
                 gw.env[name] = value
             gw.prepare(up)

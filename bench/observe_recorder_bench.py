@@ -110,8 +110,8 @@ def main() -> None:
     handler.setFormatter(JsonFormatter())
     print(f"| observe, json log on | {measure(recorder.observe_recorder, args.n, args.runs):.2f} |")
     handler.setFormatter(TextFormatter())
-    logged = unrecorded_factory(keyless_per_second=-1, row=None, queue_busy=lambda: False)
-    shed = unrecorded_factory(keyless_per_second=0, row=None, queue_busy=lambda: False)
+    logged = unrecorded_factory(keyless_per_second=-1, logged=None, queue_busy=lambda: False)
+    shed = unrecorded_factory(keyless_per_second=0, logged=None, queue_busy=lambda: False)
     print(f"| keyless 401, text log on | {measure(logged, args.n, args.runs, one_refusal):.2f} |")
     print(f"| keyless 401, shed (over budget) | {measure(shed, args.n, args.runs, one_refusal):.2f} |")
 

@@ -115,14 +115,13 @@ def _pin_ids() -> None:
 
 
 def _recorder(kind: str, ex: Any) -> Any:
-    from gateway.proxy.recorder import NULL_RECORDER, FanOutRecorder
+    from gateway.proxy.recorder import NULL_RECORDER
 
     if kind == "null":
         return NULL_RECORDER
-    from gateway.observe.recorder import ObserveRecorder
     from requestlogs.recorder import RequestLogRecorder
 
-    return FanOutRecorder([ObserveRecorder(ex, "bench"), RequestLogRecorder(ex, None, 100, "none")])
+    return RequestLogRecorder(ex, SimpleNamespace(name="bench", id=None), 100, "none")
 
 
 async def one_stream(case: str, chunks: list[bytes], recorder: str) -> bytes:

@@ -42,9 +42,11 @@ the shared class).
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,17 @@ from django.conf import settings
 from gateway.broker import DeliveryPaused, configure_fail_fast, is_outage
 from gateway.conf import gateway_settings
 from gateway.handoff_spool import CLAIM_TTL, MAX_BACKOFF, SpoolFiles
+
+_handoffs: weakref.WeakSet[HandOff] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """A forked child has none of its parent's threads: its first ``submit`` starts a writer."""
+    for handoff in list(_handoffs):
+        handoff.running = False
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class HandOff(SpoolFiles):
@@ -101,6 +114,8 @@ class HandOff(SpoolFiles):
     def __init__(self) -> None:
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=self.queue_max)
         self.thread: threading.Thread | None = None
+        self.running = False  # the writer thread runs (set by ``_start``, cleared when it ends)
+        _handoffs.add(self)
         self.lock = threading.Lock()
         self.busy = False
         self._celery = None
@@ -149,12 +164,25 @@ class HandOff(SpoolFiles):
 
     # -- request path -------------------------------------------------------------------------
     def submit(self, record: Any) -> None:
-        if self.thread is None or not self.thread.is_alive():
+        """``Queue.put_nowait`` without its Python layers: one hold of the queue's lock, and a
+        wake-up only when the writer waits for one (``_drain`` and ``_done`` work under the same
+        lock). Per request, ``put_nowait`` and ``Thread.is_alive`` were about a dozen Python
+        calls on the event loop; the writer thread's liveness is its own flag (``_run``)."""
+        if not self.running:
             self._start()
-        try:
-            self.queue.put_nowait(record)
+        q = self.queue
+        with q.mutex:
+            if len(q.queue) < q.maxsize:
+                q.queue.append(record)
+                q.unfinished_tasks += 1
+                if q.not_empty._waiters:  # type: ignore[attr-defined]  # the writer waits in get()
+                    q.not_empty.notify()
+                queued = True
+            else:
+                queued = False
+        if queued:
             self.stats["submitted"] += 1
-        except queue.Full:
+        else:
             self.shed(self.record_id(record))
 
     def full(self) -> bool:
@@ -198,10 +226,17 @@ class HandOff(SpoolFiles):
             if self.thread is not None and self.thread.is_alive():
                 return
             self.thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+            self.running = True
             self.thread.start()
 
     # -- writer thread ------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.running = False
+
+    def _loop(self) -> None:
         next_retry = time.monotonic()
         holding_db = False  # a database connection is open since the last batch
         while True:

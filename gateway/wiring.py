@@ -82,11 +82,10 @@ def recorder_factories() -> list[RecorderFactory]:
         requestlog_sink.writer.queue.qsize(),
         requestlog_sink.STATS["dropped"],
     )
-    factories: list[RecorderFactory] = [recorder.observe_recorder, capture_recorder]
-    request_logs = make_factory(bool(gateway_settings.REQUEST_LOGS))
-    if request_logs is not None:
-        factories.append(request_logs)
-    return factories
+    # With request logs on, their recorder is the observe recorder with the row added (one
+    # recorder per request, no fan-out: ``requestlogs.recorder``).
+    observe = make_factory(bool(gateway_settings.REQUEST_LOGS)) or recorder.observe_recorder
+    return [observe, capture_recorder]
 
 
 def unrecorded_factory() -> UnrecordedFactory:
@@ -104,7 +103,7 @@ def unrecorded_factory() -> UnrecordedFactory:
 
     return build(
         keyless_per_second=float(gateway_settings.REQUEST_LOG_KEYLESS_PER_SECOND),
-        row=make_unrecorded_factory(bool(gateway_settings.REQUEST_LOGS)),
+        logged=make_unrecorded_factory(bool(gateway_settings.REQUEST_LOGS)),
         queue_busy=queue_busy,
     )
 

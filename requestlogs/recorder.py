@@ -3,8 +3,15 @@ keeping a handful of scalars, and hands one small dict to ``requestlogs.sink`` w
 is finished. Nothing is serialised on the request path and nothing touches the ORM (the key's
 owner is resolved by the writer).
 
-``make_factory`` gives the factory the project wires into the proxy (``gateway.wiring``); it
-answers None (no recorder) when request logs are switched off (``GATEWAY_REQUEST_LOGS``).
+It is the observe recorder (metrics, access line, live tail: ``gateway.observe.recorder``) with
+the row added, not a second recorder beside it: the two follow the same hooks and keep the same
+model, stream flag, usage and time to first byte, and as two recorders every request paid a
+fan-out, a second object and a second call per hook (about 14 µs of a worker's CPU per request
+under load for the fan-out alone, ``bench/REQUESTLOGS.md``).
+
+``make_factory`` gives the factory the project wires into the proxy (``gateway.wiring``) in place
+of the plain observe recorder's; it answers None (no recorder) when request logs are switched
+off (``GATEWAY_REQUEST_LOGS``), and the observe recorder is then wired alone.
 """
 
 from __future__ import annotations
@@ -13,8 +20,10 @@ import logging
 import time
 from typing import Any
 
+from gateway.observe import live
+from gateway.observe.recorder import ObserveRecorder
 from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
-from gateway.proxy.recorder import Recorder, RecorderFactory, UnrecordedFactory
+from gateway.proxy.recorder import RecorderFactory, UnrecordedFactory
 from gateway.urp.events import NodeDelta, StreamError
 from requestlogs import sink
 
@@ -24,11 +33,14 @@ ERROR_TEXT_MAX = 2048
 
 
 def make_factory(enabled: bool) -> RecorderFactory | None:
-    """The factory, or None when request logs are off."""
+    """The factory of every generation request's recorder (observe and log row), or None when
+    request logs are off."""
     if not enabled:
         return None
 
     def request_log_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> RequestLogRecorder:
+        if not live.poll_checked:  # as ``observe_recorder`` does
+            live.start_poller()
         capture = key.capture_mode if snapshot.settings.capture_enabled else "off"
         return RequestLogRecorder(ex, key, len(raw_body), capture)
 
@@ -36,7 +48,7 @@ def make_factory(enabled: bool) -> RecorderFactory | None:
 
 
 def make_unrecorded_factory(enabled: bool) -> UnrecordedFactory | None:
-    """The row for an answer no pipeline recorder followed (``RecorderSet.finish_unrecorded``):
+    """The recorder for an answer no pipeline recorder followed (``RecorderSet.finish_unrecorded``):
     a refusal before one existed, the models list, a non-generation endpoint. ``key`` is None
     when the request had no valid key; the presented secret is never kept. None when off."""
     if not enabled:
@@ -54,54 +66,44 @@ def _ms(since: float, now: float) -> float:
     return round((now - since) * 1000.0, 3)
 
 
-class RequestLogRecorder(Recorder):
-    """One request's log row in the making. ``attempt`` is the attempt in flight (attempts are
-    sequential); ``usage`` the upstream's reported usage (``None`` before, ``False`` when the
-    upstream said it sent none)."""
+class RequestLogRecorder(ObserveRecorder):
+    """One request's observation and its log row in the making. From the observe recorder:
+    ``model``, ``stream``, ``usage`` (None until the upstream reports one, and when it reports
+    none), ``ttfb`` (seconds), ``t0``. Here: ``attempt`` is the attempt in flight (attempts are
+    sequential), ``tried`` the finished ones' entries, ``completed`` whether a whole response
+    or a stream's terminal event was seen."""
 
     __slots__ = (
-        "ex",
-        "key",
+        "api_key",
         "created_at",
         "body_len",
         "capture",
-        "logical_model",
-        "stream",
         "attempt",
         "upstream_status",
         "attempt_t",
-        "attempts",
-        "usage",
+        "tried",
         "completed",
         "out_chars",
-        "ttfb",
         "stream_error",
     )
 
     def __init__(self, ex: Any, key: Any, body_len: int, capture: str) -> None:
-        self.ex = ex
-        self.key = key
+        super().__init__(ex, key.name if key is not None else "")
+        self.api_key = key
         self.created_at = time.time()
         self.body_len = body_len
         self.capture = capture
-        self.logical_model = ""
-        self.stream = False
         self.attempt: Any = None
         self.upstream_status: int | None = None
         self.attempt_t: float | None = None  # the attempt in flight's start (None: none in flight)
-        self.attempts: list[dict[str, Any]] = []
-        self.usage: Any = None
-        self.completed = False  # a whole response or a stream's terminal event was seen
+        self.tried: list[dict[str, Any]] = []
+        self.completed = False
         self.out_chars = 0  # streamed text, for an estimate when the upstream reports no usage
-        self.ttfb: float | None = None
         self.stream_error: tuple[str, str] | None = None
 
-    # -- hooks --------------------------------------------------------------------------------
-    def on_request_decoded(self, call: Any) -> None:
-        self.logical_model = call.logical_model
-        self.stream = call.client_stream
-
+    # -- hooks (the observe recorder's part first) ---------------------------------------------
     def on_attempt_start(self, att: Any) -> None:
+        ObserveRecorder.on_attempt_start(self, att)
         self.attempt = att
         self.upstream_status = None
         self.attempt_t = time.perf_counter()
@@ -110,15 +112,14 @@ class RequestLogRecorder(Recorder):
         self.upstream_status = status
 
     def on_usage(self, usage: Any) -> None:
-        self.usage = usage if usage is not None else False
+        self.usage = usage
         self.completed = True
 
     def on_response(self, resp: Any, executed: list[Any]) -> None:
         self.completed = True
+        self.usage = resp.usage
         if resp.usage is not None:
-            self.usage = resp.usage
             return
-        self.usage = False
         for node in resp.output:  # no usage: the answer's text, for an estimate
             for name in ("content", "arguments"):
                 text = getattr(node, name, None)
@@ -134,9 +135,11 @@ class RequestLogRecorder(Recorder):
                 self.stream_error = (event.code or "stream_error", event.message or "")
 
     def on_attempt_done(self, att: Any, started: float) -> None:
+        ObserveRecorder.on_attempt_done(self, att, started)
         self._attempt(att, started, None)
 
     def on_attempt_failed(self, att: Any, failed: Any, started: float) -> None:
+        ObserveRecorder.on_attempt_failed(self, att, failed, started)
         self._attempt(att, started, failed)
 
     def _attempt(self, att: Any, started: float, failed: Any) -> None:
@@ -151,16 +154,10 @@ class RequestLogRecorder(Recorder):
         if failed is not None:
             entry["code"] = failed.code or ""
             entry["error"] = (failed.message or "")[:ERROR_TEXT_MAX]
-        self.attempts.append(entry)
-
-    def on_client_response(self, status: int, body: bytes) -> None:
-        self.ttfb = time.perf_counter()
-
-    def on_client_frame(self, data: bytes) -> None:
-        if self.ttfb is None:
-            self.ttfb = time.perf_counter()
+        self.tried.append(entry)
 
     def on_finish(self, ex: Any, error: str | None) -> None:
+        ObserveRecorder.on_finish(self, ex, error)  # never raises
         try:
             sink.submit(self.row(ex, error))
         except Exception:  # a log row must never affect the client
@@ -170,19 +167,19 @@ class RequestLogRecorder(Recorder):
     def row(self, ex: Any, error: str | None) -> dict[str, Any]:
         now = time.perf_counter()
         att = self.attempt
-        key = self.key
+        key = self.api_key
         status, code, message = self._outcome(ex, error)
         if att is not None and self.attempt_t is not None:  # cut short (the client left)
             self._cut_short(att, now, code, message)
         tokens, estimated = self._tokens()
         cost = None
         if att is not None and status != "error":
-            price = att.channel.prices.get(self.logical_model)
+            price = att.channel.prices.get(self.model)
             if price is not None:
                 cost = cost_nano(tokens, price)
         crid = ex.client_request_id
         own_id = ex.request_id  # the gateway's own id (issue 13), also the capture's identity
-        abnormal = len(self.attempts) != 1 or status != "success" or not self.usage
+        abnormal = len(self.tried) != 1 or status != "success" or not self.usage
         client = ex.client
         return {
             "request_id": own_id,
@@ -197,13 +194,13 @@ class RequestLogRecorder(Recorder):
             "endpoint": ex.endpoint,
             "stream": self.stream,
             "client_ip": client[0] if client else None,
-            "logical_model": self.logical_model,
+            "logical_model": self.model,
             "upstream_model": att.upstream_model if att is not None else "",
             "provider": att.provider.name if att is not None else "",
             "channel": att.channel.name if att is not None else "",
             "provider_ref": att.provider.id if att is not None else None,
             "channel_ref": att.channel.id if att is not None else None,
-            "attempts": self.attempts,
+            "attempts": self.tried,
             "affinity": bool(att is not None and (getattr(att, "affinity", None) or {}).get("hit")),
             "input_tokens": tokens.input,
             "output_tokens": tokens.output,
@@ -217,12 +214,12 @@ class RequestLogRecorder(Recorder):
             "error_code": code,
             "error_message": message,
             "duration_ms": _ms(ex.t0, now),
-            "ttfb_ms": _ms(ex.t0, self.ttfb) if self.ttfb is not None else None,
+            "ttfb_ms": round(self.ttfb * 1000.0, 3) if self.ttfb is not None else None,
             "has_capture": self.capture == "all" or (self.capture == "abnormal" and abnormal),
         }
 
     def _cut_short(self, att: Any, now: float, code: str, message: str) -> None:
-        self.attempts.append(
+        self.tried.append(
             {
                 "provider": att.provider.name,
                 "channel": att.channel.name,
@@ -248,7 +245,7 @@ class RequestLogRecorder(Recorder):
         if ex.status >= 400:
             return "error", f"http_{ex.status}", ""
         if self.stream and not self.completed:
-            last = self.attempts[-1] if self.attempts else {}
+            last = self.tried[-1] if self.tried else {}
             return "error", "stream_incomplete", str(last.get("error") or "the upstream stream ended early")
         return "success", "", ""
 

@@ -3,8 +3,9 @@ existed (no or a bad key: 401; an IP allow-list refusal: 403; a body over the li
 unknown path: 404; a wrong method: 405; a body that is not JSON on a non-generation endpoint),
 the models list and the non-generation endpoints. The proxy hands each such answer to
 ``RecorderSet.finish_unrecorded``, which builds the recorder this module's factory answers and
-calls its ``on_finish``: the same observe recorder (metrics, access line, live tail) and the same
-request-log recorder and hand-off the generation requests use, so there is one path and one writer.
+calls its ``on_finish``: the same recorder (metrics, access line, live tail, and the request-log
+row when request logs are on) and hand-off the generation requests use, so there is one path and
+one writer.
 
 Why a budget for requests without a valid key: a 401 costs the sender nothing, so an
 unauthenticated flood could otherwise fill the request-log queue (pushing out the rows of real
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gateway.proxy.recorder import FanOutRecorder, Recorder, UnrecordedFactory
+from gateway.proxy.recorder import Recorder, UnrecordedFactory
 
 from . import live
 from . import metrics as m
@@ -86,11 +87,12 @@ class _ShedReport:
 
 
 def unrecorded_factory(
-    *, keyless_per_second: float, row: UnrecordedFactory | None, queue_busy: Callable[[], bool]
+    *, keyless_per_second: float, logged: UnrecordedFactory | None, queue_busy: Callable[[], bool]
 ) -> UnrecordedFactory:
-    """The proxy's ``RecorderSet.unrecorded``: the observe recorder, and the request-log
-    recorder ``row`` (None: request logs off) unless a keyless answer is shed. ``queue_busy``
-    answers whether the request-log queue is too full for a keyless row."""
+    """The proxy's ``RecorderSet.unrecorded``: ``logged``'s recorder (request logs on: the
+    observe recorder that also writes the row, ``requestlogs.recorder``), or the plain observe
+    recorder when request logs are off (``logged`` None) or a keyless answer is shed.
+    ``queue_busy`` answers whether the request-log queue is too full for a keyless row."""
     budget = KeylessBudget(keyless_per_second)
     shed = _ShedReport()
 
@@ -98,12 +100,11 @@ def unrecorded_factory(
         if not live.poll_checked:
             live.start_poller()
         if key is None:
-            reason = "queue" if row is not None and queue_busy() else None if budget.take() else "budget"
+            reason = "queue" if logged is not None and queue_busy() else None if budget.take() else "budget"
             if reason is not None:
                 shed.add(reason)
                 return ObserveRecorder(ex, "", quiet=True)
-        observe = ObserveRecorder(ex, key.name if key is not None else "")
-        rec = row(ex, key) if row is not None else None
-        return observe if rec is None else FanOutRecorder((observe, rec))
+        rec = logged(ex, key) if logged is not None else None
+        return rec if rec is not None else ObserveRecorder(ex, key.name if key is not None else "")
 
     return factory

@@ -74,6 +74,37 @@ def test_full_queue_drops_are_counted_and_logged(spool, monkeypatch, caplog):
     assert "capture dropped: writer queue full" in caplog.text
 
 
+def test_a_forked_child_starts_its_own_writer(spool, monkeypatch):
+    from gateway import handoff
+
+    writer = sink.Writer()
+    started = []
+    monkeypatch.setattr(writer, "_start", lambda: started.append(1))
+    writer.running = True  # the parent's writer thread runs
+    writer.submit(record("f1"))
+    assert started == []
+    handoff._after_fork()  # what os.register_at_fork runs in the child
+    assert not writer.running
+    writer.submit(record("f2"))
+    assert started == [1] and writer.queue.qsize() == 2
+
+
+def test_a_writer_thread_that_ended_is_started_again(spool):
+    writer = sink.Writer()
+    writer.queue.put(record("e1"))
+    writer.closing = True
+    real_loop = writer._loop
+    writer._loop = lambda: None  # the thread ends at once
+    writer._start()
+    writer.thread.join(5)
+    assert not writer.running
+    writer._loop = real_loop
+    writer.closing = False
+    writer.submit(record("e2"))
+    assert writer.running and writer.flush(10)
+    assert sorted(Capture.objects.values_list("request_id", flat=True)) == ["e1", "e2"]
+
+
 def test_a_record_that_cannot_be_built_is_counted(spool, caplog):
     rec = record("bad")
     rec.client_request = {"x": object()}  # not JSON-able

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.observe import live, metrics, unrecorded
 from gateway.observe.recorder import ObserveRecorder
-from gateway.proxy.recorder import FanOutRecorder, Recorder, RecorderSet
+from gateway.proxy.recorder import Recorder, RecorderSet
 
 
 @pytest.fixture(autouse=True)
@@ -66,26 +66,33 @@ def test_keyless_answers_beyond_the_budget_are_counted_not_written():
         rows.append(Row())
         return rows[-1]
 
-    factory = unrecorded.unrecorded_factory(keyless_per_second=1, row=row, queue_busy=lambda: False)
+    factory = unrecorded.unrecorded_factory(keyless_per_second=1, logged=row, queue_busy=lambda: False)
     before = _shed("budget")
     first = factory(_ex(), None)
     second = factory(_ex(), None)
-    assert isinstance(first, FanOutRecorder) and len(rows) == 1
+    assert first is rows[0] and len(rows) == 1
     assert isinstance(second, ObserveRecorder) and second.quiet and len(rows) == 1
     assert _shed("budget") == before + 1
     keyed = factory(_ex(), SimpleNamespace(name="k", id=1))  # a key holder's answers are never sampled
-    assert isinstance(keyed, FanOutRecorder) and len(rows) == 2
+    assert keyed is rows[1] and len(rows) == 2
 
 
 def test_keyless_rows_give_way_when_the_queue_is_half_full():
     factory = unrecorded.unrecorded_factory(
-        keyless_per_second=-1, row=lambda ex, key: Row(), queue_busy=lambda: True
+        keyless_per_second=-1, logged=lambda ex, key: Row(), queue_busy=lambda: True
     )
     before = _shed("queue")
     rec = factory(_ex(), None)
     assert isinstance(rec, ObserveRecorder) and rec.quiet and _shed("queue") == before + 1
     keyed = factory(_ex(), SimpleNamespace(name="k", id=1))
-    assert isinstance(keyed, FanOutRecorder)
+    assert isinstance(keyed, Row)
+
+
+def test_without_request_logs_every_answer_gets_the_observe_recorder():
+    factory = unrecorded.unrecorded_factory(keyless_per_second=-1, logged=None, queue_busy=lambda: True)
+    keyless, keyed = factory(_ex(), None), factory(_ex(), SimpleNamespace(name="k", id=1))
+    assert type(keyless) is ObserveRecorder and not keyless.quiet
+    assert type(keyed) is ObserveRecorder and keyed.key == "k"
 
 
 def test_finish_unrecorded_passes_the_error_and_runs_once():

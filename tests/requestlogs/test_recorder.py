@@ -94,6 +94,7 @@ async def test_stream_without_usage_is_priced_from_an_estimate(upstream, rows):
 def test_the_switch(settings):
     assert rl_recorder.make_factory(False) is None
     names = [getattr(f, "__name__", "") for f in recorder_factories()]
-    assert "request_log_recorder" in names  # on by default
+    assert names == ["request_log_recorder", "capture_recorder"]  # on by default, observing too
     settings.GATEWAY = {**settings.GATEWAY, "REQUEST_LOGS": False}
-    assert "request_log_recorder" not in [getattr(f, "__name__", "") for f in recorder_factories()]
+    names = [getattr(f, "__name__", "") for f in recorder_factories()]
+    assert names == ["observe_recorder", "capture_recorder"]

@@ -46,7 +46,13 @@ def built_row(request_id: str, key: ApiKey, *, failed_first: bool = False) -> di
     if failed_first:
         rec.on_attempt_start(att)
         rec.on_upstream_response(502, time.perf_counter())
-        rec.on_attempt_failed(att, SimpleNamespace(status=502, code="bad_gateway", message="down"), 0.0)
+        rec.on_attempt_failed(
+            att,
+            SimpleNamespace(
+                status=502, code="bad_gateway", message="down", rate_limited=False, retryable=True
+            ),
+            0.0,
+        )
     rec.on_attempt_start(att)
     rec.on_upstream_response(200, time.perf_counter())
     rec.on_response(Response(id="r", model="m", usage=Usage(input_tokens=1000, output_tokens=10)), [])
