@@ -14,8 +14,9 @@ shared cores the gateway got, so it is the figure to compare before/after a chan
 DIR``) on the same upstream and interleaves the runs (baseline, this tree, this tree, baseline,
 ...): on a shared machine the load drifts between minutes, and only figures taken side by side
 compare. ``--baseline-env`` passes knobs to the baseline only (``--baseline . --baseline-env
-GATEWAY_REQUEST_LOGS=0`` compares request logs off with on, in one tree). ``--profile CASE`` records one worker of this tree with py-spy during that case's first
-run and prints the top frames. ``--env`` passes knobs to the gateways (e.g.
+GATEWAY_REQUEST_LOGS=0`` compares request logs off with on, in one tree). ``--profile CASE``
+records one worker of this tree with py-spy during that case's first run and prints the top
+frames. ``--env`` passes knobs to the gateways (e.g.
 ``GATEWAY_LOG_LEVEL=INFO`` to include the access line, which ``make bench`` leaves off).
 
 The event loop runs on each worker's main thread; the writer threads (request logs, captures) run

@@ -20,7 +20,6 @@ import logging
 import time
 from typing import Any
 
-from gateway.observe import live
 from gateway.observe.recorder import ObserveRecorder
 from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
 from gateway.proxy.recorder import RecorderFactory, UnrecordedFactory
@@ -39,8 +38,6 @@ def make_factory(enabled: bool) -> RecorderFactory | None:
         return None
 
     def request_log_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> RequestLogRecorder:
-        if not live.poll_checked:  # as ``observe_recorder`` does
-            live.start_poller()
         capture = key.capture_mode if snapshot.settings.capture_enabled else "off"
         return RequestLogRecorder(ex, key, len(raw_body), capture)
 

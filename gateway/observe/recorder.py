@@ -35,8 +35,6 @@ def configure(level: str | int) -> None:
 
 def observe_recorder(ex: Any, snapshot: Any, key: Any, raw_body: bytes) -> ObserveRecorder:
     """The factory wired into the proxy: every generation request gets one."""
-    if not live.poll_checked:  # once per process: the Redis layer's cross-worker viewer poll
-        live.start_poller()
     return ObserveRecorder(ex, key.name)
 
 
@@ -58,6 +56,8 @@ class ObserveRecorder(Recorder):
     )
 
     def __init__(self, ex: Any, key: str, quiet: bool = False) -> None:
+        if not live.poll_checked:  # once per process: the Redis layer's cross-worker viewer poll
+            live.start_poller()
         self.ex = ex
         self.quiet = quiet  # metrics only: no access line, no live-tail event (a shed keyless answer)
         self.t0 = ex.t0

@@ -27,7 +27,6 @@ from typing import Any
 
 from gateway.proxy.recorder import Recorder, UnrecordedFactory
 
-from . import live
 from . import metrics as m
 from .recorder import ObserveRecorder
 
@@ -97,8 +96,6 @@ def unrecorded_factory(
     shed = _ShedReport()
 
     def factory(ex: Any, key: Any) -> Recorder:
-        if not live.poll_checked:
-            live.start_poller()
         if key is None:
             reason = "queue" if logged is not None and queue_busy() else None if budget.take() else "budget"
             if reason is not None:
