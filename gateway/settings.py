@@ -277,6 +277,11 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
         "Loop guard id sent upstream in x-monogate-hop; default derived from SECRET_KEY "
         "(shared by every worker and instance of a deployment).",
     ),
+    "UPSTREAM_CLIENT": (
+        str,
+        "h1",
+        "The upstream HTTP client: h1 (the gateway's lean HTTP/1.1 client) or aiohttp.",
+    ),
     "UPSTREAM_SSRF_GUARD": (
         int,
         0,

@@ -1,14 +1,18 @@
-"""The upstream HTTP client: one shared aiohttp session per worker with a keep-alive pool.
+"""The upstream HTTP client: one keep-alive pool per worker.
 
-Measured on this machine (bench/quick_latency.py, see the report): aiohttp costs several times
-less CPU per request than plain httpx, so the hot path uses aiohttp directly. The session is
-created in lifespan startup, or lazily on first use when the server runs without lifespan.
+Two implementations behind one ``post``: the gateway's own lean HTTP/1.1 client
+(``gateway.proxy.h1client``, the default) and an aiohttp session (``GATEWAY_UPSTREAM_CLIENT=
+aiohttp``). Measured on this machine, aiohttp costs several times less CPU per request than plain
+httpx, and the lean client less again (bench/HOTPATH.md). Both answer with the same
+response interface and raise the same exception classes. The pool is created lazily on first
+use in the running loop, or in lifespan startup.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import socket
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from typing import Any
 
@@ -16,7 +20,10 @@ import aiohttp
 import yarl
 from multidict import CIMultiDict
 
+from gateway.conf import gateway_settings
 from gateway.fetch import GuardedResolver, channels_unguarded, check_channel_url
+
+from . import h1client
 
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
@@ -57,11 +64,18 @@ class _Request(aiohttp.ClientRequest):
 class UpstreamClient:
     """Lazily created shared session. ``close()`` in lifespan shutdown."""
 
-    def __init__(self, *, ssrf_guard: bool = False) -> None:
+    def __init__(self, *, ssrf_guard: bool = False, impl: str | None = None) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._pool: h1client.H1Pool | None = None
         # GATEWAY_UPSTREAM_SSRF_GUARD: always refuse private/loopback upstream addresses; else the
         # global setting guard_channel_urls decides (one address check: gateway.fetch).
         self.ssrf_guard = ssrf_guard
+        impl = impl or str(gateway_settings.UPSTREAM_CLIENT)
+        if impl not in ("h1", "aiohttp"):
+            raise ValueError(f"GATEWAY_UPSTREAM_CLIENT must be h1 or aiohttp, not {impl!r}")
+        self.lean = impl == "h1"
+        self._resolver: GuardedResolver | None = None
+        self._dns: dict[tuple[str, int, bool], tuple[float, list[dict[str, Any]]]] = {}
 
     def _unguarded(self) -> bool:
         """The resolver's policy, consulted per resolution so a settings change applies at once."""
@@ -89,13 +103,43 @@ class UpstreamClient:
             )
         return session
 
+    @property
+    def pool(self) -> h1client.H1Pool:
+        """The lean client's pool, one per event loop (a pool's connections belong to its loop)."""
+        pool = self._pool
+        if pool is None or pool.loop is not asyncio.get_running_loop():
+            pool = self._pool = h1client.H1Pool(self._resolve, keepalive=60)
+        return pool
+
+    async def _resolve(self, host: str, port: int) -> list[dict[str, Any]]:
+        """Addresses of a host name through the guarded resolver, cached 300 s as aiohttp's
+        connector did; the guard's current policy is part of the cache key."""
+        loop = asyncio.get_running_loop()
+        key = (host, port, self._unguarded())
+        hit = self._dns.get(key)
+        if hit is not None and hit[0] > loop.time():
+            return hit[1]
+        if self._resolver is None:
+            self._resolver = GuardedResolver(allow=self._unguarded)
+        infos = await self._resolver.resolve(host, port, family=socket.AF_UNSPEC)  # as aiohttp's connector
+        if len(self._dns) > 1024:
+            self._dns.clear()
+        self._dns[key] = (loop.time() + 300.0, list(infos))  # type: ignore[arg-type]
+        return list(infos)  # type: ignore[arg-type]
+
     async def start(self) -> None:
-        _ = self.session
+        if self.lean:
+            _ = self.pool
+        else:
+            _ = self.session
 
     async def close(self) -> None:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def post(
         self,
@@ -106,10 +150,12 @@ class UpstreamClient:
         total: float | None,
         connect: float | None,
         sock_read: float | None,
-    ) -> _ResendOnce:
-        """The aiohttp response, awaited or as an ``async with`` context manager (``_ResendOnce``)."""
+    ) -> _ResendOnce | _Pending:
+        """The response, awaited or as an ``async with`` context manager."""
         # raises AddressRefused (an OSError) when a guard refuses an IP literal host
         check_channel_url(url, force=self.ssrf_guard)
+        if self.lean:
+            return _Pending(h1client.post(self.pool, url, body, headers, total, connect, sock_read))
         timeout = _timeout(total, connect, sock_read)
         target = _url(url)
         return _ResendOnce(
@@ -135,6 +181,27 @@ def _url(url: str) -> yarl.URL | str:
         return yarl.URL(url)
     except ValueError:
         return url
+
+
+class _Pending:
+    """The lean client's ``post`` coroutine, awaited or as an ``async with`` context manager."""
+
+    __slots__ = ("_coro", "_resp")
+
+    def __init__(self, coro: Awaitable[h1client.H1Response]) -> None:
+        self._coro = coro
+        self._resp: h1client.H1Response | None = None
+
+    def __await__(self) -> Generator[Any, None, h1client.H1Response]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> h1client.H1Response:
+        self._resp = await self._coro
+        return self._resp
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._resp is not None:
+            self._resp.release()
 
 
 def _unsent(exc: BaseException) -> bool:

@@ -1,0 +1,263 @@
+"""The lean upstream client (``gateway.proxy.h1client``) against real sockets: aiohttp's web
+server for well-formed answers, raw asyncio servers for the awkward ones (a close mid-answer,
+a body delimited by the close, silence, garbage). Request in, bytes out."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import zlib
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from gateway.errors import AttemptFailed
+from gateway.proxy import h1client
+from gateway.proxy.upstream import TRANSPORT_ERRORS, UpstreamClient
+from gateway.proxy.whole import read_bounded
+
+pytestmark = pytest.mark.unit
+
+
+async def _web(handler):
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+async def _raw(answer):
+    """A raw server: ``answer(reader, writer)`` per connection; returns (server, port, peers)."""
+    peers = []
+
+    async def on_conn(reader, writer):
+        peers.append(writer.get_extra_info("peername"))
+        try:
+            await answer(reader, writer)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], peers
+
+
+async def _read_request(reader) -> tuple[bytes, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return head, await reader.readexactly(length)
+
+
+def client() -> UpstreamClient:
+    return UpstreamClient(impl="h1")
+
+
+async def test_post_sends_the_body_and_headers_and_reuses_the_connection():
+    seen = []
+
+    async def handler(request):
+        seen.append(
+            (dict(request.headers), await request.read(), request.transport.get_extra_info("peername"))
+        )
+        return web.json_response({"ok": len(seen)}, headers={"x-up": "1"})
+
+    runner, port = await _web(handler)
+    c = client()
+    try:
+        for n in (1, 2):
+            async with c.post(
+                f"http://127.0.0.1:{port}/v1/chat?x=1",
+                b'{"a":1}',
+                {"Authorization": "Bearer k"},
+                total=5,
+                connect=5,
+                sock_read=None,
+            ) as resp:
+                assert resp.status == 200 and resp.content_type == "application/json"
+                assert resp.headers["X-Up"] == "1" and await resp.read() == b'{"ok": %d}' % n
+    finally:
+        await c.close()
+        await runner.cleanup()
+    headers, body, peer = seen[0]
+    assert body == b'{"a":1}' and headers["Authorization"] == "Bearer k"
+    assert headers["Host"] == f"127.0.0.1:{port}" and "User-Agent" not in headers
+    assert headers["Accept-Encoding"] == "gzip, deflate"
+    assert seen[1][2] == peer  # the keep-alive connection was reused
+
+
+async def test_chunked_and_gzip_and_deflate_answers_are_decoded():
+    text = b"data: hello\n\n" * 2000
+
+    async def handler(request):
+        kind = request.path.rsplit("/", 1)[1]
+        if kind == "chunked":
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            for i in range(0, len(text), 1000):
+                await resp.write(text[i : i + 1000])
+            await resp.write_eof()
+            return resp
+        data = gzip.compress(text) if kind == "gzip" else zlib.compress(text)
+        return web.Response(body=data, headers={"Content-Encoding": kind})
+
+    runner, port = await _web(handler)
+    c = client()
+    try:
+        for kind in ("chunked", "gzip", "deflate"):
+            resp = await c.post(f"http://127.0.0.1:{port}/{kind}", b"", {}, total=5, connect=5, sock_read=5)
+            got = b"".join([chunk async for chunk in resp.content.iter_any()])
+            resp.release()
+            assert got == text, kind
+    finally:
+        await c.close()
+        await runner.cleanup()
+
+
+async def test_a_gzip_bomb_is_refused_by_its_inflated_size_without_inflating_it_all():
+    bomb = gzip.compress(b"0" * (64 * 1024 * 1024))  # ~64 KB on the wire
+
+    async def handler(request):
+        return web.Response(
+            body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        )
+
+    runner, port = await _web(handler)
+    c = client()
+    try:
+        async with c.post(f"http://127.0.0.1:{port}/x", b"", {}, total=5, connect=5, sock_read=None) as resp:
+            with pytest.raises(AttemptFailed) as info:
+                await read_bounded(resp, 1024 * 1024)
+            assert info.value.code == "upstream_response_too_large"
+            assert resp.pending  # the rest was never inflated: the reader stopped first
+    finally:
+        await c.close()
+        await runner.cleanup()
+
+
+async def test_a_body_delimited_by_the_close_and_a_close_mid_answer():
+    async def answer(reader, writer):
+        head, _ = await _read_request(reader)
+        if b"/eof" in head:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
+        await writer.drain()
+
+    server, port, _ = await _raw(answer)
+    c = client()
+    try:
+        resp = await c.post(f"http://127.0.0.1:{port}/eof", b"", {}, total=5, connect=5, sock_read=None)
+        assert await resp.read() == b"all of it"
+        resp.release()
+        resp = await c.post(f"http://127.0.0.1:{port}/cut", b"", {}, total=5, connect=5, sock_read=None)
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await resp.read()
+        resp.close()
+    finally:
+        await c.close()
+        server.close()
+
+
+async def test_transport_failures_are_the_exceptions_the_proxy_handles():
+    async def answer(reader, writer):
+        head, _ = await _read_request(reader)
+        if b"/silent" in head:
+            await asyncio.sleep(3)
+        elif b"/garbage" in head:
+            writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(1)
+        # /drop: close without a byte
+
+    server, port, _ = await _raw(answer)
+    c = client()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with pytest.raises(aiohttp.ServerDisconnectedError):
+            await c.post(base + "/drop", b"", {}, total=5, connect=5, sock_read=None)
+        with pytest.raises(TimeoutError):
+            await c.post(base + "/silent", b"", {}, total=0.3, connect=5, sock_read=None)
+        with pytest.raises(aiohttp.SocketTimeoutError):
+            await c.post(base + "/silent", b"", {}, total=None, connect=5, sock_read=0.3)
+        with pytest.raises(aiohttp.ClientResponseError):
+            await c.post(base + "/garbage", b"", {}, total=5, connect=5, sock_read=None)
+        with pytest.raises(h1client.BadRequestHead):
+            await c.post(base + "/x", b"", {"X-Evil": "a\r\nInjected: 1"}, total=5, connect=5, sock_read=None)
+        server.close()
+        await server.wait_closed()
+        with pytest.raises(ConnectionRefusedError):
+            await c.post(base + "/x", b"", {}, total=5, connect=5, sock_read=None)
+    finally:
+        await c.close()
+    for exc in (aiohttp.ServerDisconnectedError(), TimeoutError(), h1client.BadRequestHead("x")):
+        assert isinstance(exc, TRANSPORT_ERRORS)
+
+
+async def test_an_idle_connection_the_upstream_closed_is_not_reused():
+    async def answer(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        # then close: the keep-alive connection dies while idle in the pool
+
+    server, port, peers = await _raw(answer)
+    c = client()
+    try:
+        for _ in range(3):
+            resp = await c.post(f"http://127.0.0.1:{port}/x", b"", {}, total=5, connect=5, sock_read=None)
+            assert await resp.read() == b"ok"
+            resp.release()
+            await asyncio.sleep(0.05)  # the close reaches the pooled connection
+    finally:
+        await c.close()
+        server.close()
+    assert len(set(peers)) == 3
+
+
+async def test_a_slow_reader_pauses_the_socket_and_gets_every_byte():
+    size = 4 * 1024 * 1024
+
+    async def handler(request):
+        return web.Response(body=b"x" * size)
+
+    runner, port = await _web(handler)
+    c = client()
+    try:
+        resp = await c.post(f"http://127.0.0.1:{port}/big", b"", {}, total=10, connect=5, sock_read=2)
+        await asyncio.sleep(0.3)  # the reader is away: the socket is paused, not the buffer grown
+        assert resp.paused and resp.buffered <= h1client.HIGH_WATER + 256 * 1024
+        got = 0
+        async for chunk in resp.content.iter_any():
+            got += len(chunk)
+            await asyncio.sleep(0.001)
+        assert got == size
+        resp.release()
+    finally:
+        await c.close()
+        await runner.cleanup()
+
+
+async def test_a_host_name_is_resolved_through_the_guard():
+    async def handler(request):
+        return web.Response(text="ok")
+
+    runner, port = await _web(handler)
+    open_client, guarded = client(), UpstreamClient(impl="h1", ssrf_guard=True)
+    try:
+        resp = await open_client.post(
+            f"http://localhost:{port}/x", b"", {}, total=5, connect=5, sock_read=None
+        )
+        assert await resp.read() == b"ok"
+        resp.release()
+        with pytest.raises(OSError, match="loopback"):
+            await guarded.post(f"http://localhost:{port}/x", b"", {}, total=5, connect=5, sock_read=None)
+    finally:
+        await open_client.close()
+        await guarded.close()
+        await runner.cleanup()
