@@ -261,3 +261,95 @@ async def test_a_host_name_is_resolved_through_the_guard():
         await open_client.close()
         await guarded.close()
         await runner.cleanup()
+
+
+def _self_signed(tmp_path):
+    """A certificate for 127.0.0.1 and localhost, and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file
+
+
+async def test_https_verifies_the_certificate(tmp_path, monkeypatch):
+    import ssl
+
+    cert_file, key_file = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert_file, key_file)
+
+    async def answer(reader, writer):
+        while True:
+            try:
+                _, body = await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    c = client()
+    try:
+        with pytest.raises(ssl.SSLCertVerificationError):  # not signed by a trusted authority
+            await c.post(f"https://localhost:{port}/x", b"no", {}, total=5, connect=5, sock_read=None)
+        trusting = ssl.create_default_context(cafile=str(cert_file))
+        monkeypatch.setattr(h1client, "_tls_context", lambda: trusting)
+        for body in (b"hello", b"again"):
+            resp = await c.post(f"https://localhost:{port}/x", body, {}, total=5, connect=5, sock_read=None)
+            assert resp.status == 200 and await resp.read() == body
+            resp.release()
+        assert len(c.pool.idle[("https", "localhost", port)]) == 1  # one TLS connection, reused
+    finally:
+        await c.close()
+        server.close()
+
+
+async def test_idle_connections_are_closed_after_the_keepalive():
+    async def handler(request):
+        return web.Response(text="ok")
+
+    runner, port = await _web(handler)
+    c = client()
+    try:
+        c.pool.keepalive = 0.2
+        resp = await c.post(f"http://127.0.0.1:{port}/x", b"", {}, total=5, connect=5, sock_read=None)
+        await resp.read()
+        resp.release()
+        (conn,) = c.pool.idle[("http", "127.0.0.1", port)]
+        await asyncio.sleep(0.5)
+        assert conn.closed and not c.pool.idle and c.pool.sweep is None
+    finally:
+        await c.close()
+        await runner.cleanup()
