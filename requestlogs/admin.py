@@ -21,11 +21,26 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from requestlogs import filters
-from requestlogs.models import RequestLog
+from requestlogs.models import RequestLog, Status
 from requestlogs.totals import TOKEN_FIELDS, cost_text, totals
 from requestlogs.usage import GROUPS, METRICS, summarise, svg_chart
 
 EXTRA_PARAMS = ("model", "time_from", "time_to", "api_key", "owner")
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """The status list filter through ``filters.by_status``, so a failure status uses the partial
+    status index (Django's own choices filter would scan the newest-first index instead)."""
+
+    title = "status"
+    parameter_name = "status__exact"  # the parameter Django's own filter used: old links still work
+
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
+        return list(Status.choices)
+
+    def queryset(self, request: HttpRequest, queryset: object) -> object:
+        value = self.value()
+        return filters.by_status(queryset, value) if value in Status.values else queryset
 
 
 @admin.register(RequestLog)
@@ -46,7 +61,15 @@ class RequestLogAdmin(admin.ModelAdmin):
         "duration_ms",
         "capture_link",
     )
-    list_filter = ("status", "endpoint", "client_protocol", "stream", "cost_estimated", "api_key", "owner")
+    list_filter = (
+        StatusFilter,
+        "endpoint",
+        "client_protocol",
+        "stream",
+        "cost_estimated",
+        "api_key",
+        "owner",
+    )
     search_fields = (
         "request_id",
         "x_request_id",

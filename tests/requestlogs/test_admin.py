@@ -65,6 +65,8 @@ def test_changelist_totals_follow_the_filters_exactly(web, keys):
     assert totals(page.content.decode())["requests"] == "1" and "a1" in page.content.decode()
     page = web.get("/admin/requestlogs/requestlog/", {"status__exact": "error"})
     assert totals(page.content.decode())["input_tokens"] == "11"
+    page = web.get("/admin/requestlogs/requestlog/", {"status__exact": "success"})
+    assert totals(page.content.decode())["input_tokens"] == "12"
     page = web.get("/admin/requestlogs/requestlog/", {"q": "10.0.0"})
     assert totals(page.content.decode())["requests"] == "3"
 
@@ -135,3 +137,26 @@ def test_usage_by_day_and_model_per_key_and_owner(web, keys):
     assert re.search(r'data-day="2026-05-28" data-model="m1" data-value="33"', html)  # 30 input + 3 output
     bad = web.get("/admin/requestlogs/requestlog/usage/", {"owner": "-3"})
     assert bad.status_code == 200 and "owner" in bad.content.decode()
+
+
+def test_a_failure_status_filter_uses_the_partial_status_index(keys):
+    """Only failures are in the status index (every success insert skips it); a lookup of a
+    failure status must still find its rows through it rather than scan the table."""
+    from django.db import connection
+
+    from requestlogs import filters
+    from requestlogs.models import RequestLog
+
+    store.save_rows([row("ok1", keys[0]), row("bad1", keys[0], status="error", http_status=502)])
+    for status, ids in (("error", ["bad1"]), ("success", ["ok1"])):
+        qs = filters.apply(RequestLog.objects.all(), {"status": status})
+        assert [r.request_id for r in qs] == ids
+    if connection.vendor != "sqlite":
+        return
+    sql, params = filters.apply(RequestLog.objects.all(), {"status": "client_gone"})[
+        :50
+    ].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        plan = " ".join(str(step[-1]) for step in cursor.fetchall())
+    assert "reqlog_unsuccessful" in plan
