@@ -21,6 +21,7 @@ upstream POST uses none.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import ssl
 from collections.abc import Awaitable, Callable
@@ -163,6 +164,12 @@ class _Conn(asyncio.Protocol):
         self.resp.complete()  # type: ignore[union-attr]
 
 
+# Idle connections kept per upstream host and worker (nginx's ``keepalive`` directive, Go's
+# ``MaxIdleConnsPerHost``): a burst of 1,000 streams no longer leaves 1,000 sockets and their
+# buffers open for the keep-alive time after it; steady traffic reuses far fewer than this.
+MAX_IDLE_PER_HOST = 128
+
+
 class H1Pool:
     """Keep-alive connections per (scheme, host, port), most recently used first."""
 
@@ -172,12 +179,17 @@ class H1Pool:
         self.loop = asyncio.get_running_loop()
         self.resolve = resolve
         self.keepalive = keepalive
-        self.idle: dict[Any, list[_Conn]] = {}
+        self.idle: dict[Any, collections.deque[_Conn]] = {}
         self.sweep: asyncio.TimerHandle | None = None
 
     def put(self, key: Any, conn: _Conn) -> None:
         conn.idle_since = self.loop.time()
-        self.idle.setdefault(key, []).append(conn)
+        conns = self.idle.get(key)
+        if conns is None:
+            conns = self.idle[key] = collections.deque()
+        elif len(conns) >= MAX_IDLE_PER_HOST:
+            conns.popleft().close()  # the longest idle goes
+        conns.append(conn)
         if self.sweep is None:
             self.sweep = self.loop.call_later(self.keepalive / 2, self._sweep)
 
@@ -193,7 +205,7 @@ class H1Pool:
                 if conn.closed or conn.idle_since <= oldest:
                     conn.close()
             if keep:
-                self.idle[key] = keep
+                self.idle[key] = collections.deque(keep)
             else:
                 del self.idle[key]
         if self.idle:

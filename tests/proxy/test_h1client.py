@@ -353,3 +353,27 @@ async def test_idle_connections_are_closed_after_the_keepalive():
     finally:
         await c.close()
         await runner.cleanup()
+
+
+async def test_idle_connections_per_host_are_capped(monkeypatch):
+    async def handler(request):
+        await asyncio.sleep(0.05)
+        return web.Response(text="ok")
+
+    monkeypatch.setattr(h1client, "MAX_IDLE_PER_HOST", 3)
+    runner, port = await _web(handler)
+    c = client()
+    try:
+
+        async def one():
+            resp = await c.post(f"http://127.0.0.1:{port}/x", b"", {}, total=5, connect=5, sock_read=None)
+            await resp.read()
+            resp.release()
+
+        await asyncio.gather(*(one() for _ in range(8)))  # eight at once: eight connections
+        assert len(c.pool.idle[("http", "127.0.0.1", port)]) == 3
+        await one()  # and one of the kept ones is reused
+        assert len(c.pool.idle[("http", "127.0.0.1", port)]) == 3
+    finally:
+        await c.close()
+        await runner.cleanup()
