@@ -299,9 +299,12 @@ class H1Response:
             return
         self.conn = None
         conn.resp = None
-        if self.done and self.keep_alive and not conn.closed:
+        transport = conn.transport
+        # an answer that came before the whole request went out (an early 413) leaves the rest
+        # of the body queued: the upstream would read it as the next request, so close
+        if self.done and self.keep_alive and not conn.closed and not transport.get_write_buffer_size():  # type: ignore[union-attr]
             if self.paused:
-                conn.transport.resume_reading()  # type: ignore[union-attr]
+                transport.resume_reading()  # type: ignore[union-attr]
             self.pool.put(self.key, conn)
         else:
             conn.close()

@@ -377,3 +377,24 @@ async def test_idle_connections_per_host_are_capped(monkeypatch):
     finally:
         await c.close()
         await runner.cleanup()
+
+
+async def test_an_answer_before_the_whole_body_went_out_closes_the_connection():
+    async def answer(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")  # the head only: the 8 MB body is never read
+        writer.write(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 3\r\n\r\nbig")
+        await writer.drain()
+        await asyncio.sleep(1)
+
+    server, port, _ = await _raw(answer)
+    c = client()
+    try:
+        resp = await c.post(
+            f"http://127.0.0.1:{port}/x", b"x" * (8 << 20), {}, total=5, connect=5, sock_read=None
+        )
+        assert resp.status == 413 and await resp.read() == b"big"
+        resp.release()
+        assert not c.pool.idle  # the rest of the body would have been the next request
+    finally:
+        await c.close()
+        server.close()
