@@ -132,7 +132,8 @@ class _Plan:
         cols = [f for f in _COLUMNS if f.attname != "owner_id"]
         self.sql = _insert_sql(cols + [f for f in _COLUMNS if f.attname == "owner_id"])
         self.width = len(_COLUMNS)
-        self.chunk = max(1, min(ROWS_PER_STATEMENT, _max_params() // self.width))
+        fits = max(1, min(ROWS_PER_STATEMENT, _max_params() // self.width))
+        self.chunk = 1 << (fits.bit_length() - 1)  # a power of two: see ``sizes``
         self.qmark = connection.vendor == "sqlite"  # SQLite: the driver's own ``?`` style
         self.multi: dict[int, str] = {}  # rows per statement -> the statement
         self.columns = []  # per column but the owner: (row key, adapter, adapted default)
@@ -177,9 +178,11 @@ class _Plan:
         else:
             cursor, errors = connection.cursor(), contextlib.nullcontext()
         with errors, cursor as cur:
-            for start in range(0, len(values), chunk):
-                part = values[start : start + chunk]
-                cur.execute(self.statement(len(part)), list(flat(part)))
+            start = 0
+            for size in sizes(len(values), chunk):
+                part = values[start : start + size]
+                start += size
+                cur.execute(self.statement(size), list(flat(part)))
 
     def statement(self, rows: int) -> str:
         """The INSERT for ``rows`` rows, built once per size (the driver caches the prepared
@@ -203,11 +206,26 @@ class _Plan:
         )
 
 
+def sizes(rows: int, chunk: int) -> list[int]:
+    """Rows per statement for a batch of ``rows``: full chunks, then the rest as powers of two
+    (57 -> 32, 16, 8, 1). The driver keeps every statement text it prepared (128 of them), and
+    a prepared multi-row INSERT holds memory in proportion to its rows: one statement per
+    remainder size kept up to 100 of them, about 20 MB per worker after a burst of uneven
+    batches (bench/MEMORY.md). Now at most ``log2(chunk) + 1`` texts exist."""
+    out = [chunk] * (rows // chunk)
+    rest = rows % chunk
+    while rest:
+        size = 1 << (rest.bit_length() - 1)
+        out.append(size)
+        rest -= size
+    return out
+
+
 _plans: dict[str, _Plan] = {}
 
 # Rows per INSERT statement: the GIL hand-offs per batch fall from one a row to one per this
 # many. A fixed size, so the full chunks share one prepared statement; not tuned beyond that.
-ROWS_PER_STATEMENT = 100
+ROWS_PER_STATEMENT = 128
 
 
 def _max_params() -> int:

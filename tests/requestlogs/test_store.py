@@ -129,3 +129,21 @@ def test_a_request_id_already_stored_is_skipped(key):
     assert RequestLog.objects.count() == 3 and stored("dup-3")["status"] == "success"
     got = stored("dup-1")
     assert got["status"] == "success" and got["input_tokens"] == 1000
+
+
+def test_batches_of_every_size_are_stored_with_few_distinct_statements(key):
+    """A batch is cut into full chunks and powers of two: every row lands once, and only a
+    handful of statement texts are ever prepared (the driver caches each one it sees, and a
+    multi-row INSERT's prepared form grows with its rows: one per size cost ~20 MB a worker)."""
+    base = built_row("size", key)
+    n = 0
+    for size in (*range(1, 40), 127, 128, 129, 255, 300):
+        batch = []
+        for _ in range(size):
+            n += 1
+            batch.append({**base, "request_id": f"size-{n}"})
+        store.save_rows(batch)
+    assert RequestLog.objects.count() == n
+    plan = store._plan()
+    assert len(plan.multi) <= plan.chunk.bit_length()
+    assert store.sizes(57, 128) == [32, 16, 8, 1] and store.sizes(300, 128) == [128, 128, 32, 8, 4]
