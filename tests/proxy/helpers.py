@@ -321,3 +321,17 @@ class FakeUpstream:
             await resp.write_eof()
             return resp
         return web.json_response(chat_completion(f"echo: {text}", body.get("model", "")))
+
+
+async def serve_post(handler) -> tuple[object, int]:
+    """An aiohttp web server on a free loopback port answering every POST with ``handler``:
+    (runner, port); ``await runner.cleanup()`` stops it."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]

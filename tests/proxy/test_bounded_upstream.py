@@ -11,18 +11,19 @@ import gzip
 import threading
 
 import pytest
-from aiohttp import ClientSession, web
+from aiohttp import web
 
 from gateway.errors import AttemptFailed
 from gateway.protocols import sse
 from gateway.protocols.sse import SSELineTooLong, SSEParser
+from gateway.proxy.upstream import UpstreamClient
 from gateway.proxy.whole import read_bounded
 from gateway.urp import events as ev
 from gateway.urp.accumulate import apply_delta
 from gateway.urp.nodes import TextNode
 from gateway.wiring import build_proxy_app
 
-from .helpers import call, channel, chat_chunks, provider, snapshot
+from .helpers import call, channel, chat_chunks, provider, serve_post, snapshot
 
 
 def run_bounded(fn, seconds: float) -> bool:
@@ -71,33 +72,30 @@ def test_sse_parser_still_handles_crlf_split_across_reads():
     assert got == [("a", "1"), (None, "2"), (None, "3")]
 
 
-async def _serve(handler):
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]
-
-
 @pytest.mark.asyncio
-async def test_gzip_answer_is_limited_by_its_decompressed_size():
-    bomb = gzip.compress(b"0" * (8 * 1024 * 1024))  # ~8 KB on the wire
+@pytest.mark.parametrize("impl", ["h1", "aiohttp"])
+async def test_gzip_answer_is_limited_by_its_decompressed_size(impl):
+    bomb = gzip.compress(b"0" * (64 * 1024 * 1024))  # ~64 KB on the wire
 
     async def handler(request):
         return web.Response(
             body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
         )
 
-    runner, port = await _serve(handler)
+    runner, port = await serve_post(handler)
+    client = UpstreamClient(impl=impl)
     try:
-        async with ClientSession() as session, session.post(f"http://127.0.0.1:{port}/x") as resp:
+        async with client.post(
+            f"http://127.0.0.1:{port}/x", b"", {}, total=5, connect=5, sock_read=None
+        ) as resp:
             assert resp.content_length == len(bomb)
             with pytest.raises(AttemptFailed) as info:
                 await read_bounded(resp, 1024 * 1024)
             assert info.value.code == "upstream_response_too_large"
+            if impl == "h1":
+                assert resp.pending  # the rest was never inflated: the reader stopped first
     finally:
+        await client.close()
         await runner.cleanup()
 
 
@@ -118,7 +116,7 @@ async def test_an_over_long_sse_line_fails_the_attempt_not_the_worker(monkeypatc
         await resp.write_eof()
         return resp
 
-    runner, port = await _serve(handler)
+    runner, port = await serve_post(handler)
     proxy = build_proxy_app()
     try:
         proxy.holder.set(

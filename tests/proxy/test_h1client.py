@@ -12,22 +12,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gateway.errors import AttemptFailed
 from gateway.proxy import h1client
 from gateway.proxy.upstream import TRANSPORT_ERRORS, UpstreamClient
-from gateway.proxy.whole import read_bounded
+
+from .helpers import serve_post
 
 pytestmark = pytest.mark.unit
-
-
-async def _web(handler):
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]
 
 
 async def _raw(answer):
@@ -67,7 +57,7 @@ async def test_post_sends_the_body_and_headers_and_reuses_the_connection():
         )
         return web.json_response({"ok": len(seen)}, headers={"x-up": "1"})
 
-    runner, port = await _web(handler)
+    runner, port = await serve_post(handler)
     c = client()
     try:
         for n in (1, 2):
@@ -106,7 +96,7 @@ async def test_chunked_and_gzip_and_deflate_answers_are_decoded():
         data = gzip.compress(text) if kind == "gzip" else zlib.compress(text)
         return web.Response(body=data, headers={"Content-Encoding": kind})
 
-    runner, port = await _web(handler)
+    runner, port = await serve_post(handler)
     c = client()
     try:
         for kind in ("chunked", "gzip", "deflate"):
@@ -114,27 +104,6 @@ async def test_chunked_and_gzip_and_deflate_answers_are_decoded():
             got = b"".join([chunk async for chunk in resp.content.iter_any()])
             resp.release()
             assert got == text, kind
-    finally:
-        await c.close()
-        await runner.cleanup()
-
-
-async def test_a_gzip_bomb_is_refused_by_its_inflated_size_without_inflating_it_all():
-    bomb = gzip.compress(b"0" * (64 * 1024 * 1024))  # ~64 KB on the wire
-
-    async def handler(request):
-        return web.Response(
-            body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
-        )
-
-    runner, port = await _web(handler)
-    c = client()
-    try:
-        async with c.post(f"http://127.0.0.1:{port}/x", b"", {}, total=5, connect=5, sock_read=None) as resp:
-            with pytest.raises(AttemptFailed) as info:
-                await read_bounded(resp, 1024 * 1024)
-            assert info.value.code == "upstream_response_too_large"
-            assert resp.pending  # the rest was never inflated: the reader stopped first
     finally:
         await c.close()
         await runner.cleanup()
@@ -226,7 +195,7 @@ async def test_a_slow_reader_pauses_the_socket_and_gets_every_byte():
     async def handler(request):
         return web.Response(body=b"x" * size)
 
-    runner, port = await _web(handler)
+    runner, port = await serve_post(handler)
     c = client()
     try:
         resp = await c.post(f"http://127.0.0.1:{port}/big", b"", {}, total=10, connect=5, sock_read=2)
@@ -247,7 +216,7 @@ async def test_a_host_name_is_resolved_through_the_guard():
     async def handler(request):
         return web.Response(text="ok")
 
-    runner, port = await _web(handler)
+    runner, port = await serve_post(handler)
     open_client, guarded = client(), UpstreamClient(impl="h1", ssrf_guard=True)
     try:
         resp = await open_client.post(
@@ -340,7 +309,7 @@ async def test_idle_connections_are_closed_after_the_keepalive():
     async def handler(request):
         return web.Response(text="ok")
 
-    runner, port = await _web(handler)
+    runner, port = await serve_post(handler)
     c = client()
     try:
         c.pool.keepalive = 0.2
@@ -361,7 +330,7 @@ async def test_idle_connections_per_host_are_capped(monkeypatch):
         return web.Response(text="ok")
 
     monkeypatch.setattr(h1client, "MAX_IDLE_PER_HOST", 3)
-    runner, port = await _web(handler)
+    runner, port = await serve_post(handler)
     c = client()
     try:
 
