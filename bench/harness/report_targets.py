@@ -87,13 +87,14 @@ class Targets:
             "requests served."
             + self.cores_used(f"chat-{n}")
             + self.profile_hint()
-            + " Where it goes (py-spy, bench/HOTPATH.md): the aiohttp upstream client is about a third of "
-            "a worker's own time, uvicorn's send (the socket write) about a fifth, the codecs and the "
-            "pipeline the rest; the request-log writer thread (on by default since issue 17) was the "
-            "largest single addition and was cut by half this round (batched wake-ups, one kept SQLite "
-            "connection). Replacing aiohttp with a lean pooled HTTP/1.1 client on httptools is the "
-            "remaining lever (estimated 30-50 us per request), not attempted: it must keep TLS, gzip, "
-            "chunked bodies, the guarded resolver and the error mapping.",
+            + " Where it goes (py-spy, bench/HOTPATH.md round four): the two socket writes (the upstream "
+            "request in `h1client.post` and uvicorn's send, 15-25 % of a worker together: on loopback the "
+            "sending syscall also runs the receiver's TCP path), the event loop about 7 %, the request-log "
+            "insert (SQLite, in the writer thread) about 6 %, and the pipeline's Python (decode, route, "
+            "transforms, encode, recorder) spread thin, no frame above 3 %. The upstream client is the "
+            "gateway's own since 2026-12-06 (aiohttp was a quarter of a worker's time: -0.13 ms per "
+            "request side by side); 0.15 ms would need the pipeline's Python roughly halved, not one "
+            "component replaced.",
         )
         self.add(
             "20",
@@ -132,9 +133,9 @@ class Targets:
             why="First byte includes reading the request, routing, opening (or reusing) the "
             "upstream connection and flushing the first event; the direct figure is the paced server's own. "
             "A probe (bench/STREAMS.md) split it as: request in to upstream call about 0.4 ms, upstream "
-            "call to upstream answer 0.45-0.6 ms (the paced server alone answers in 0.11 ms: aiohttp's "
-            "request machinery), answer to our first byte 0.2-0.3 ms (SSE parse, decode, encode, "
-            "uvicorn's send).",
+            "call to upstream answer 0.45-0.6 ms (two cross-process wake-ups, and aiohttp's request set-up, "
+            "since replaced by the lean client: 1.63 -> 1.40 ms in runs minutes apart), answer to our first "
+            "byte 0.2-0.3 ms (SSE parse, decode, encode, uvicorn's send).",
         )
         self.agent_rows()
         self.figure_row(
