@@ -215,3 +215,35 @@ def test_shutdown_with_an_idle_writer_does_nothing(spool):
     writer = sink.Writer()
     assert writer.shutdown(0.1) == {"queued": 0, "spooled": 0}
     assert not spool.exists() or list(spool.iterdir()) == []
+
+
+@pytest.mark.parametrize("gone_at", [1, 2])
+def test_a_spool_file_taken_by_another_worker_while_sizing_does_not_drop_the_payload(
+    spool, monkeypatch, gone_at
+):
+    """The workers of an instance share the spool: a file another one claims (renames) between
+    this one listing the directory and sizing it must not read as "spool not writable"."""
+    from pathlib import Path
+
+    spool.mkdir(parents=True)
+    (spool / "00000000000000000001-1-gone.row").write_bytes(b"x" * 10)
+    (spool / "00000000000000000002-1-kept.row").write_bytes(b"y" * 7)
+    real_stat = Path.stat
+    seen: list[str] = []
+
+    def stat(self, *args, **kwargs):  # gone at the first look, or there at the first and gone after
+        if self.name.endswith("-gone.row"):
+            seen.append(self.name)
+            if len(seen) >= gone_at:
+                raise FileNotFoundError(2, "claimed by another worker", str(self))
+        return real_stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    writer = sink.Writer()
+    dropped = writer.stats["dropped"]
+    assert writer._used_bytes(spool) in (7, 17)  # gone already, or sized just before it went
+    seen.clear()
+    writer._spool_used = None
+    writer._spool_many([writer.prepare(record("spooled-1"))])
+    assert writer.stats["dropped"] == dropped
+    assert any("spooled-1" in p.name for p in spool.iterdir())
