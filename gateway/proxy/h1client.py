@@ -31,17 +31,7 @@ import aiohttp
 import httptools
 import yarl
 
-from .h1response import HIGH_WATER, INFLATE_STEP, H1Response
-
-__all__ = [
-    "HIGH_WATER",
-    "INFLATE_STEP",
-    "BadRequestHead",
-    "H1Pool",
-    "H1Response",
-    "ResponseParseError",
-    "post",
-]
+from .h1response import H1Response
 
 
 class BadRequestHead(aiohttp.ClientError):
@@ -198,14 +188,15 @@ class H1Pool:
         open for ever once the traffic is gone); one timer per pool while any are pooled."""
         self.sweep = None
         oldest = self.loop.time() - self.keepalive
-        for key in list(self.idle):
-            conns = self.idle[key]
-            keep = [c for c in conns if not c.closed and c.idle_since > oldest]
+        for key, conns in list(self.idle.items()):
+            keep: collections.deque[_Conn] = collections.deque()
             for conn in conns:
                 if conn.closed or conn.idle_since <= oldest:
                     conn.close()
+                else:
+                    keep.append(conn)
             if keep:
-                self.idle[key] = collections.deque(keep)
+                self.idle[key] = keep
             else:
                 del self.idle[key]
         if self.idle:

@@ -121,11 +121,11 @@ class UpstreamClient:
             return hit[1]
         if self._resolver is None:
             self._resolver = GuardedResolver(allow=self._unguarded)
-        infos = await self._resolver.resolve(host, port, family=socket.AF_UNSPEC)  # as aiohttp's connector
+        infos: list[dict[str, Any]] = list(await self._resolver.resolve(host, port, family=socket.AF_UNSPEC))  # type: ignore[arg-type]
         if len(self._dns) > 1024:
             self._dns.clear()
-        self._dns[key] = (loop.time() + 300.0, list(infos))  # type: ignore[arg-type]
-        return list(infos)  # type: ignore[arg-type]
+        self._dns[key] = (loop.time() + 300.0, infos)
+        return infos
 
     async def start(self) -> None:
         if self.lean:

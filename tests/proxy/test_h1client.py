@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gateway.proxy import h1client
+from gateway.proxy import h1client, h1response
 from gateway.proxy.upstream import TRANSPORT_ERRORS, UpstreamClient
 
 from .helpers import serve_post
@@ -200,7 +200,7 @@ async def test_a_slow_reader_pauses_the_socket_and_gets_every_byte():
     try:
         resp = await c.post(f"http://127.0.0.1:{port}/big", b"", {}, total=10, connect=5, sock_read=2)
         await asyncio.sleep(0.3)  # the reader is away: the socket is paused, not the buffer grown
-        assert resp.paused and resp.buffered <= h1client.HIGH_WATER + 256 * 1024
+        assert resp.paused and resp.buffered <= h1response.HIGH_WATER + 256 * 1024
         got = 0
         async for chunk in resp.content.iter_any():
             got += len(chunk)
