@@ -130,12 +130,12 @@ class Targets:
             "added streaming time to first byte ≤ 0.5 ms (p50)",
             self.r.stream_added("stream-chat", "gateway"),
             lambda v: v <= 0.5,
-            why="First byte includes reading the request, routing, opening (or reusing) the "
-            "upstream connection and flushing the first event; the direct figure is the paced server's own. "
-            "A probe (bench/STREAMS.md) split it as: request in to upstream call about 0.4 ms, upstream "
-            "call to upstream answer 0.45-0.6 ms (two cross-process wake-ups, and aiohttp's request set-up, "
-            "since replaced by the lean client: 1.63 -> 1.40 ms in runs minutes apart), answer to our first "
-            "byte 0.2-0.3 ms (SSE parse, decode, encode, uvicorn's send).",
+            why="The gateway's first-byte path runs cold: a stream's first event is made by code that "
+            "last ran a whole stream earlier, and on this kind of box (a KVM guest, cores shared with other "
+            "guests) that code runs about three times slower than back to back (bench/idle_gap.py: one "
+            "request, call to response start, 0.23-0.27 ms back to back, 0.64-0.89 ms after 8-50 ms idle). "
+            "On the wire nothing waits (tcpdump and strace, bench/STREAMS.md): request in to upstream "
+            "request 0.39 ms, upstream answer to our head 0.34 ms, head to first chunk 0.15 ms.",
         )
         self.agent_rows()
         self.figure_row(
