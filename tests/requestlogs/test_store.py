@@ -147,3 +147,28 @@ def test_batches_of_every_size_are_stored_with_few_distinct_statements(key):
     plan = store._plan()
     assert len(plan.multi) <= plan.chunk.bit_length()
     assert store.sizes(57, 128) == [32, 16, 8, 1] and store.sizes(300, 128) == [128, 128, 32, 8, 4]
+
+
+def test_booleans_and_nulls_are_stored_as_before_on_sqlite(key):
+    """The writer registers the driver's adapters for ``bool`` and ``None`` (one C call per
+    value instead of a failed attribute lookup): SQLite still holds 0/1 integers and NULLs, and
+    they read back as booleans and ``None``."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the adapters are the sqlite3 driver's")
+    row = built_row("typed", key)
+    row.update(stream=True, affinity=True, cost_nano=None, ttfb_ms=None)
+    store.save_rows([row])
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT typeof(stream), stream, typeof(affinity), typeof(cost_estimated), cost_estimated,"
+            " typeof(cost_nano), typeof(ttfb_ms) FROM requestlogs_requestlog WHERE request_id = %s",
+            ["typed"],
+        )
+        assert cur.fetchone() == ("integer", 1, "integer", "integer", 0, "null", "null")
+    got = stored("typed")
+    assert got["stream"] is True and got["affinity"] is True and got["cost_estimated"] is False
+    assert got["cost_nano"] is None and got["ttfb_ms"] is None
+    # and Django's own queries with such parameters are unchanged
+    assert RequestLog.objects.filter(stream=True, cost_nano=None, request_id="typed").count() == 1
