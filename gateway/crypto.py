@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -60,4 +59,25 @@ def decrypt(token: str) -> str:
 
 
 def hash_api_key(secret: str) -> str:
-    return hmac.new(_hash_key(), secret.encode(), hashlib.sha256).hexdigest()
+    """HMAC-SHA256 of the secret under the hash key (RFC 2104; the same hex digest as
+    ``hmac.new(key, secret, hashlib.sha256)``). Every ``/v1`` request authenticates with it, so
+    the key's inner and outer pads are hashed once and copied per call: ``hmac.new`` sets up an
+    OpenSSL HMAC context and looks its digest up by name each time, about 2.3 µs per call
+    against 0.9 µs (bench/HOTPATH.md)."""
+    inner, outer = _hmac_pads()
+    h = inner.copy()
+    h.update(secret.encode())
+    o = outer.copy()
+    o.update(h.digest())
+    return o.hexdigest()
+
+
+@cache
+def _hmac_pads() -> tuple[Any, Any]:
+    """SHA-256 states after the key's inner pad and after its outer pad (the hash key is 32
+    bytes, shorter than SHA-256's 64-byte block, so it is zero-padded, never hashed first)."""
+    key = _hash_key().ljust(64, b"\0")
+    return (
+        hashlib.sha256(bytes(b ^ 0x36 for b in key)),
+        hashlib.sha256(bytes(b ^ 0x5C for b in key)),
+    )

@@ -60,7 +60,13 @@ def make_unrecorded_factory(enabled: bool) -> UnrecordedFactory | None:
 
 
 def _ms(since: float, now: float) -> float:
-    return round((now - since) * 1000.0, 3)
+    return _to_ms(now - since)
+
+
+def _to_ms(seconds: float) -> float:
+    """Milliseconds to the microsecond. Not ``round(x, 3)``: that goes through a decimal string
+    (dtoa), several times the cost of this integer arithmetic, three times per row."""
+    return int(seconds * 1_000_000.0 + 0.5) / 1000.0
 
 
 class RequestLogRecorder(ObserveRecorder):
@@ -211,7 +217,7 @@ class RequestLogRecorder(ObserveRecorder):
             "error_code": code,
             "error_message": message,
             "duration_ms": _ms(ex.t0, now),
-            "ttfb_ms": round(self.ttfb * 1000.0, 3) if self.ttfb is not None else None,
+            "ttfb_ms": _to_ms(self.ttfb) if self.ttfb is not None else None,
             "has_capture": self.capture == "all" or (self.capture == "abnormal" and abnormal),
         }
 

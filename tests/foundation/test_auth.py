@@ -76,3 +76,17 @@ def test_authenticate_refuses_identically(keys, secret):
 def test_bearer_and_x_api_key_end_to_end(keys):
     for headers in ({"authorization": "Bearer sk-good-000001"}, {"x-api-key": "sk-good-000001"}):
         assert authenticate(extract_secret(headers), keys, NOW).name == "good"
+
+
+@pytest.mark.parametrize("secret", ["sk-x", "", "sk-" + "é" * 40, "k" * 200])
+def test_key_hash_is_hmac_sha256_under_the_hash_key(secret):
+    """The stored hashes stay what ``hmac.new`` gives (keys hashed before the pads were cached
+    still authenticate), for secrets shorter and longer than a SHA-256 block."""
+    import hashlib
+    import hmac
+
+    from gateway.crypto import _hash_key
+
+    expected = hmac.new(_hash_key(), secret.encode(), hashlib.sha256).hexdigest()
+    assert hash_api_key(secret) == expected
+    assert hash_api_key(secret) == expected  # the cached pads are copied, not consumed
