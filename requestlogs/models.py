@@ -138,7 +138,16 @@ class RequestLog(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["-created_at", "-id"], name="reqlog_created"),
-            models.Index(fields=["owner", "-created_at"], name="reqlog_owner_created"),
+            # Only rows with an owner: a key without one (an operator's own, most keys of a
+            # single-operator gateway) would add a NULL entry nobody looks up, and each index
+            # costs every insert (~9 % of the writer's instructions per row for this one).
+            # ``owner_id = ?`` and ``owner_id IN (...)`` imply the condition, so SQLite and
+            # PostgreSQL still answer the owner filters from it.
+            models.Index(
+                fields=["owner", "-created_at"],
+                name="reqlog_owner_created",
+                condition=models.Q(owner__isnull=False),
+            ),
             models.Index(fields=["api_key", "-created_at"], name="reqlog_key_created"),
             # Only the rows that did not succeed: the status filter is for finding failures, and
             # a success is what most rows are (the newest-first scan of ``reqlog_created`` finds

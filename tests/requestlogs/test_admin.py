@@ -160,3 +160,29 @@ def test_a_failure_status_filter_uses_the_partial_status_index(keys):
         cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
         plan = " ".join(str(step[-1]) for step in cursor.fetchall())
     assert "reqlog_unsuccessful" in plan
+
+
+def test_owner_lookups_use_the_partial_owner_index(keys, django_user_model):
+    """The owner index holds only rows with an owner (a key without one adds no entry); the
+    owner filter, the username filter and a non-staff user's own rows still come from it."""
+    from django.db import connection
+
+    from requestlogs import filters
+    from requestlogs.models import RequestLog
+
+    owned = [k for k in keys if k.owner_id is not None][0]
+    store.save_rows([row("mine", owned)])
+    user = django_user_model.objects.get(pk=owned.owner_id)
+    assert [r.request_id for r in RequestLog.objects.visible_to(user)] == ["mine"]
+    if connection.vendor != "sqlite":
+        return
+    for qs in (
+        filters.apply(RequestLog.objects.all(), {"owner": str(user.pk)}, staff=True),
+        filters.apply(RequestLog.objects.all(), {"username": user.username}, staff=True),
+        RequestLog.objects.visible_to(user),
+    ):
+        sql, params = qs[:50].query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            plan = " ".join(str(step[-1]) for step in cursor.fetchall())
+        assert "reqlog_owner_created" in plan, plan
