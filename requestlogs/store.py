@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from django.conf import settings
@@ -219,7 +219,7 @@ def _bind_plain_sqlite_values() -> None:
     integer 0 or 1 either way, and ``None`` is still NULL. ``{}.get`` is a C callable that
     answers ``None`` for ``None``."""
     sqlite3.register_adapter(bool, int)
-    sqlite3.register_adapter(type(None), {}.get)
+    sqlite3.register_adapter(type(None), cast("Callable[[None], None]", {}.get))
 
 
 def sizes(rows: int, chunk: int) -> list[int]:
