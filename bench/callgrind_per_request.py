@@ -86,7 +86,8 @@ def measure(root: Path, env: dict[str, str], small: int, large: int, port: int) 
         procs[n] = subprocess.Popen(
             cmd,
             cwd=root,
-            env={**os.environ, "GATEWAY_CONFIG_POLL_SECONDS": "3600", **env},
+            # a fixed hash seed: dict and set layouts, and with them the counts, repeat
+            env={**os.environ, "GATEWAY_CONFIG_POLL_SECONDS": "3600", "PYTHONHASHSEED": "0", **env},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
