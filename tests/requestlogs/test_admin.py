@@ -139,6 +139,16 @@ def test_usage_by_day_and_model_per_key_and_owner(web, keys):
     assert bad.status_code == 200 and "owner" in bad.content.decode()
 
 
+def sqlite_plan(qs) -> str:
+    """SQLite's query plan for the first page of ``qs``, as one line."""
+    from django.db import connection
+
+    sql, params = qs[:50].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return " ".join(str(step[-1]) for step in cursor.fetchall())
+
+
 def test_a_failure_status_filter_uses_the_partial_status_index(keys):
     """Only failures are in the status index (every success insert skips it); a lookup of a
     failure status must still find its rows through it rather than scan the table."""
@@ -153,13 +163,9 @@ def test_a_failure_status_filter_uses_the_partial_status_index(keys):
         assert [r.request_id for r in qs] == ids
     if connection.vendor != "sqlite":
         return
-    sql, params = filters.apply(RequestLog.objects.all(), {"status": "client_gone"})[
-        :50
-    ].query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-        plan = " ".join(str(step[-1]) for step in cursor.fetchall())
-    assert "reqlog_unsuccessful" in plan
+    assert "reqlog_unsuccessful" in sqlite_plan(
+        filters.apply(RequestLog.objects.all(), {"status": "client_gone"})
+    )
 
 
 def test_owner_lookups_use_the_partial_owner_index(keys, django_user_model):
@@ -181,8 +187,5 @@ def test_owner_lookups_use_the_partial_owner_index(keys, django_user_model):
         filters.apply(RequestLog.objects.all(), {"username": user.username}, staff=True),
         RequestLog.objects.visible_to(user),
     ):
-        sql, params = qs[:50].query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-            plan = " ".join(str(step[-1]) for step in cursor.fetchall())
+        plan = sqlite_plan(qs)
         assert "reqlog_owner_created" in plan, plan
