@@ -5,7 +5,6 @@ limits settle with the usage after each response."""
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import anthropic
@@ -13,6 +12,7 @@ import openai
 import pytest
 
 from tests.e2e.test_harness import redis_or_skip
+from tests.minute_window import wait_for_fresh_minute
 from tests.servers import make_key, make_route
 
 CHAT = "/v1/chat/completions"
@@ -27,12 +27,6 @@ def _post(server, secret: str, model: str):
     )
 
 
-def _wait_for_fresh_minute(margin: float = 15.0) -> None:
-    """Start a burst early in a minute window so it cannot straddle two windows."""
-    if time.time() % 60 > 60 - margin:
-        time.sleep(60 - time.time() % 60 + 0.5)
-
-
 def test_rpm_holds_across_two_gateway_processes_sharing_redis(gateway_factory, mock_upstream):
     redis_url = redis_or_skip()
     make_route("chat_completion", "lim-rpm", mock_upstream.base_url("chat_completion"))
@@ -40,7 +34,7 @@ def test_rpm_holds_across_two_gateway_processes_sharing_redis(gateway_factory, m
     servers = [gateway_factory({"REDIS_URL": redis_url}), gateway_factory({"REDIS_URL": redis_url})]
     for server in servers:
         server.wait_config()
-    _wait_for_fresh_minute()
+    wait_for_fresh_minute()
     with ThreadPoolExecutor(8) as pool:
         replies = list(pool.map(lambda i: _post(servers[i % 2], secret, "lim-rpm"), range(80)))
     statuses = [r.status_code for r in replies]
@@ -55,7 +49,7 @@ def test_refusals_reach_the_sdks_as_rate_limit_errors_without_retry_storms(gatew
     make_route("messages", "lim-sdk", mock_upstream.base_url("messages"))
     _, secret = make_key("sdk", limits={"rpm": 1})
     gateway.wait_config()
-    _wait_for_fresh_minute()
+    wait_for_fresh_minute()
     oa = openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0)
     oa.chat.completions.create(model="lim-sdk", messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(openai.RateLimitError):
@@ -89,7 +83,7 @@ def test_token_limit_settles_with_the_reported_usage(gateway, mock_upstream):
     make_route("chat_completion", "lim-tpm", mock_upstream.base_url("chat_completion"))
     _, secret = make_key("tpm", limits={"tpm": 1})
     gateway.wait_config()
-    _wait_for_fresh_minute()
+    wait_for_fresh_minute()
     first = _post(gateway, secret, "lim-tpm")
     assert first.status_code == 200 and first.json()["usage"]["total_tokens"] >= 1
     second = _post(gateway, secret, "lim-tpm")
@@ -145,7 +139,7 @@ def test_non_generation_endpoints_count_against_rpm_and_the_ip_allow_list(gatewa
     _, secret = make_key("x-rpm", limits={"rpm": 1})
     _, outside = make_key("x-ip", ip_allow=["10.0.0.0/8"])
     gateway.wait_config()
-    _wait_for_fresh_minute()
+    wait_for_fresh_minute()
     first = _extra(gateway, secret, endpoint)
     assert first.status_code == 200, first.text
     second = _extra(gateway, secret, endpoint)
@@ -183,7 +177,7 @@ def test_embeddings_and_compaction_settle_their_usage_and_cost(gateway, mock_ups
     _, spend = make_key("x-spend", limits={"daily_spend": "1.00"})
     _, total = make_key("x-total", limits={"total_spend": "1.00"})
     gateway.wait_config()
-    _wait_for_fresh_minute()
+    wait_for_fresh_minute()
     assert _extra(gateway, tpm, "embeddings").status_code == 200
     second = _extra(gateway, tpm, "embeddings")
     assert second.status_code == 429 and "tokens per minute" in second.json()["error"]["message"]

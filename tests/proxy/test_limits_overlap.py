@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from gateway.proxy.limits import KeyLimits, RedisLimiter, UsageTap
+from tests.minute_window import wait_for_fresh_minute
 
 from .helpers import SECRET, call, channel, key, provider, snapshot
 
@@ -57,6 +58,7 @@ async def _active(limiter: RedisLimiter) -> int:
 
 
 async def test_a_refused_request_sends_nothing_upstream(app, upstream, redis_limiter):
+    wait_for_fresh_minute()
     _limited(app, upstream, redis_limiter, KeyLimits(rpm=1))
     first = await call(app, "POST", "/v1/chat/completions", CHAT)
     assert first.status == 200 and upstream.hits["ok"] == 1
@@ -80,6 +82,7 @@ async def test_a_refused_request_sends_nothing_upstream(app, upstream, redis_lim
 async def test_a_refusal_is_the_answer_even_for_a_request_that_would_fail_to_decode(
     app, upstream, redis_limiter
 ):
+    wait_for_fresh_minute()
     _limited(app, upstream, redis_limiter, KeyLimits(rpm=1))
     assert (await call(app, "POST", "/v1/chat/completions", CHAT)).status == 200
     reply = await call(app, "POST", "/v1/chat/completions", b"{not json")

@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.minute_window import wait_for_fresh_minute
 from tests.servers import GatewayServer, make_key, make_route
 
 pytestmark = pytest.mark.timeout(300)
@@ -224,6 +225,7 @@ def test_a_limit_refusal_is_an_error_row_with_429(gw, mock_upstream):
     make_route("chat_completion", "rl-limited", mock_upstream.base_url("chat_completion"))
     key, secret = make_key("rl-limited", limits={"rpm": 1})
     gw.wait_config()
+    wait_for_fresh_minute()
     client = client_for(gw, secret)
     client.chat.completions.create(model="rl-limited", messages=[{"role": "user", "content": "one"}])
     with pytest.raises(openai.RateLimitError):
