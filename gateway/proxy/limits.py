@@ -465,13 +465,18 @@ class RedisLimiter:
         return (4, *keys[1:], int(release), tokens, WINDOW + 5, day, total)
 
     async def drain(self, timeout: float = 2.0) -> None:
-        """At shutdown: let the end-of-request calls still in flight reach Redis."""
-        if self.pipe is not None:
-            self.pipe.flush()
-        if self.pending:
-            await asyncio.wait(set(self.pending), timeout=timeout)
-        if self.pending:  # admissions that were still in flight have just queued their finish
-            await asyncio.wait(set(self.pending), timeout=timeout)
+        """At shutdown: let the end-of-request calls still in flight reach Redis. Until nothing
+        is pending (or ``timeout``): an admission still in flight queues its finish when its
+        reply comes, and a finish answered NOSCRIPT (the scripts flushed meanwhile) is sent
+        again as a new call."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.pending:
+            if self.pipe is not None:
+                self.pipe.flush()  # a finish held for company goes now
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            await asyncio.wait(set(self.pending), timeout=left)
 
     async def aclose(self) -> None:
         """At shutdown, after ``drain``: close the scripts' connection (not the redis-py client,

@@ -124,6 +124,21 @@ async def test_a_request_that_ends_before_its_admission_answers_frees_what_it_to
     assert (await refused.verdict()).status == 429
 
 
+async def test_drain_waits_for_a_finish_sent_again_after_the_scripts_were_flushed(redis_limiter):
+    """An admission in flight queues its finish when its reply comes; a finish answered NOSCRIPT
+    (the scripts flushed meanwhile, as another process may) is sent again: ``drain`` waits for
+    all of it, however many rounds that takes."""
+    import redis
+
+    limits = KeyLimits(concurrency=2)
+    assert await redis_limiter.admit(1, limits, time.time()) is None  # connects the pipe; holds one
+    admitted = redis_limiter.begin(1, limits, time.time())  # its script call is on the wire
+    admitted.end(UsageTap())
+    with redis.Redis.from_url(REDIS_URL) as admin:
+        admin.script_flush()  # the finish, sent when the admission's reply comes, gets NOSCRIPT
+    assert await _active(redis_limiter) == 1
+
+
 async def test_a_held_end_of_request_reaches_a_redis_that_lost_its_scripts(redis_limiter):
     """The end of a request is held to share the next write; a NOSCRIPT reply to it sends the
     source and frees the slot all the same."""
