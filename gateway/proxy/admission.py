@@ -20,7 +20,8 @@ from gateway.errors import ClientError
 from . import redis_errors
 
 if TYPE_CHECKING:
-    from .limits import KeyLimits, Limiter, UsageTap
+    from .limits import KeyLimits, Limiter
+    from .usage_tap import UsageTap
 
 _UNKNOWN: Any = object()
 

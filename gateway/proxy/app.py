@@ -39,7 +39,7 @@ from .exchange import (
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .idle_trim import IdleTrim
 from .images_api import IMAGES_PATHS, serve_images
-from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed, run_limited
+from .limits import LocalLimiter, RedisLimiter, client_ip, ip_allowed
 from .loopguard import HOP_HEADER, outgoing_hop
 from .models_list import models_answer
 from .recorder import RecorderSet
@@ -47,6 +47,7 @@ from .responses_ws import RESPONSES_WS_PATHS, serve_responses_ws
 from .serve import serve
 from .snapshot import ConfigSource, KeySnap, Snapshot, SnapshotHolder, changed_channels
 from .upstream import UpstreamClient
+from .usage_tap import run_limited
 
 log = logging.getLogger("gateway.proxy")
 _STREAM_SCAN_LIMIT = 256 * 1024  # bodies above this are not searched for "stream" (_read_and_serve)

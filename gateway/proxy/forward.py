@@ -24,11 +24,11 @@ from gateway.protocols import codec
 from .errors import ClientError, describe_upstream_error, is_retryable_status
 from .exchange import Exchange
 from .failure import exhausted, retry_after_value
-from .limits import UsageTap
 from .loopguard import HOP_HEADER
 from .routing import candidates, model_allowed, resolve_logical_model
 from .snapshot import ChannelSnap, KeySnap, Snapshot
 from .upstream import TRANSPORT_ERRORS, join_url
+from .usage_tap import UsageTap
 from .whole import read_bounded
 
 log = logging.getLogger("gateway.proxy")

@@ -22,19 +22,16 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from gateway.errors import ClientError
-from gateway.urp import Usage
 
 from . import redis_errors
 from .admission import Admission
 from .limits_scripts import ADMIT_LUA, ADMIT_SHA, FINISH_LUA, FINISH_SHA, KINDS
-from .pricing import Tokens, cost_nano
-from .recorder import Recorder
 from .redis_pipe import RedisPipe, encode, encode_ints
 
 log = logging.getLogger("gateway.proxy.limits")
@@ -412,9 +409,7 @@ class RedisLimiter:
             data = self._finish_prefix(key_id, now) + encode_ints(
                 (int(release), settled, WINDOW + 5, day, total)
             )
-            reply = pipe.send_later(data)
-            self.pending.add(reply)
-            reply.add_done_callback(lambda done: self._finished(done, key_id, limits, tokens, now, cost))
+            self._send_finish(pipe.send_later(data), data, (key_id, limits, tokens, now, cost))
             return
         task = asyncio.get_running_loop().create_task(self.finish(key_id, limits, tokens, now, cost))
         self.pending.add(task)
@@ -432,13 +427,27 @@ class RedisLimiter:
             self.prefixes[(key_id, window)] = kept
         return kept
 
-    def _finished(
-        self, done: asyncio.Future[Any], key_id: int, limits: KeyLimits, tokens: int, now: float, cost: int
+    def _send_finish(
+        self, reply: asyncio.Future[Any], data: bytes, end: tuple[Any, ...], first: bool = True
     ) -> None:
-        """The reply to a held finish: as ``finish`` handles its own (NOSCRIPT: the whole
-        ``finish`` again, which sends the source)."""
+        """Wait for a finish written on the pipe (``end``: ``finish``'s arguments)."""
+        self.pending.add(reply)
+        reply.add_done_callback(lambda done: self._finished(done, data, end, first))
+
+    def _finished(self, done: asyncio.Future[Any], data: bytes, end: tuple[Any, ...], first: bool) -> None:
+        """The reply to a held finish: as ``finish`` handles its own. NOSCRIPT (the scripts
+        flushed): the source and the call are written again at once, from this callback, so they
+        precede the next admission's retry (a task, run after this callback), which shared the
+        refused write; a retry that overtook the finish would find a one-slot key's slot still
+        taken and refuse the request."""
         self.pending.discard(done)
         exc = None if done.cancelled() else done.exception()
+        pipe = self.pipe
+        if first and isinstance(exc, redis_errors.NoScriptError) and pipe is not None and pipe.ready:
+            pipe.send("SCRIPT", "LOAD", FINISH_LUA).add_done_callback(_retrieved)  # its error: the call's
+            self._send_finish(pipe.send_encoded(data), data, end, first=False)
+            return
+        key_id, limits, tokens, now, cost = end
         # ``finish`` loads the script or reconnects
         if isinstance(exc, redis_errors.NoScriptError | redis_errors.RedisConnectionError):
             task = asyncio.get_running_loop().create_task(self.finish(key_id, limits, tokens, now, cost))
@@ -506,89 +515,8 @@ class RedisLimiter:
 Limiter = LocalLimiter | RedisLimiter
 
 
-class UsageTap(Recorder):
-    """Remembers what a response used, for settling token and spend limits at the end: its
-    usage, and the channel (its prices) and logical model that priced it."""
-
-    __slots__ = ("usage", "channel", "logical_model")
-
-    def __init__(self) -> None:
-        self.usage: Any = None
-        self.channel: Any = None
-        self.logical_model = ""
-
-    def on_request_decoded(self, call: Any) -> None:
-        self.logical_model = call.logical_model
-
-    def on_attempt_start(self, att: Any) -> None:
-        self.channel = att.channel
-
-    def on_usage(self, usage: Any) -> None:
-        if usage is not None:
-            self.usage = usage
-
-    def on_response(self, resp: Any, executed: Any) -> None:
-        if resp.usage is not None:
-            self.usage = resp.usage
-
-    def forwarded(self, channel: Any, logical_model: str, usage: Any) -> None:
-        """A forwarded call (embeddings, compaction) was answered by ``channel``; ``usage`` is the
-        answer's OpenAI-style object (``prompt_tokens``/``completion_tokens`` or
-        ``input_tokens``/``output_tokens``), when it has one."""
-        self.channel, self.logical_model = channel, logical_model
-        if isinstance(usage, dict):
-            self.usage = Usage(
-                input_tokens=_count(usage, "prompt_tokens", "input_tokens"),
-                output_tokens=_count(usage, "completion_tokens", "output_tokens"),
-            )
-
-    @property
-    def tokens(self) -> int:
-        return self.usage.total_tokens if self.usage is not None else 0
-
-    def cost(self) -> int:
-        """The request's cost in nano-USD (0 without usage or without a price)."""
-        usage, channel = self.usage, self.channel
-        price = channel.prices.get(self.logical_model) if usage is not None and channel is not None else None
-        if price is None:
-            return 0
-        return cost_nano(
-            Tokens(
-                input=usage.input_tokens or 0,
-                output=usage.output_tokens or 0,
-                cache_read=usage.cache_read_tokens or 0,
-                cache_write=usage.cache_creation_tokens or 0,
-                reasoning=usage.reasoning_tokens or 0,
-            ),
-            price,
-        )
-
-
-def _count(usage: dict[str, Any], *names: str) -> int:
-    for name in names:
-        value = usage.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return 0
-
-
-async def run_limited(limiter: Limiter, ex: Any, key: Any, work: Callable[[], Awaitable[None]]) -> None:
-    """A non-generation endpoint (embeddings, compaction, token counts) under the key's limits,
-    as ``serve`` runs a generation: admitted or refused (429/402 in the client's shape) before
-    anything goes upstream, its concurrency slot freed and its usage and cost settled at the end.
-    The tap rides on ``ex.recorder``, which these endpoints do not otherwise use (no capture);
-    ``forward`` tells it which channel answered with what usage."""
-    limits = key.limits
-    if limits is None or not limits.counted:
-        await work()
-        return
-    refused = await limiter.admit(key.id, limits, time.time())
-    if refused is not None:
-        await ex.send_error(refused)
-        return
-    tap = UsageTap()
-    ex.recorder = tap
-    try:
-        await work()
-    finally:  # after the answer's last byte; Redis is not waited for
-        limiter.finish_later(key.id, limits, tap.tokens, time.time(), tap.cost() if limits.spends else 0)
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    """A reply nobody reads (its failure shows in the next call's): retrieved, so asyncio does
+    not log it as never retrieved."""
+    if not done.cancelled():
+        done.exception()

@@ -25,11 +25,11 @@ from .call import Call, Runtime
 from .errors import to_client_error
 from .exchange import Exchange, keepalive_loop
 from .failover import route
-from .limits import UsageTap
 from .recorder import NULL_RECORDER, FanOutRecorder, Recorder
 from .routing import model_allowed, resolve_logical_model
 from .snapshot import KeySnap, Snapshot
 from .stream import stream_one
+from .usage_tap import UsageTap
 from .whole import whole_one
 
 log = logging.getLogger("gateway.proxy")

@@ -12,7 +12,8 @@ import time
 import orjson
 import pytest
 
-from gateway.proxy.limits import KeyLimits, RedisLimiter, UsageTap
+from gateway.proxy.limits import KeyLimits, RedisLimiter
+from gateway.proxy.usage_tap import UsageTap
 from tests.minute_window import wait_for_fresh_minute
 
 from .helpers import SECRET, call, channel, key, provider, snapshot
@@ -151,6 +152,23 @@ async def test_a_held_end_of_request_reaches_a_redis_that_lost_its_scripts(redis
     window = int(now // 60)
     assert int(await redis_limiter.redis.get(f"{redis_limiter.prefix}:1:t:{window}") or 0) == 40
     assert await redis_limiter.admit(1, limits, time.time()) is None
+
+
+async def test_a_finish_answered_noscript_still_precedes_the_next_admission(redis_limiter):
+    """The held end of one request shares a write with the next admission; when the scripts were
+    flushed (a Redis restart, or another process's ``SCRIPT FLUSH``) both are answered NOSCRIPT and
+    asked again. The finish must reach Redis first, or a one-slot key refuses its next request
+    (a CI failure: the admission's retry overtook the finish's)."""
+    limits = KeyLimits(concurrency=1)
+    for _ in range(3):
+        assert await redis_limiter.admit(1, limits, time.time()) is None  # the slot is taken
+        redis_limiter.finish_later(1, limits, 0, time.time())  # held for the next write
+        await redis_limiter.redis.script_flush()
+        admission = redis_limiter.begin(1, limits, time.time())  # finish + admission: both NOSCRIPT
+        time.sleep(0.05)  # the request decodes meanwhile: both replies are read by ``verdict`` at once
+        assert await admission.verdict() is None
+        admission.end(UsageTap())
+        assert await _active(redis_limiter) == 0
 
 
 async def test_a_dropped_connection_is_reopened_without_counting_in_the_worker(redis_limiter):

@@ -10,8 +10,9 @@ import time
 import pytest
 from redis.exceptions import NoScriptError, ResponseError
 
-from gateway.proxy.limits import KeyLimits, RedisLimiter, UsageTap
+from gateway.proxy.limits import KeyLimits, RedisLimiter
 from gateway.proxy.redis_pipe import INCOMPLETE, encode, encode_ints, parse
+from gateway.proxy.usage_tap import UsageTap
 
 
 @pytest.mark.parametrize(
