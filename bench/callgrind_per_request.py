@@ -14,7 +14,11 @@ are about as large as in a loaded gateway; and the config poller (which works pe
 per request: 50 times more of it per request under callgrind) polls once an hour.
 
     .venv/bin/python bench/callgrind_per_request.py [--env GATEWAY_REQUEST_LOGS=0]
-        [--baseline DIR] [--small 200] [--large 1200]
+        [--case chat|chain|capture] [--baseline DIR] [--small 200] [--large 1200]
+
+``--case capture``: the key with capture mode ``all``; the capture writer (the thread that ran
+zlib) is counted apart. Add ``--env GATEWAY_CAPTURE_WRITER_SHARE=1`` so no capture is shed (the
+writer's share is timed, and callgrind slows every thread alike but not the sleeps).
 
 Takes 2-3 minutes per tree (both runs in parallel); needs valgrind (Debian's package).
 """
@@ -56,12 +60,19 @@ def _threads(prefix: Path) -> dict[str, int]:
     for part in sorted(prefix.parent.glob(prefix.name + "-*")):
         text = part.read_text(errors="replace")
         total = int(re.search(r"^summary: (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
-        name = "loop" if part.name.endswith("-01") else ("writer" if "libsqlite3" in text else "other")
+        if part.name.endswith("-01"):
+            name = "loop"
+        elif "libz.so" in text:  # the capture writer compresses its dumps
+            name = "capture"
+        else:
+            name = "writer" if "libsqlite3" in text else "other"
         out[name] = out.get(name, 0) + total
     return out
 
 
-def measure(root: Path, env: dict[str, str], small: int, large: int, port: int) -> dict[str, float]:
+def measure(
+    root: Path, env: dict[str, str], small: int, large: int, port: int, case: str
+) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="gw-callgrind-"))
     child = work / "child.py"
     child.write_text(_CHILD)
@@ -77,7 +88,7 @@ def measure(root: Path, env: dict[str, str], small: int, large: int, port: int) 
             str(root),
             "--child",
             "--case",
-            "chat",
+            case,
             "--port",
             str(port),
             "--requests",
@@ -104,6 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for both trees")
     parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--case", default="chat", help="hotpath_cpu's case: chat, chain or capture")
     parser.add_argument("--small", type=int, default=200)
     parser.add_argument("--large", type=int, default=1200)
     args = parser.parse_args()
@@ -118,8 +130,9 @@ def main() -> None:
         trees = {"baseline": args.baseline.resolve(), **trees}
     try:
         for name, root in trees.items():
-            per = measure(root, env, args.small, args.large, port)
-            cells = "  ".join(f"{k} {per[k]:,.0f}" for k in ("loop", "writer", "other", "total") if k in per)
+            per = measure(root, env, args.small, args.large, port, args.case)
+            names = ("loop", "writer", "capture", "other", "total")
+            cells = "  ".join(f"{k} {per[k]:,.0f}" for k in names if k in per)
             print(f"{name:8s} instructions per request: {cells}", flush=True)
     finally:
         procs.stop(nginx)

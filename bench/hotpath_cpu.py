@@ -33,7 +33,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CASES = {"chat": ("bench-chat", "chat_body"), "chain": ("bench-chain", "chain_body")}
+# case: (model, body factory, capture on: the key with capture mode ``all``)
+CASES = {
+    "chat": ("bench-chat", "chat_body", False),
+    "chain": ("bench-chain", "chain_body", False),
+    "capture": ("bench-chat", "chat_body", True),
+}
 
 
 def switches() -> int:
@@ -77,13 +82,13 @@ def _setup(args: argparse.Namespace) -> tuple[bytes, dict]:
     from bench.harness import payloads, servers
 
     call_command("migrate", verbosity=0)
+    model, factory, capture = CASES[args.case]
     config = data / "config.json"
     config.write_text(
-        json.dumps(servers.gateway_config(servers.Upstreams(args.port, args.port), capture=False))
+        json.dumps(servers.gateway_config(servers.Upstreams(args.port, args.port), capture=capture))
     )
     with open(os.devnull, "w") as devnull:
         call_command("loadconfig", str(config), stdout=devnull)
-    model, factory = CASES[args.case]
     body = payloads.dumps(getattr(payloads, factory)(model))
     scope = {
         "type": "http",
@@ -100,7 +105,7 @@ def _setup(args: argparse.Namespace) -> tuple[bytes, dict]:
         "headers": [
             (b"host", b"127.0.0.1:8000"),
             (b"content-type", b"application/json"),
-            (b"authorization", f"Bearer {servers.PLAIN_KEY}".encode()),
+            (b"authorization", f"Bearer {servers.CAPTURE_KEY if capture else servers.PLAIN_KEY}".encode()),
             (b"content-length", str(len(body)).encode()),
         ],
     }
@@ -112,6 +117,7 @@ def child(args: argparse.Namespace) -> None:
     body, scope = _setup(args)
     import uvloop
 
+    from captures.sink import writer as capture_writer
     from gateway.asgi import proxy_app
     from requestlogs.sink import writer
 
@@ -129,6 +135,7 @@ def child(args: argparse.Namespace) -> None:
         for _ in range(300):
             await proxy_app(dict(scope), receive, send)
         writer.flush(30)
+        capture_writer.flush(30)
         statuses.clear()
         profiler = None
         if args.calls:  # deterministic: Python-level calls per request on the loop thread
@@ -150,6 +157,7 @@ def child(args: argparse.Namespace) -> None:
             if args.calls > 1:
                 stats.sort_stats("tottime").print_stats(args.calls)
         writer.flush(30)
+        capture_writer.flush(30)
         cpu = time.process_time() - cpu0
         sw = switches() - sw0
         await proxy_app.shutdown()

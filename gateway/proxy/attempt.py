@@ -165,7 +165,10 @@ async def build_attempt_async(
     areq, tctx, chains, strip = _begin_attempt(
         req, snapshot, key, provider, channel, upstream_model, logical_model, client_protocol, client_stream
     )
-    executed = await run_request_async(select(chains, "request", logical_model), areq, tctx, trace)
+    rules = select(chains, "request", logical_model)
+    # An empty chain has nothing to trace: no snapshot of the URP before it (a capture's
+    # per-rule states are read only around rules that ran).
+    executed = await run_request_async(rules, areq, tctx, trace if rules else None)
     return _finish_attempt(
         areq,
         tctx,

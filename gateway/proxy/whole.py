@@ -30,7 +30,7 @@ from gateway.urp.synth import response_to_events
 
 from .attempt import Attempt
 from .call import MAX_ERROR_BODY, MAX_UPSTREAM_BODY, Call
-from .chain import run_response_async, wrap_stream_encoder
+from .chain import RuleTrace, run_response_async, wrap_stream_encoder
 from .errors import from_stream_error, is_retryable_status, mask, status_failure, transport_failure
 from .recorder import Recorder
 from .upstream import TRANSPORT_ERRORS
@@ -164,10 +164,16 @@ async def fetch_whole(call: Call, att: Attempt) -> Response:
     return resp_obj
 
 
+def _trace(call: Call, att: Attempt) -> RuleTrace | None:
+    """The recorders' tracer for the response chain; none for an empty chain (nothing to trace:
+    a capture would snapshot the whole response for no rule)."""
+    return call.rec.rule_trace() if att.response_rules else None
+
+
 async def whole_one(call: Call, att: Attempt) -> None:
     """One attempt for a client that wants a whole response."""
     resp = await fetch_whole(call, att)
-    executed = await run_response_async(att.response_rules, resp, att.tctx, call.rec.rule_trace())
+    executed = await run_response_async(att.response_rules, resp, att.tctx, _trace(call, att))
     ccodec = codec(call.ex.protocol)
     out = ccodec.encode_response(
         resp, EncodeContext(model=call.logical_model, source_protocol=att.channel.protocol)
@@ -185,7 +191,7 @@ async def synth_one(call: Call, att: Attempt) -> None:
 
 async def emit_whole(call: Call, att: Attempt, resp: Response) -> None:
     """A whole response -> response rules -> synthesised events -> the client's stream."""
-    executed = await run_response_async(att.response_rules, resp, att.tctx, call.rec.rule_trace())
+    executed = await run_response_async(att.response_rules, resp, att.tctx, _trace(call, att))
     events = response_to_events(resp)
     # Response rules may wrap the client's encoder (the stream-encoder hook).
     enc = wrap_stream_encoder(att.response_rules, call.new_encoder(att.channel.protocol), att.tctx)

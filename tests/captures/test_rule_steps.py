@@ -41,11 +41,13 @@ def submitted(monkeypatch):
     return out
 
 
-def make_app(upstream, *, base=None, allowed=None, capture=True):
-    rules = (
-        CompiledRule(11, "global", "request", None, PromptInjectSystem({"content": "Be brief."})),
-        CompiledRule(12, "global", "request", None, RoleMergeConsecutive({})),
-    )
+RULES = (
+    CompiledRule(11, "global", "request", None, PromptInjectSystem({"content": "Be brief."})),
+    CompiledRule(12, "global", "request", None, RoleMergeConsecutive({})),
+)
+
+
+def make_app(upstream, *, base=None, allowed=None, capture=True, rules=RULES):
     app = ProxyApp(proxy_config(), DatabaseConfigSource(), authenticate, RecorderSet([capture_recorder]))
     app.holder.set(
         snapshot(
@@ -83,6 +85,27 @@ async def test_request_rules_leave_one_state_per_changing_rule(upstream, submitt
     added = [c for c in chain[0]["diff"].changes if c.op == "added"]
     assert added and "Be brief." in str(added[0].new)
     assert chain[1]["diff"] is None
+
+
+async def test_an_empty_chain_leaves_no_states(upstream, submitted):
+    """No rule ran, so there is no state to keep: the URP is not written out before an empty
+    request or response chain (that snapshot was most of what recording cost the request path)."""
+    app = make_app(upstream, rules=())
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 200
+    finally:
+        await app.client.close()
+    (rec,) = submitted
+    att = rec.attempts[0]
+    assert att.rule_steps is None and att.executed_chain == []
+    assert chips(att.executed_chain, att.rule_steps) == []
+
+    app = make_app(upstream)  # request rules only: no state for the empty response chain
+    try:
+        assert (await call(app, "POST", CHAT, body())).status == 200
+    finally:
+        await app.client.close()
+    assert set(submitted[1].attempts[0].rule_steps) == {"request"}
 
 
 async def test_nothing_is_traced_when_capture_is_off(upstream, submitted):
