@@ -14,7 +14,7 @@ are about as large as in a loaded gateway; and the config poller (which works pe
 per request: 50 times more of it per request under callgrind) polls once an hour.
 
     .venv/bin/python bench/callgrind_per_request.py [--env GATEWAY_REQUEST_LOGS=0]
-        [--case chat|chain|capture] [--baseline DIR] [--small 200] [--large 1200]
+        [--case chat|chain|chain-body|capture] [--baseline DIR] [--small 200] [--large 1200]
 
 ``--case capture``: the key with capture mode ``all``; the capture writer (the thread that ran
 zlib) is counted apart. Add ``--env GATEWAY_CAPTURE_WRITER_SHARE=1`` so no capture is shed (the
@@ -115,7 +115,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for both trees")
     parser.add_argument("--baseline", type=Path, default=None)
-    parser.add_argument("--case", default="chat", help="hotpath_cpu's case: chat, chain or capture")
+    parser.add_argument(
+        "--case", default="chat", help="hotpath_cpu's case: chat, chain, chain-body or capture"
+    )
     parser.add_argument("--small", type=int, default=200)
     parser.add_argument("--large", type=int, default=1200)
     args = parser.parse_args()

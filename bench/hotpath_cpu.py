@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = {
     "chat": ("bench-chat", "chat_body", False),
     "chain": ("bench-chain", "chain_body", False),
+    "chain-body": ("bench-chat", "chain_body", False),  # the chain's body without the chain
     "capture": ("bench-chat", "chat_body", True),
 }
 

@@ -55,22 +55,6 @@ class TransformContext:
 
 
 @dataclass(slots=True, frozen=True)
-class CompiledRule:
-    rule_id: int | None
-    scope: str
-    phase: str
-    models: tuple[str, ...] | None
-    transform: RuleTransform
-
-    @property
-    def type_id(self) -> str:
-        return self.transform.type_id
-
-    def matches(self, phase: str, logical_model: str) -> bool:
-        return self.phase == phase and any_glob(self.models, logical_model)
-
-
-@dataclass(slots=True, frozen=True)
 class ExecutedRule:
     """One entry of the executed chain recorded for captures (never the rule's config)."""
 
@@ -88,10 +72,60 @@ class ExecutedRule:
         }
 
 
+@dataclass(slots=True, frozen=True)
+class CompiledRule:
+    rule_id: int | None
+    scope: str
+    phase: str
+    models: tuple[str, ...] | None
+    transform: RuleTransform
+    # What a run of this rule in its own phase records: made once per rule, not once per request
+    # (a frozen dataclass's __init__ sets each field through object.__setattr__).
+    executed: ExecutedRule = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "executed", ExecutedRule(self.scope, self.transform.type_id, self.phase, self.rule_id)
+        )
+
+    def executed_in(self, phase: str) -> ExecutedRule:
+        return (
+            self.executed
+            if phase == self.phase
+            else ExecutedRule(self.scope, self.type_id, phase, self.rule_id)
+        )
+
+    @property
+    def type_id(self) -> str:
+        return self.transform.type_id
+
+    def matches(self, phase: str, logical_model: str) -> bool:
+        return self.phase == phase and any_glob(self.models, logical_model)
+
+
+# select's answers by (the chains' ids, phase, model); each entry holds its chains, so no id
+# in a key can be reused by another object while the entry lives.
+_selected: dict[tuple[Any, ...], tuple[Any, list[CompiledRule]]] = {}
+_SELECTED_MAX = 512
+
+
 def select(chains: list[tuple[CompiledRule, ...]], phase: str, logical_model: str) -> list[CompiledRule]:
     """The rules that run for this phase and model, in execution order. ``chains`` is
-    [provider chain, global chain, API-key chain]; disabled rules never reach the snapshot."""
-    return [rule for chain in chains for rule in chain if rule.matches(phase, logical_model)]
+    [provider chain, global chain, API-key chain]; disabled rules never reach the snapshot.
+
+    A snapshot's chains are immutable tuples, so the answer is kept per chains, phase and model
+    (shared: callers never mutate it): matching every rule's globs twice per attempt was a tenth
+    of what the bench's five-rule chain cost a request."""
+    key = (*map(id, chains), phase, logical_model)
+    kept = _selected.get(key)
+    if kept is not None:
+        return kept[1]
+    rules = [rule for chain in chains for rule in chain if rule.matches(phase, logical_model)]
+    if all(type(chain) is tuple for chain in chains):  # a list (a test's, the playground's) may change
+        if len(_selected) >= _SELECTED_MAX:
+            _selected.clear()
+        _selected[key] = (tuple(chains), rules)
+    return rules
 
 
 def _guard(rule: CompiledRule, fn, *args):
@@ -120,7 +154,7 @@ def run_request(
         trace.step("request", None, req)
     for rule in rules:
         _guard(rule, rule.transform.apply_request, req, ctx)
-        executed.append(ExecutedRule(rule.scope, rule.type_id, "request", rule.rule_id))
+        executed.append(rule.executed_in("request"))
         if trace is not None:
             trace.step("request", rule, req)
     return executed
@@ -153,7 +187,7 @@ async def _run_async(
             _guard(rule, getattr(rule.transform, sync_name), target, ctx)
         else:
             await _aguard(rule, hook, target, ctx)
-        executed.append(ExecutedRule(rule.scope, rule.type_id, phase, rule.rule_id))
+        executed.append(rule.executed_in(phase))
         if trace is not None:
             trace.step(phase, rule, target)
     return executed
@@ -182,7 +216,7 @@ def run_response(
         trace.step("response", None, resp)
     for rule in rules:
         _guard(rule, rule.transform.apply_response, resp, ctx)
-        executed.append(ExecutedRule(rule.scope, rule.type_id, "response", rule.rule_id))
+        executed.append(rule.executed_in("response"))
         if trace is not None:
             trace.step("response", rule, resp)
     return executed
@@ -222,7 +256,7 @@ class StreamChain:
         self.states = [_guard(rule, rule.transform.new_stream_state, ctx) for rule in rules]
 
     def executed(self) -> list[ExecutedRule]:
-        return [ExecutedRule(r.scope, r.type_id, "response", r.rule_id) for r in self.rules]
+        return [r.executed_in("response") for r in self.rules]
 
     def process(self, event: Event) -> list[Event]:
         events = [event]

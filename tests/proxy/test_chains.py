@@ -293,3 +293,24 @@ async def test_each_attempt_starts_from_the_clients_request(app, upstream):
     assert reply.status == 200
     assert [b["messages"][-1]["content"] for b in upstream.bodies] == ["q|P1|K", "q|P2|K"]
     assert [b["model"] for b in upstream.bodies] == ["up-1", "up-2"]
+
+
+async def test_the_rules_selected_for_a_model_are_kept_per_snapshot_chains():
+    """``select`` keeps its answer per (chains, phase, model): a new snapshot (new chain tuples)
+    selects afresh, and chains given as lists (which may change) are never kept."""
+    from gateway.proxy.chain import select
+
+    def rule(rid, phase, models):
+        return CompiledRule(rid, "global", phase, models, Marker({"tag": str(rid)}))
+
+    chains = [(rule(1, "request", ("gpt-*",)),), (rule(2, "response", None), rule(3, "request", ("m",))), ()]
+    assert [r.rule_id for r in select(chains, "request", "gpt-4o")] == [1]
+    assert select(chains, "request", "gpt-4o") is select(list(chains), "request", "gpt-4o")  # same tuples
+    assert [r.rule_id for r in select(chains, "request", "m")] == [3]
+    assert [r.rule_id for r in select(chains, "response", "m")] == [2]
+    reloaded = [(rule(4, "request", ("m",)),), chains[1], ()]  # a new snapshot's provider chain
+    assert [r.rule_id for r in select(reloaded, "request", "m")] == [4, 3]
+    changing = [[rule(5, "request", None)], (), ()]
+    assert [r.rule_id for r in select(changing, "request", "m")] == [5]
+    changing[0].append(rule(6, "request", None))
+    assert [r.rule_id for r in select(changing, "request", "m")] == [5, 6]
