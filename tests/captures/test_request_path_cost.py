@@ -124,6 +124,21 @@ def test_the_secret_prescan_never_skips_a_body_the_walk_would_mask(value):
         assert may_hold_secret(orjson.dumps(value))
 
 
+def test_the_secret_prescan_rules_out_ordinary_bodies():
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {}}}]
+    usage = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7, "max_tokens": 9}
+    ordinary = {
+        "model": "m",
+        "tools": tools,
+        "usage": usage,
+        "prompt_cache_key": "k",
+        "finish_reason": "stop",
+    }
+    assert not may_hold_secret(orjson.dumps(ordinary))
+    for secret in ("api_key", "X-Api-Key", "Authorization", "client_secret", "pass_word", "to-ken"):
+        assert may_hold_secret(orjson.dumps({**ordinary, "nested": [{secret: "s"}]}))
+
+
 def test_the_image_prescan_sees_data_urls_and_long_base64_runs():
     png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(2000)).decode()
     for value in ({"u": "data:image/png;base64,AAAA"}, {"b": png}, ["x", {"y": [png]}]):
