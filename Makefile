@@ -62,10 +62,11 @@ run: migrate
 	@rm -rf data/prometheus && mkdir -p data/prometheus
 	@# No access log (the launcher's default): the gateway logs its own line per /v1 request (logger gateway.access;
 	@# GATEWAY_LOG_FORMAT=json for JSON). PROMETHEUS_MULTIPROC_DIR: /metrics sums every worker.
-	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
 	@# gateway.launch: uvicorn workers (uvloop, the guarded httptools protocol, keep-alive 5 s, lifespan
 	@# on, no access log), each on its own SO_REUSEPORT socket so the kernel spreads connections evenly
-	@# (issue 20; bench/SERVERS.md compares it with uvicorn --workers and granian).
+	@# (issue 20; bench/SERVERS.md compares it with uvicorn --workers and granian). No comment line
+	@# may sit inside the continued command below: the shell would read it as words.
+	@trap 'kill $$(cat data/mock.pid) 2>/dev/null' EXIT INT TERM; \
 	GATEWAY_SECURE_COOKIES=$${GATEWAY_SECURE_COOKIES:-0} PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/data/prometheus GATEWAY_FETCH_ALLOW_PRIVATE=1 $(BIN)/python -m gateway.launch --host $(HOST) --port $(PORT) --workers $(WORKERS) \
 		--timeout-graceful-shutdown $(GRACE)
 
