@@ -96,6 +96,12 @@ def test_make_run_serves_the_demo_offline_and_stops_cleanly(tmp_path):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         log.close()
+        pid_file = tree / "data" / "mock.pid"  # a make that failed before its trap leaves the mock
+        if pid_file.exists():
+            try:
+                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+            except (ValueError, ProcessLookupError):
+                pass
     deadline = time.monotonic() + 10
     while not (_closed(port) and _closed(mock_port)) and time.monotonic() < deadline:
         time.sleep(0.2)
