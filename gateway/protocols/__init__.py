@@ -50,7 +50,13 @@ def codec(protocol: str) -> Codec:
     """
     mod = _LOADED.get(protocol)
     if mod is None:  # imported on first use; then a dict lookup (called 4 times per request)
-        mod = _LOADED[protocol] = cast(Codec, import_module(_MODULES[protocol]))
+        module = import_module(_MODULES[protocol])
+        # Every codec answers the two optional names (``openai_image`` sets its own): the
+        # attempt reads them per request, and a module without them fails the lookup by
+        # formatting an AttributeError message first (a few thousand instructions each time).
+        module.__dict__.setdefault("wire", None)
+        module.__dict__.setdefault("SUPPORTS_STREAM", True)
+        mod = _LOADED[protocol] = cast(Codec, module)
     return mod
 
 

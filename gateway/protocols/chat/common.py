@@ -106,6 +106,15 @@ def decode_usage(raw: Any) -> Usage | None:
     return usage
 
 
+def _first_in(keys: tuple[str, ...], extra: dict[str, Any], default: str) -> str:
+    """The first of ``keys`` present in ``extra`` (a loop: ``next`` over a generator made and
+    closed a generator for every response)."""
+    for key in keys:
+        if key in extra:
+            return key
+    return default
+
+
 def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
     """Usage -> Chat usage object; typed counters win over preserved members, which are only
     replayed on a same-Chat hop."""
@@ -115,8 +124,8 @@ def encode_usage(usage: Usage, *, same_protocol: bool) -> dict[str, Any]:
         "total_tokens": usage.input_tokens + usage.output_tokens,
     }
     extra = usage.extra if same_protocol else {}
-    in_key = next((k for k in _IN_DETAILS if k in extra), "prompt_tokens_details")
-    out_key = next((k for k in _OUT_DETAILS if k in extra), "completion_tokens_details")
+    in_key = _first_in(_IN_DETAILS, extra, "prompt_tokens_details")
+    out_key = _first_in(_OUT_DETAILS, extra, "completion_tokens_details")
     in_details = dict(extra[in_key]) if isinstance(extra.get(in_key), dict) else None
     if usage.cache_read_tokens is not None or usage.cache_creation_tokens is not None:
         in_details = in_details or {}
