@@ -31,6 +31,8 @@ def too_deep(value: Any, raw: bytes | str | None = None) -> bool:
     Cheap on the hot path: a small value whose text has at most ``MAX_DEPTH`` brackets cannot be
     too deep and is not looked at; otherwise orjson itself measures (the value wrapped in
     ``_PAD`` lists fails to serialise exactly when it is too deep), at C speed."""
+    if raw is not None and len(raw) <= 2 * MAX_DEPTH:  # every level opens and closes a bracket
+        return False
     if raw is not None and len(raw) <= _COUNT_LIMIT:
         binary = isinstance(raw, bytes | bytearray)
         brackets = raw.count(b"[" if binary else "[") + raw.count(b"{" if binary else "{")
