@@ -84,9 +84,7 @@ class CompiledRule:
     executed: ExecutedRule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "executed", ExecutedRule(self.scope, self.transform.type_id, self.phase, self.rule_id)
-        )
+        object.__setattr__(self, "executed", ExecutedRule(self.scope, self.type_id, self.phase, self.rule_id))
 
     def executed_in(self, phase: str) -> ExecutedRule:
         return (

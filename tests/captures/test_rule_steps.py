@@ -60,16 +60,21 @@ def make_app(upstream, *, base=None, allowed=None, capture=True, rules=RULES):
     return app
 
 
+async def _status(app) -> int:
+    """POST one Chat request to ``app`` and close its upstream client: the answer's status."""
+    try:
+        return (await call(app, "POST", CHAT, body())).status
+    finally:
+        await app.client.close()
+
+
 def body(**kw):
     return {"model": "m", "messages": [{"role": "user", "content": "q"}], **kw}
 
 
 async def test_request_rules_leave_one_state_per_changing_rule(upstream, submitted):
     app = make_app(upstream)
-    try:
-        assert (await call(app, "POST", CHAT, body())).status == 200
-    finally:
-        await app.client.close()
+    assert await _status(app) == 200
     (rec,) = submitted
     att = rec.attempts[0]
     run = att.rule_steps["request"]
@@ -91,20 +96,14 @@ async def test_an_empty_chain_leaves_no_states(upstream, submitted):
     """No rule ran, so there is no state to keep: the URP is not written out before an empty
     request or response chain (that snapshot was most of what recording cost the request path)."""
     app = make_app(upstream, rules=())
-    try:
-        assert (await call(app, "POST", CHAT, body())).status == 200
-    finally:
-        await app.client.close()
+    assert await _status(app) == 200
     (rec,) = submitted
     att = rec.attempts[0]
     assert att.rule_steps is None and att.executed_chain == []
     assert chips(att.executed_chain, att.rule_steps) == []
 
     app = make_app(upstream)  # request rules only: no state for the empty response chain
-    try:
-        assert (await call(app, "POST", CHAT, body())).status == 200
-    finally:
-        await app.client.close()
+    assert await _status(app) == 200
     assert set(submitted[1].attempts[0].rule_steps) == {"request"}
 
 
@@ -119,17 +118,11 @@ async def test_nothing_is_traced_when_capture_is_off(upstream, submitted):
 
 async def test_failed_attempts_name_target_and_error_class(upstream, submitted):
     app = make_app(upstream, base="http://127.0.0.1:1/v1")
-    try:
-        assert (await call(app, "POST", CHAT, body())).status == 502
-    finally:
-        await app.client.close()
+    assert await _status(app) == 502
     assert submitted[0].attempts[0].error_detail == "connect refused 127.0.0.1:1"
 
     app = make_app(upstream, base=f"{upstream.base}/s500")
-    try:
-        assert (await call(app, "POST", CHAT, body())).status == 502
-    finally:
-        await app.client.close()
+    assert await _status(app) == 502
     detail = submitted[1].attempts[0].error_detail
     port = upstream.base.rsplit(":", 1)[1]
     assert detail.startswith(f"upstream status 500 from 127.0.0.1:{port}")
@@ -137,9 +130,6 @@ async def test_failed_attempts_name_target_and_error_class(upstream, submitted):
 
 async def test_rejected_request_keeps_its_model(upstream, submitted):
     app = make_app(upstream, allowed=("other-*",))
-    try:
-        assert (await call(app, "POST", CHAT, body())).status == 403
-    finally:
-        await app.client.close()
+    assert await _status(app) == 403
     assert submitted[0].logical_model == "m"
     assert submitted[0].attempts == []
