@@ -14,12 +14,15 @@ end: captures persisted (rows) and dropped (the writer's shed counter, from its 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sqlite3
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import orjson
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -30,6 +33,37 @@ from harness import nginx_mock, payloads, procs, servers, wrk  # noqa: E402
 def tree_cpu(pids: list[int]) -> float:
     """CPU seconds of the workers and their children (a writer process, if any)."""
     return sum(procs.cpu_seconds(p) + sum(procs.cpu_seconds(c) for c in procs.children(p)) for p in pids)
+
+
+def thread_split(pids: list[int]) -> tuple[float, float]:
+    """CPU seconds of the workers' event-loop threads (the main thread) and of their other
+    threads (the capture and request-log writers), from /proc/<pid>/task."""
+    loop = other = 0.0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            if task.name == str(pid):
+                loop += seconds
+            else:
+                other += seconds
+    return loop, other
+
+
+def gc_pauses(probe_dir: Path, start: float, end: float) -> dict[int, tuple[int, float]]:
+    """Collections per generation between ``start`` and ``end`` (unix time): (count, total ms),
+    from ``harness.gc_probe``'s files (each worker writes its last minute once a second)."""
+    time.sleep(1.2)
+    out: dict[int, tuple[int, float]] = {}
+    for path in probe_dir.glob("gc-*.json"):
+        for at, gen, ms in orjson.loads(path.read_bytes()):
+            if start <= at <= end:
+                n, total = out.get(gen, (0, 0.0))
+                out[gen] = (n + 1, total + ms)
+    return out
 
 
 def tree_pids(master: int) -> list[int]:
@@ -56,12 +90,23 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=8)
     p.add_argument("--connections", type=int, nargs="+", default=[64])
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--gc-probe",
+        action="store_true",
+        help="serve harness.gc_probe (the same app, every collection timed) and report GC per run",
+    )
     args = p.parse_args()
     work = BENCH / "out" / ("capture-" + time.strftime("%Y%m%dT%H%M%S"))
     work.mkdir(parents=True, exist_ok=True)
     ports = {n: procs.free_port() for n in ("nginx", "paced", "gateway")}
     up = servers.Upstreams(ports["nginx"], ports["paced"])
-    gw = servers.Gateway(work, ports["gateway"], workers=args.workers)
+    probe_dir = work / "gc"
+    probe_dir.mkdir()
+    probe = {"app": "harness.gc_probe:application"} if args.gc_probe else {}
+    gw = servers.Gateway(work, ports["gateway"], workers=args.workers, **probe)  # type: ignore[arg-type]
+    if args.gc_probe:
+        gw.env["GC_PROBE_DIR"] = str(probe_dir)
+        gw.env["PYTHONPATH"] = f"{BENCH}:{BENCH.parent}"
     nginx = nginx_mock.start(work, ports["nginx"])
     try:
         gw.manage("migrate", "--noinput", "-v", "0")
@@ -96,7 +141,11 @@ def main() -> None:
                     procs.wait_quiet(pids)
                     pids = tree_pids(gw.proc.pid)
                     cpu0 = tree_cpu(procs.worker_pids(gw.proc.pid))
+                    split0 = thread_split(procs.worker_pids(gw.proc.pid))
+                    began = time.time()
                     r = wrk.run(ports["gateway"], scripts[system], connections=conns, seconds=args.seconds)
+                    ended = time.time()
+                    split1 = thread_split(procs.worker_pids(gw.proc.pid))
                     drain = procs.wait_quiet(tree_pids(gw.proc.pid))
                     cpu = tree_cpu(procs.worker_pids(gw.proc.pid)) - cpu0
                     ms = cpu * 1000 / max(1, r.requests)
@@ -106,9 +155,21 @@ def main() -> None:
                     print(
                         f"{conns:3d} conn run {run + 1} capture {system:3s} {r.rps:8.0f} req/s  "
                         f"CPU {ms:6.3f} ms/req (incl. drain {drain:4.1f} s)  p99 {r.p99:7.3f} ms  "
-                        f"errors {r.errors} non2xx {r.non2xx}",
+                        f"errors {r.errors} non2xx {r.non2xx}; during the run: loops "
+                        f"{(split1[0] - split0[0]) / args.seconds:.2f} cores, other threads "
+                        f"{(split1[1] - split0[1]) / args.seconds:.2f} cores",
                         flush=True,
                     )
+                    if args.gc_probe:
+                        pauses = gc_pauses(probe_dir, began, ended)
+                        print(
+                            "    GC during the run (both workers): "
+                            + ", ".join(
+                                f"gen{g} {n} x, {ms:.0f} ms ({ms / max(1, r.requests) * 1000:.1f} us/req)"
+                                for g, (n, ms) in sorted(pauses.items())
+                            ),
+                            flush=True,
+                        )
             med = {
                 s: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
                 for s, v in res.items()

@@ -715,12 +715,12 @@ def main() -> None:
     bench = Bench(args)
     bench.run()
     if not args.no_tail and bench.want("tail"):
-        print("== tail diagnosis (bench/diagnose_tail.py --compare-freeze)", flush=True)
+        print("== tail diagnosis (bench/diagnose_tail.py --compare-threshold)", flush=True)
         subprocess.run(
             [
                 sys.executable,
                 str(BENCH / "diagnose_tail.py"),
-                "--compare-freeze",
+                "--compare-threshold",
                 "--runs",
                 str(args.runs),
                 "--seconds",

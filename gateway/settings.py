@@ -332,6 +332,13 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
         "On shutdown, how long the capture (and request-log) queue may take to drain before "
         "what is left is spooled to disk.",
     ),
+    # The garbage collector in each worker (gateway.proxy.app, bench/TAIL.md).
+    "GC_GEN0_THRESHOLD": (
+        int,
+        7000,
+        "Net container allocations between two young-generation collections in a worker "
+        "(Python's default is 700); 0 keeps Python's own.",
+    ),
     # Capture writer (captures.sink) and capture bounds (captures.bounds).
     "CAPTURE_QUEUE_MAX": (int, 1000, "Captures queued in memory per process before spooling to disk."),
     "CAPTURE_WRITER_SHARE": (

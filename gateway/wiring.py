@@ -49,6 +49,7 @@ def proxy_config() -> ProxyConfig:
         offload_json_bytes=int(gw.OFFLOAD_JSON_BYTES),
         instance_id=instance_id(),
         ssrf_guard=bool(int(gw.UPSTREAM_SSRF_GUARD)),
+        gc_gen0_threshold=int(gw.GC_GEN0_THRESHOLD),
     )
 
 

@@ -3,8 +3,9 @@
 The main benchmark serves ``gateway.asgi:application`` untouched; the tail diagnosis serves this
 module instead (``uvicorn harness.gc_probe:application``). Each worker records every collection
 (wall time, generation, pause) and writes the last minute of them to
-``$GC_PROBE_DIR/gc-<pid>.json`` once a second. ``GC_PROBE_FREEZE=1`` and
-``GC_PROBE_THRESHOLD=a,b,c`` try collector settings the gateway itself does not (yet) use.
+``$GC_PROBE_DIR/gc-<pid>.json`` once a second. ``GC_PROBE_THRESHOLD=a,b,c`` tries other
+collector thresholds (the worker's start-up then sets the first from
+``GATEWAY_GC_GEN0_THRESHOLD``, which ``bench/diagnose_tail.py`` sets to ``a`` as well).
 """
 
 from __future__ import annotations
@@ -38,11 +39,7 @@ def _dump_loop(path: Path) -> None:
         path.write_bytes(orjson.dumps([p for p in list(_pauses) if p[0] >= cutoff]))
 
 
-# Experiments (never the default): freeze everything import-time Django/gateway set-up allocated,
-# so full collections stop re-scanning it; and/or other collector thresholds ("a,b,c").
-if os.environ.get("GC_PROBE_FREEZE") == "1":
-    gc.collect()
-    gc.freeze()
+# Experiment: other collector thresholds ("a,b,c").
 if os.environ.get("GC_PROBE_THRESHOLD"):
     gc.set_threshold(*(int(x) for x in os.environ["GC_PROBE_THRESHOLD"].split(",")))
 

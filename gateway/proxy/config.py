@@ -38,3 +38,5 @@ class ProxyConfig:
     offload_json_bytes: int = 2 * 1024 * 1024  # larger image-carrying bodies: parsed off the loop
     instance_id: str = ""  # loop guard: the deployment's hop id ("" disables the guard)
     ssrf_guard: bool = False  # refuse private/loopback upstream addresses
+    # The collector's first threshold in a worker (0: Python's own, 700). See ProxyApp.startup.
+    gc_gen0_threshold: int = 0
