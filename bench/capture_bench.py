@@ -14,7 +14,6 @@ end: captures persisted (rows) and dropped (the writer's shed counter, from its 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sqlite3
 import statistics
@@ -33,24 +32,6 @@ from harness import nginx_mock, payloads, procs, servers, wrk  # noqa: E402
 def tree_cpu(pids: list[int]) -> float:
     """CPU seconds of the workers and their children (a writer process, if any)."""
     return sum(procs.cpu_seconds(p) + sum(procs.cpu_seconds(c) for c in procs.children(p)) for p in pids)
-
-
-def thread_split(pids: list[int]) -> tuple[float, float]:
-    """CPU seconds of the workers' event-loop threads (the main thread) and of their other
-    threads (the capture and request-log writers), from /proc/<pid>/task."""
-    loop = other = 0.0
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            if task.name == str(pid):
-                loop += seconds
-            else:
-                other += seconds
-    return loop, other
 
 
 def gc_pauses(probe_dir: Path, start: float, end: float) -> dict[int, tuple[int, float]]:
@@ -141,11 +122,11 @@ def main() -> None:
                     procs.wait_quiet(pids)
                     pids = tree_pids(gw.proc.pid)
                     cpu0 = tree_cpu(procs.worker_pids(gw.proc.pid))
-                    split0 = thread_split(procs.worker_pids(gw.proc.pid))
+                    split0 = procs.thread_cpu(procs.worker_pids(gw.proc.pid))
                     began = time.time()
                     r = wrk.run(ports["gateway"], scripts[system], connections=conns, seconds=args.seconds)
                     ended = time.time()
-                    split1 = thread_split(procs.worker_pids(gw.proc.pid))
+                    split1 = procs.thread_cpu(procs.worker_pids(gw.proc.pid))
                     drain = procs.wait_quiet(tree_pids(gw.proc.pid))
                     cpu = tree_cpu(procs.worker_pids(gw.proc.pid)) - cpu0
                     ms = cpu * 1000 / max(1, r.requests)

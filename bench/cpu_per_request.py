@@ -26,7 +26,6 @@ beside it, so the split between the two is printed as well.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -90,23 +89,6 @@ def _pyspy() -> str | None:
     return None
 
 
-def thread_cpu(pids: list[int]) -> tuple[float, float]:
-    """(main threads' CPU seconds, other threads' CPU seconds) of the worker processes."""
-    main = other = 0.0
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            if int(task.name) == pid:
-                main += seconds
-            else:
-                other += seconds
-    return main, other
-
-
 class Series:
     """One gateway's runs of one case: CPU ms/req (all threads, loop thread, others), req/s, p50."""
 
@@ -133,9 +115,9 @@ def one_run(
     spy = None
     if spy_out is not None and (exe := _pyspy()):
         spy = pyspy_profile.record(exe, workers[0], int(seconds), spy_out)
-    main0, other0 = thread_cpu(workers)
+    main0, other0 = procs.thread_cpu(workers)
     res = wrk.run(gw.port, script, connections=conns, seconds=seconds)
-    main1, other1 = thread_cpu(workers)
+    main1, other1 = procs.thread_cpu(workers)
     if res.errors or res.non2xx or not res.requests:
         raise SystemExit(f"{script.name}: {res.errors} errors, {res.non2xx} non-2xx")
     series.loop.append((main1 - main0) * 1000 / res.requests)

@@ -104,6 +104,24 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def thread_cpu(pids: list[int]) -> tuple[float, float]:
+    """(main threads' CPU seconds, other threads' CPU seconds) of the worker processes: the
+    event loops, and the threads beside them (the capture and request-log writers)."""
+    main = other = 0.0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            if int(task.name) == pid:
+                main += seconds
+            else:
+                other += seconds
+    return main, other
+
+
 def wait_quiet(pids: list[int], *, busy: float = 0.05, window: float = 0.5, timeout: float = 180) -> float:
     """Wait until the processes together use less than ``busy`` of a core over ``window``
     seconds (a background writer has drained its backlog); returns how long that took."""
