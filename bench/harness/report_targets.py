@@ -271,12 +271,14 @@ class Targets:
             "per-key limits on add ≤ 0.1 ms p50, with Redis (1 conn)",
             self.r.added("limits-redis-1", "gateway+redis+limits", base="gateway+redis"),
             lambda v: v <= 0.1,
-            why="With Redis a request with limits makes two round trips to it: the admission script "
-            "(one EVALSHA) before the upstream call, and one script call that frees the concurrency "
-            "slot and settles tokens and spend, run as a task after the answer's last byte. Each "
-            "costs the event loop a redis-py command (pack, write, wake-up, parse); the admission is "
-            "on the request's path by design (rpm exact across processes). Settling in batches "
-            "(several requests' ends in one call) is what is left.",
+            why="With Redis a request with limits makes one round trip on its path: the admission "
+            "script (one EVALSHA on the limiter's own connection), written when the key is known and "
+            "read just before the upstream call, so Redis answers while the request decodes and "
+            "encodes. The end of the request (free the slot, settle tokens and spend) rides in the "
+            "next admission's write. What is left is CPU: a send and a recv system call, the Python "
+            "around them, and redis-server on the same two cores (bench/LIMITS_REDIS.md). At one "
+            "connection this pair's p50s move with the box: compare the A/A affinity pair's spread "
+            "in this run before reading a few hundredths of a millisecond either way.",
             missing="redis-server missing or case not in this run",
         )
         self.add(
