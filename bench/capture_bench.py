@@ -21,8 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
-
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
@@ -32,19 +30,6 @@ from harness import nginx_mock, payloads, procs, servers, wrk  # noqa: E402
 def tree_cpu(pids: list[int]) -> float:
     """CPU seconds of the workers and their children (a writer process, if any)."""
     return sum(procs.cpu_seconds(p) + sum(procs.cpu_seconds(c) for c in procs.children(p)) for p in pids)
-
-
-def gc_pauses(probe_dir: Path, start: float, end: float) -> dict[int, tuple[int, float]]:
-    """Collections per generation between ``start`` and ``end`` (unix time): (count, total ms),
-    from ``harness.gc_probe``'s files (each worker writes its last minute once a second)."""
-    time.sleep(1.2)
-    out: dict[int, tuple[int, float]] = {}
-    for path in probe_dir.glob("gc-*.json"):
-        for at, gen, ms in orjson.loads(path.read_bytes()):
-            if start <= at <= end:
-                n, total = out.get(gen, (0, 0.0))
-                out[gen] = (n + 1, total + ms)
-    return out
 
 
 def tree_pids(master: int) -> list[int]:
@@ -81,13 +66,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     ports = {n: procs.free_port() for n in ("nginx", "paced", "gateway")}
     up = servers.Upstreams(ports["nginx"], ports["paced"])
+    gw = servers.Gateway(work, ports["gateway"], workers=args.workers)
     probe_dir = work / "gc"
-    probe_dir.mkdir()
-    probe = {"app": "harness.gc_probe:application"} if args.gc_probe else {}
-    gw = servers.Gateway(work, ports["gateway"], workers=args.workers, **probe)  # type: ignore[arg-type]
     if args.gc_probe:
-        gw.env["GC_PROBE_DIR"] = str(probe_dir)
-        gw.env["PYTHONPATH"] = f"{BENCH}:{BENCH.parent}"
+        gw.probe_gc(probe_dir)
     nginx = nginx_mock.start(work, ports["nginx"])
     try:
         gw.manage("migrate", "--noinput", "-v", "0")
@@ -142,12 +124,14 @@ def main() -> None:
                         flush=True,
                     )
                     if args.gc_probe:
-                        pauses = gc_pauses(probe_dir, began, ended)
+                        per_gen: dict[int, list[float]] = {}
+                        for gen, pause in servers.gc_pauses(probe_dir, began, ended):
+                            per_gen.setdefault(gen, []).append(pause)
                         print(
                             "    GC during the run (both workers): "
                             + ", ".join(
-                                f"gen{g} {n} x, {ms:.0f} ms ({ms / max(1, r.requests) * 1000:.1f} us/req)"
-                                for g, (n, ms) in sorted(pauses.items())
+                                f"gen{g} {len(p)} x, {sum(p):.0f} ms ({sum(p) / max(1, r.requests) * 1000:.1f} us/req)"
+                                for g, p in sorted(per_gen.items())
                             ),
                             flush=True,
                         )

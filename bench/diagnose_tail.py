@@ -21,8 +21,6 @@ import threading
 import time
 from pathlib import Path
 
-import orjson
-
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
@@ -105,9 +103,8 @@ def diagnose(args: argparse.Namespace, threshold: str | None) -> str:
     gcdir.mkdir(parents=True)
     up = servers.Upstreams(procs.free_port(), procs.free_port())
     nginx = nginx_mock.start(workdir, up.nginx_port)
-    gw = servers.Gateway(workdir, procs.free_port(), workers=args.workers, app="harness.gc_probe:application")
-    gw.env["PYTHONPATH"] = f"{BENCH}:{ROOT}"
-    gw.env["GC_PROBE_DIR"] = str(gcdir)
+    gw = servers.Gateway(workdir, procs.free_port(), workers=args.workers)
+    gw.probe_gc(gcdir)
     if threshold:
         gw.env["GC_PROBE_THRESHOLD"] = threshold
         gw.env["GATEWAY_GC_GEN0_THRESHOLD"] = threshold.split(",")[0]
@@ -147,18 +144,12 @@ def diagnose(args: argparse.Namespace, threshold: str | None) -> str:
             sampler.join()
             t1 = time.time()
             cpu = {p: (procs.cpu_seconds(p) - cpu0[p]) / (t1 - t0) for p in workers}
-            time.sleep(1.5)  # the probe writes its file once a second
             gens, total, over, longest = [0, 0, 0], [], 0, 0.0
-            for p in workers:
-                f = gcdir / f"gc-{p}.json"
-                if not f.exists():
-                    continue
-                for t, g, ms in orjson.loads(f.read_bytes()):
-                    if t0 <= t <= t1:
-                        gens[g] += 1
-                        total.append(ms)
-                        over += ms > 5
-                        longest = max(longest, ms)
+            for g, ms in servers.gc_pauses(gcdir, t0, t1):
+                gens[g] += 1
+                total.append(ms)
+                over += ms > 5
+                longest = max(longest, ms)
             per_worker = {
                 p: statistics.median([s.get(p, 0) for s in splits]) if splits else 0 for p in workers
             }

@@ -178,6 +178,19 @@ def gateway_config(up: Upstreams, *, capture: bool) -> dict:
 SERVERS = ("reuseport", "uvicorn", "granian")
 
 
+def gc_pauses(probe_dir: Path, start: float, end: float) -> list[tuple[int, float]]:
+    """(generation, pause in ms) of every collection the probed workers (``Gateway.probe_gc``)
+    ran between ``start`` and ``end`` (unix time). Waits first: each worker writes its last
+    minute of collections once a second."""
+    time.sleep(1.5)
+    return [
+        (gen, ms)
+        for path in probe_dir.glob("gc-*.json")
+        for at, gen, ms in json.loads(path.read_bytes())
+        if start <= at <= end
+    ]
+
+
 class Gateway:
     """``server``: ``reuseport`` (``gateway.launch``: uvicorn workers, one SO_REUSEPORT socket
     each; what ``make run`` uses), ``uvicorn`` (``uvicorn --workers``, one shared socket) or
@@ -213,6 +226,14 @@ class Gateway:
         for var in ("REDIS_URL", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
             self.env.pop(var, None)
         self.env.update(env or {})
+
+    def probe_gc(self, probe_dir: Path) -> None:
+        """Serve ``harness.gc_probe`` instead of the plain app: the same gateway, every garbage
+        collection of every worker timed into ``probe_dir`` (read back with ``gc_pauses``)."""
+        probe_dir.mkdir(parents=True, exist_ok=True)
+        self.app = "harness.gc_probe:application"
+        self.env["PYTHONPATH"] = f"{ROOT / 'bench'}:{ROOT}"
+        self.env["GC_PROBE_DIR"] = str(probe_dir)
 
     def pids(self) -> list[int]:
         """The processes that serve requests (the uvicorn workers, not the master)."""
