@@ -1,7 +1,12 @@
 """The request-log recorder: follows one request through the pipeline's ``Recorder`` hooks,
-keeping a handful of scalars, and hands one small dict to ``requestlogs.sink`` when the request
-is finished. Nothing is serialised on the request path and nothing touches the ORM (the key's
-owner is resolved by the writer).
+keeping a handful of scalars, and hands itself to ``requestlogs.sink`` when the request is
+finished; the writer thread builds the row from it (``values``: the INSERT's values, no dict in
+between; ``row`` for the dict form). On the event loop the end of a request only seals what the
+row needs (the exchange's scalars, the last attempt's route) and lets go of the exchange and the
+attempt, so a 1 MB request's body is not kept while its row waits. Building the row dict on the
+loop was about 30k instructions per request there, and the writer picked it apart again
+(bench/REQUESTLOGS.md). Nothing is serialised on the request path and nothing touches the ORM
+(the key's owner is resolved by the writer).
 
 It is the observe recorder (metrics, access line, live tail: ``gateway.observe.recorder``) with
 the row added, not a second recorder beside it: the two follow the same hooks and keep the same
@@ -25,6 +30,7 @@ from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
 from gateway.proxy.recorder import RecorderFactory, UnrecordedFactory
 from gateway.urp.events import NodeDelta, StreamError
 from requestlogs import sink
+from requestlogs.rowfields import as_dict
 
 log = logging.getLogger("requestlogs")
 
@@ -69,8 +75,9 @@ class RequestLogRecorder(ObserveRecorder):
     """One request's observation and its log row in the making. From the observe recorder:
     ``model``, ``stream``, ``usage`` (None until the upstream reports one, and when it reports
     none), ``ttfb`` (seconds), ``t0``. Here: ``attempt`` is the attempt in flight (attempts are
-    sequential), ``tried`` the finished ones' entries, ``completed`` whether a whole response
-    or a stream's terminal event was seen."""
+    sequential), ``tried`` the finished ones (``_tried``'s tuples), ``completed`` whether a whole
+    response or a stream's terminal event was seen; once finished, ``sealed`` holds the
+    exchange's part of the row and ``route`` the last attempt's (``seal``)."""
 
     __slots__ = (
         "api_key",
@@ -84,6 +91,8 @@ class RequestLogRecorder(ObserveRecorder):
         "completed",
         "out_chars",
         "stream_error",
+        "sealed",
+        "route",
     )
 
     def __init__(self, ex: Any, key: Any, body_len: int, capture: str) -> None:
@@ -95,10 +104,12 @@ class RequestLogRecorder(ObserveRecorder):
         self.attempt: Any = None
         self.upstream_status: int | None = None
         self.attempt_t: float | None = None  # the attempt in flight's start (None: none in flight)
-        self.tried: list[dict[str, Any]] = []
+        self.tried: list[tuple[Any, ...]] = []
         self.completed = False
         self.out_chars = 0  # streamed text, for an estimate when the upstream reports no usage
         self.stream_error: tuple[str, str] | None = None
+        self.sealed: tuple[Any, ...] = ()
+        self.route: tuple[Any, ...] | None = None
 
     # -- hooks (the observe recorder's part first) ---------------------------------------------
     def on_attempt_start(self, att: Any) -> None:
@@ -135,104 +146,125 @@ class RequestLogRecorder(ObserveRecorder):
 
     def on_attempt_done(self, att: Any, started: float) -> None:
         ObserveRecorder.on_attempt_done(self, att, started)
-        self._attempt(att, started, None)
+        self._tried(att, self.upstream_status, started, None)
 
     def on_attempt_failed(self, att: Any, failed: Any, started: float) -> None:
         ObserveRecorder.on_attempt_failed(self, att, failed, started)
-        self._attempt(att, started, failed)
+        error = (failed.code or "", (failed.message or "")[:ERROR_TEXT_MAX])
+        self._tried(att, failed.status or self.upstream_status, started, error)
 
-    def _attempt(self, att: Any, started: float, failed: Any) -> None:
+    def _tried(self, att: Any, status: int | None, started: float, error: tuple[str, str] | None) -> None:
+        """An attempt is over: (provider, channel, upstream model, status, seconds, (code,
+        message) or None), made into the row's entry by ``_attempt_entry`` on the writer."""
         self.attempt_t = None
-        entry = {
-            "provider": att.provider.name,
-            "channel": att.channel.name,
-            "upstream_model": att.upstream_model,
-            "status": self.upstream_status if failed is None else (failed.status or self.upstream_status),
-            "duration_ms": _to_ms(time.perf_counter() - started),
-        }
-        if failed is not None:
-            entry["code"] = failed.code or ""
-            entry["error"] = (failed.message or "")[:ERROR_TEXT_MAX]
-        self.tried.append(entry)
+        self.tried.append(
+            (att.provider, att.channel, att.upstream_model, status, time.perf_counter() - started, error)
+        )
 
     def on_finish(self, ex: Any, error: str | None) -> None:
         ObserveRecorder.on_finish(self, ex, error)  # never raises
         try:
-            sink.submit(self.row(ex, error))
+            self.seal(ex, error)
+            sink.submit(self)
         except Exception:  # a log row must never affect the client
-            log.warning("request log row could not be built", exc_info=True)
+            log.warning("request log row could not be sealed", exc_info=True)
 
-    # -- the row ------------------------------------------------------------------------------
-    def row(self, ex: Any, error: str | None) -> dict[str, Any]:
-        now = time.perf_counter()
+    def seal(self, ex: Any, error: str | None) -> None:
+        """Keep what the row needs from the exchange and the attempt, and let go of both."""
+        self.sealed = (
+            time.perf_counter(),
+            error,
+            ex.request_id,
+            ex.client_request_id,
+            ex.protocol,
+            ex.endpoint,
+            ex.client,
+            ex.finished,
+            ex.status,
+        )
         att = self.attempt
-        key = self.api_key
-        status, code, message = self._outcome(ex, error)
-        if att is not None and self.attempt_t is not None:  # cut short (the client left)
-            self._cut_short(att, now, code, message)
-        tokens, estimated = self._tokens()
-        cost = None
-        if att is not None and status != "error":
-            price = att.channel.prices.get(self.model)
-            if price is not None:
-                cost = cost_nano(tokens, price)
-        crid = ex.client_request_id
-        own_id = ex.request_id  # the gateway's own id (issue 13), also the capture's identity
-        abnormal = len(self.tried) != 1 or status != "success" or not self.usage
-        client = ex.client
-        return {
-            "request_id": own_id,
-            # the id echoed in x-request-id (the client's when it sent a sane one); since issue 13 a
-            # capture's identity is the gateway's own id, ``request_id``
-            "x_request_id": crid or ex.request_id,
-            "client_request_id": (crid or "")[:256],
-            "created_at": self.created_at,
-            "api_key_id": key.id if key is not None else None,
-            "api_key_name": key.name if key is not None else "",
-            "client_protocol": ex.protocol,
-            "endpoint": ex.endpoint,
-            "stream": self.stream,
-            "client_ip": client[0] if client else None,
-            "logical_model": self.model,
-            "upstream_model": att.upstream_model if att is not None else "",
-            "provider": att.provider.name if att is not None else "",
-            "channel": att.channel.name if att is not None else "",
-            "provider_ref": att.provider.id if att is not None else None,
-            "channel_ref": att.channel.id if att is not None else None,
-            "attempts": self.tried,
-            "affinity": bool(att is not None and (getattr(att, "affinity", None) or {}).get("hit")),
-            "input_tokens": tokens.input,
-            "output_tokens": tokens.output,
-            "cache_read_tokens": tokens.cache_read,
-            "cache_write_tokens": tokens.cache_write,
-            "reasoning_tokens": tokens.reasoning,
-            "cost_nano": cost,
-            "cost_estimated": estimated and cost is not None,
-            "status": status,
-            "http_status": 499 if status == "client_gone" else ex.status,
-            "error_code": code,
-            "error_message": message,
-            "duration_ms": _to_ms(now - ex.t0),
-            "ttfb_ms": _to_ms(self.ttfb) if self.ttfb is not None else None,
-            "has_capture": self.capture == "all" or (self.capture == "abnormal" and abnormal),
-        }
+        if att is not None:
+            self.route = (att.provider, att.channel, att.upstream_model, att.affinity)
+            self.attempt = None
+        self.ex = None
 
-    def _cut_short(self, att: Any, now: float, code: str, message: str) -> None:
-        self.tried.append(
-            {
-                "provider": att.provider.name,
-                "channel": att.channel.name,
-                "upstream_model": att.upstream_model,
-                "status": self.upstream_status,
-                "duration_ms": _to_ms(now - self.attempt_t),
-                "code": code or "interrupted",
-                "error": message,
-            }
+    # -- the row (on the writer thread) ---------------------------------------------------------
+    def row(self) -> dict[str, Any]:
+        """The row as a dict (the Celery task's and the spool's form)."""
+        return as_dict(self.values())
+
+    def values(self) -> tuple[Any, ...]:
+        """The row's values in ``ROW_FIELDS`` order: the form the SQLite insert takes without a
+        dict in between (``requestlogs.store``)."""
+        now, error, own_id, crid, protocol, endpoint, client, finished, http_status = self.sealed
+        route = self.route
+        key = self.api_key
+        status, code, message = self._outcome(finished, http_status, error)
+        cost = None
+        if route is not None:
+            provider, channel, upstream_model, affinity = route
+            if self.attempt_t is not None:  # cut short (the client left)
+                self._cut_short(route, now, code, message)
+        else:
+            provider = channel = upstream_model = affinity = None
+        tokens, estimated = self._tokens()
+        if channel is not None and status != "error":
+            price = channel.prices.get(self.model)
+            if price is not None:
+                cost = cost_nano(Tokens(*tokens), price)
+        abnormal = len(self.tried) != 1 or status != "success" or not self.usage
+        return (
+            own_id,
+            crid or own_id,
+            (crid or "")[:256],
+            self.created_at,
+            key.id if key is not None else None,
+            key.name if key is not None else "",
+            protocol,
+            endpoint,
+            self.stream,
+            client[0] if client else None,
+            self.model,
+            upstream_model or "",
+            provider.name if provider is not None else "",
+            channel.name if channel is not None else "",
+            provider.id if provider is not None else None,
+            channel.id if channel is not None else None,
+            [_attempt_entry(t) for t in self.tried],
+            bool(affinity and affinity.get("hit")),
+            *tokens,
+            cost,
+            estimated and cost is not None,
+            status,
+            499 if status == "client_gone" else http_status,
+            code,
+            message,
+            _to_ms(now - self.t0),
+            _to_ms(self.ttfb) if self.ttfb is not None else None,
+            self.capture == "all" or (self.capture == "abnormal" and abnormal),
         )
 
-    def _outcome(self, ex: Any, error: str | None) -> tuple[str, str, str]:
+    def request_id(self) -> str:
+        return str(self.sealed[2]) if self.sealed else ""
+
+    def _cut_short(self, route: tuple[Any, ...], now: float, code: str, message: str) -> None:
+        provider, channel, upstream_model, _ = route
+        started = self.attempt_t or now
+        self.attempt_t = None
+        self.tried.append(
+            (
+                provider,
+                channel,
+                upstream_model,
+                self.upstream_status,
+                now - started,
+                (code or "interrupted", message),
+            )
+        )
+
+    def _outcome(self, finished: bool, http_status: int, error: str | None) -> tuple[str, str, str]:
         """(status, error code, error message)."""
-        if not ex.finished and error is None:
+        if not finished and error is None:
             return "client_gone", "client_gone", "the client disconnected before the response was finished"
         if error is not None:
             code, _, message = error.partition(": ")
@@ -241,26 +273,42 @@ class RequestLogRecorder(ObserveRecorder):
             return "error", code, message[:ERROR_TEXT_MAX]
         if self.stream_error is not None:
             return "error", self.stream_error[0], self.stream_error[1][:ERROR_TEXT_MAX]
-        if ex.status >= 400:
-            return "error", f"http_{ex.status}", ""
+        if http_status >= 400:
+            return "error", f"http_{http_status}", ""
         if self.stream and not self.completed:
-            last = self.tried[-1] if self.tried else {}
-            return "error", "stream_incomplete", str(last.get("error") or "the upstream stream ended early")
+            failed = self.tried[-1][5] if self.tried else None
+            return "error", "stream_incomplete", (failed and failed[1]) or "the upstream stream ended early"
         return "success", "", ""
 
-    def _tokens(self) -> tuple[Tokens, bool]:
-        """The usage the upstream reported; without one, an estimate for a request that reached
-        an upstream (``True``: estimated)."""
+    def _tokens(self) -> tuple[tuple[int, int, int, int, int], bool]:
+        """(input, output, cache read, cache write, reasoning) as the upstream reported them;
+        without a report, an estimate for a request that reached an upstream (``True``:
+        estimated)."""
         usage = self.usage
         if usage:
-            return Tokens(
-                input=usage.input_tokens or 0,
-                output=usage.output_tokens or 0,
-                cache_read=usage.cache_read_tokens or 0,
-                cache_write=usage.cache_creation_tokens or 0,
-                reasoning=usage.reasoning_tokens or 0,
+            return (
+                usage.input_tokens or 0,
+                usage.output_tokens or 0,
+                usage.cache_read_tokens or 0,
+                usage.cache_creation_tokens or 0,
+                usage.reasoning_tokens or 0,
             ), False
         reached = self.upstream_status is not None and self.upstream_status < 300
-        if self.attempt is None or not reached:
-            return Tokens(), False
-        return Tokens(input=estimate_tokens(self.body_len), output=estimate_tokens(self.out_chars)), True
+        if self.route is None or not reached:
+            return (0, 0, 0, 0, 0), False
+        return (estimate_tokens(self.body_len), estimate_tokens(self.out_chars), 0, 0, 0), True
+
+
+def _attempt_entry(tried: tuple[Any, ...]) -> dict[str, Any]:
+    """One tried attempt as the row's ``attempts`` list holds it."""
+    provider, channel, upstream_model, status, seconds, error = tried
+    entry = {
+        "provider": provider.name,
+        "channel": channel.name,
+        "upstream_model": upstream_model,
+        "status": status,
+        "duration_ms": _to_ms(seconds),
+    }
+    if error is not None:
+        entry["code"], entry["error"] = error
+    return entry

@@ -1,6 +1,8 @@
 """Hand-off of request-log rows from the proxy to the database (``gateway.handoff.HandOff``).
 
-A payload is the recorder's row dict (JSON-able). The writer thread delivers each batch in one
+A record is a finished request's recorder (``requestlogs.recorder``), or a row dict; the writer
+thread turns a recorder into the row's values (a tuple in ``rowfields.ROW_FIELDS`` order,
+``prepare``; the Celery task and the spool get the row as a dict) and delivers each batch in one
 go: with Redis, one Celery task (``requestlogs.tasks.persist_request_logs``, default queue) per
 batch; without Redis, one transaction here (``requestlogs.store.save_rows``). Writes are idempotent by ``request_id``
 (``ignore_conflicts``), so a batch delivered twice (a retry after an unclear failure, an adopted
@@ -25,6 +27,7 @@ from django.conf import settings
 
 from gateway.conf import gateway_settings
 from gateway.handoff import HandOff
+from requestlogs.rowfields import as_dict
 
 log = logging.getLogger("requestlogs")
 
@@ -52,21 +55,28 @@ class Writer(HandOff):
     stats = STATS
     log = log
 
+    def prepare(self, record: Any) -> Any:
+        """The row of a finished request's recorder, as its values (built here, off the event
+        loop: ``RequestLogRecorder.values``); a row dict (spooled, or submitted as one) as it is."""
+        return record if type(record) is dict else record.values()
+
     def record_id(self, record: Any) -> str:
+        if type(record) is not dict:
+            return record.request_id()
         return str(record.get("request_id", ""))
 
     def payload_id(self, payload: Any) -> str:
-        return str(payload.get("request_id", ""))
+        return str(as_dict(payload).get("request_id", ""))
 
-    def encode_spool(self, payload: dict[str, Any]) -> bytes:
-        return orjson.dumps(payload)
+    def encode_spool(self, payload: Any) -> bytes:
+        return orjson.dumps(as_dict(payload))
 
     def decode_spool(self, data: bytes) -> dict[str, Any]:
         return orjson.loads(data)
 
-    def deliver(self, rows: list[dict[str, Any]]) -> None:
+    def deliver(self, rows: list[Any]) -> None:
         if settings.REDIS_URL:
-            self.celery_app().send_task(TASK_NAME, args=[rows], retry=False)
+            self.celery_app().send_task(TASK_NAME, args=[[as_dict(r) for r in rows]], retry=False)
             STATS["published"] += len(rows)
             return
         from django.db import close_old_connections, connection

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import connection, models, transaction
 
 from requestlogs.models import RequestLog
+from requestlogs.rowfields import ROW_FIELDS, as_dict
 
 _COLUMNS = [f for f in RequestLog._meta.concrete_fields if not f.primary_key]
 
@@ -91,23 +92,25 @@ def _insert_sql(columns: list[models.Field]) -> str:
     )
 
 
-def save_rows(rows: list[dict[str, Any]]) -> int:
-    """Insert the rows in one transaction, skipping request ids already stored (idempotent).
+def save_rows(rows: list[Any]) -> int:
+    """Insert the rows (dicts, or tuples in ``ROW_FIELDS`` order: ``RequestLogRecorder.values``)
+    in one transaction, skipping request ids already stored (idempotent).
     The owner is copied from each key now, so a later change of owner does not move old rows;
     a key deleted meanwhile keeps its id and copied name. Returns how many rows were given."""
     from keys.models import ApiKey
 
-    key_ids = {r.get("api_key_id") for r in rows if r.get("api_key_id") is not None}
-    owners = dict(ApiKey.objects.filter(pk__in=key_ids).values_list("pk", "owner_id")) if key_ids else {}
     plan = _plan()
+    key_of = plan.key_of
+    key_ids = {k for r in rows if (k := key_of(r)) is not None}
+    owners = dict(ApiKey.objects.filter(pk__in=key_ids).values_list("pk", "owner_id")) if key_ids else {}
     fast = plan.fast
     values = []
     for r in rows:
-        owner = owners.get(r.get("api_key_id"))
+        owner = owners.get(key_of(r))
         try:
             values.append(fast(r, owner))
         except _Slow:
-            values.append(plan.slow(r, owner))
+            values.append(plan.slow(as_dict(r), owner))
     with transaction.atomic():
         plan.insert(values)
     return len(rows)
@@ -118,15 +121,17 @@ class _Slow(Exception):
 
 
 class _Plan:
-    """The INSERT statement (``owner_id`` last) and two ways to turn a row dict into its values.
+    """The INSERT statement (``owner_id`` last) and two ways to turn a row into its values.
 
-    ``fast`` is for the recorder's rows (every column's key present, ``None`` only where the
-    column is nullable): one ``itemgetter`` call in C picks the values in column order and only
-    the few columns that need adapting (the timestamp, the JSON, the IP) are touched in Python.
-    It was about a third of the writer's CPU per row column by column, and without Redis that
-    CPU is the worker's. ``slow`` takes any row (keys missing, ``None`` for a column with a
-    default: rows from older spool files and messages, tests): adapter or default per column.
-    Both give the same values for the same row (tested)."""
+    ``fast`` is for the recorder's rows (every column present, ``None`` only where the column is
+    nullable), as its ``values`` tuple or as a dict: one ``itemgetter`` call in C picks the
+    values in column order (by position from a tuple, by key from a dict) and only the few
+    columns that need adapting (the timestamp, the JSON, the IP) are touched in Python. It was
+    about a third of the writer's CPU per row column by column, and without Redis that CPU is
+    the worker's; from the tuple there is no dict to build, look up and free per row. ``slow``
+    takes any row (keys missing, ``None`` for a column with a default: rows from older spool
+    files and messages, tests): adapter or default per column. All give the same values for the
+    same row (tested)."""
 
     def __init__(self) -> None:
         cols = [f for f in _COLUMNS if f.attname != "owner_id"]
@@ -144,6 +149,9 @@ class _Plan:
             default = f.get_default() if f.has_default() else None
             self.columns.append((f.attname, adapt, adapt(default) if default is not None else None))
         self.pick = operator.itemgetter(*(name for name, _, _ in self.columns))
+        position = {name: i for i, name in enumerate(ROW_FIELDS)}  # every column but the owner
+        self.pick_values = operator.itemgetter(*(position[name] for name, _, _ in self.columns))
+        self.key_position = position["api_key_id"]
         self.adapted = [
             (i, adapt, default) for i, (_, adapt, default) in enumerate(self.columns) if adapt is not _same
         ]
@@ -151,11 +159,18 @@ class _Plan:
         defaulted = [i for i, (_, _, default) in enumerate(self.columns) if default is not None]
         self.defaulted = operator.itemgetter(*defaulted, *defaulted[:1])  # a tuple however many
 
-    def fast(self, r: dict[str, Any], owner: Any) -> tuple[Any, ...]:
-        try:
-            vals = list(self.pick(r))
-        except KeyError:
-            raise _Slow() from None
+    def key_of(self, r: Any) -> Any:
+        """The row's ``api_key_id``."""
+        return r[self.key_position] if type(r) is tuple else r.get("api_key_id")
+
+    def fast(self, r: Any, owner: Any) -> tuple[Any, ...]:
+        if type(r) is tuple:
+            vals = list(self.pick_values(r))
+        else:
+            try:
+                vals = list(self.pick(r))
+            except KeyError:
+                raise _Slow() from None
         if None in self.defaulted(vals):
             raise _Slow()
         for i, adapt, default in self.adapted:

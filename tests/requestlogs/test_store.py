@@ -17,14 +17,20 @@ from keys.models import ApiKey
 from requestlogs import recorder as rl_recorder
 from requestlogs import store
 from requestlogs.models import RequestLog
+from requestlogs.rowfields import as_dict
 
 pytestmark = pytest.mark.django_db
 
 
 def built_row(request_id: str, key: ApiKey, *, failed_first: bool = False) -> dict:
-    """A row exactly as the recorder hands it to the writer (every field, ``None`` where a
-    nullable column has no value)."""
-    out: list[dict] = []
+    """A row exactly as the recorder builds it (every field, ``None`` where a nullable column has
+    no value), as a dict: the Celery task's and the spool's form."""
+    return as_dict(built_values(request_id, key, failed_first=failed_first))
+
+
+def built_values(request_id: str, key: ApiKey, *, failed_first: bool = False) -> tuple:
+    """The same row as the writer thread takes it from the recorder (``ROW_FIELDS`` order)."""
+    out: list = []
     price = ModelPrice(input=Decimal("3"), output=Decimal("15"), multiplier=Decimal("1"))
     provider = SimpleNamespace(id=4, name="acme")
     channel = SimpleNamespace(id=5, name="main", prices={"m": price})
@@ -58,7 +64,8 @@ def built_row(request_id: str, key: ApiKey, *, failed_first: bool = False) -> di
     rec.on_response(Response(id="r", model="m", usage=Usage(input_tokens=1000, output_tokens=10)), [])
     rec.on_client_response(200, b"{}")
     rec.on_attempt_done(att, time.perf_counter())
-    original, rl_recorder.sink.submit = rl_recorder.sink.submit, out.append
+    original = rl_recorder.sink.submit
+    rl_recorder.sink.submit = lambda rec: out.append(rl_recorder.sink.writer.prepare(rec))
     try:
         rec.on_finish(ex, None)
     finally:
@@ -79,10 +86,11 @@ def stored(request_id: str) -> dict:
     return RequestLog.objects.filter(request_id=request_id).values().get()
 
 
-def test_rows_written_equal_rows_built(key):
-    rows = [built_row("full-1", key), built_row("full-2", key, failed_first=True)]
-    assert store.save_rows(rows) == 2
-    for row in rows:
+@pytest.mark.parametrize("form", ["values", "dict"])
+def test_rows_written_equal_rows_built(key, form):
+    built = [built_values("full-1", key), built_values("full-2", key, failed_first=True)]
+    assert store.save_rows(built if form == "values" else [as_dict(v) for v in built]) == 2
+    for row in map(as_dict, built):
         got = stored(row["request_id"])
         for name, value in row.items():
             if name == "created_at":
@@ -94,15 +102,17 @@ def test_rows_written_equal_rows_built(key):
 
 
 def test_the_one_step_and_the_column_by_column_values_agree(key):
-    """The recorder's complete rows take the one-step path; a row from elsewhere (a key
-    missing, ``None`` where the column has a default) is completed column by column."""
+    """The recorder's complete rows take the one-step path (from its values tuple or a dict); a
+    row from elsewhere (a key missing, ``None`` where the column has a default) is completed
+    column by column."""
     plan = store._plan()
-    row = built_row("agree", key)
+    values = built_values("agree", key, failed_first=True)
+    row = as_dict(values)
 
     def plain(values):  # PostgreSQL's JSON adapter wraps the value (psycopg's Jsonb: no ==)
         return [getattr(v, "obj", v) for v in values]
 
-    assert plain(plan.fast(row, 7)) == plain(plan.slow(row, 7))
+    assert plain(plan.fast(values, 7)) == plain(plan.fast(row, 7)) == plain(plan.slow(row, 7))
     partial = {k: v for k, v in built_row("partial", key).items() if k != "endpoint"}
     partial["error_message"] = None
     store.save_rows([partial])
