@@ -51,6 +51,9 @@ run: migrate
 	MOCK_PORT=$(MOCK_PORT) $(BIN)/python manage.py loadconfig --if-empty config/demo.yaml
 	$(BIN)/python manage.py ensureadmin
 	@$(BIN)/python manage.py mockupstream --host $(HOST) --port $(MOCK_PORT) & echo $$! > data/mock.pid
+	@# The gateway is ready in about a second and the mock later: a first request in between failed
+	@# (and a second one opened the demo channel's breaker for a minute).
+	@$(BIN)/python tools/wait_for_port.py $(HOST) $(MOCK_PORT)
 	@echo ""
 	@echo "  Gateway:       http://$(HOST):$(PORT)"
 	@echo "  Admin:         http://$(HOST):$(PORT)/admin/"
