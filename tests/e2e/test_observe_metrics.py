@@ -33,6 +33,18 @@ def _metrics(server) -> str:
     return reply.text
 
 
+def _metrics_once(server, done) -> str:
+    """The exposition once ``done(text)`` holds (up to 5 s). A request is counted when its
+    worker finishes it, which can be just after the client has read the last byte (a stream's
+    end), and ``/metrics`` may be answered by the other worker meanwhile."""
+    deadline = time.monotonic() + 5
+    text = _metrics(server)
+    while not done(text) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text = _metrics(server)
+    return text
+
+
 def test_requests_latency_tokens_and_attempts_are_counted(gateway, mock_upstream):
     from gateway import config_version
 
@@ -59,7 +71,6 @@ def test_requests_latency_tokens_and_attempts_are_counted(gateway, mock_upstream
         stream_options={"include_usage": True},
     )
     assert list(stream)
-    after = _metrics(gateway)
     labels = {
         "protocol": "chat_completion",
         "model": "obs-ok",
@@ -67,11 +78,14 @@ def test_requests_latency_tokens_and_attempts_are_counted(gateway, mock_upstream
         "channel": "obs-chan",
         "status": "200",
     }
-    assert (
-        _sample(after, "gateway_requests_total", **labels)
-        - _sample(before, "gateway_requests_total", **labels)
-        == 4
-    )
+
+    def requests(text: str) -> float:
+        return _sample(text, "gateway_requests_total", **labels) - _sample(
+            before, "gateway_requests_total", **labels
+        )
+
+    after = _metrics_once(gateway, lambda text: requests(text) >= 4)
+    assert requests(after) == 4
     for name in ("gateway_request_duration_seconds_count", "gateway_time_to_first_byte_seconds_count"):
         moved = _sample(after, name, protocol="chat_completion") - _sample(
             before, name, protocol="chat_completion"
@@ -130,7 +144,14 @@ def test_failover_and_failed_attempts_are_counted(gateway, mock_upstream):
         json={"model": "obs-fo", "messages": [{"role": "user", "content": "hi"}]},
     )
     assert reply.status_code == 200, reply.text
-    after = _metrics(gateway)
+    counted = {"model": "obs-fo", "channel": "obs-good-chan", "status": "200"}
+    after = _metrics_once(
+        gateway,
+        lambda text: (
+            _sample(text, "gateway_requests_total", **counted)
+            > _sample(before, "gateway_requests_total", **counted)
+        ),
+    )
 
     def moved(name, **labels):
         return _sample(after, name, **labels) - _sample(before, name, **labels)
@@ -138,7 +159,7 @@ def test_failover_and_failed_attempts_are_counted(gateway, mock_upstream):
     assert moved("gateway_upstream_attempts_total", channel="obs-bad-chan", outcome="retryable") == 1
     assert moved("gateway_upstream_attempts_total", channel="obs-good-chan", outcome="ok") == 1
     assert moved("gateway_upstream_failovers_total", provider="obs-good", channel="obs-good-chan") == 1
-    assert moved("gateway_requests_total", model="obs-fo", channel="obs-good-chan", status="200") == 1
+    assert moved("gateway_requests_total", **counted) == 1
 
 
 def test_unknown_models_do_not_grow_label_values_without_bound(gateway, mock_upstream):
@@ -150,7 +171,11 @@ def test_unknown_models_do_not_grow_label_values_without_bound(gateway, mock_ups
         json={"model": "no-such-model-xyz", "messages": [{"role": "user", "content": "hi"}]},
     )
     assert reply.status_code == 404
-    assert _sample(_metrics(gateway), "gateway_requests_total", model="no-such-model-xyz", status="404") >= 1
+
+    def unknown(text: str) -> float:
+        return _sample(text, "gateway_requests_total", model="no-such-model-xyz", status="404")
+
+    assert unknown(_metrics_once(gateway, lambda text: unknown(text) >= 1)) >= 1
 
 
 def test_json_access_line_per_request(gateway_factory, mock_upstream):
