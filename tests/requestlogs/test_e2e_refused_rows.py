@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_observe_metrics import _sample
+from tests.e2e.test_observe_metrics import _metrics_once, _sample
 from tests.requestlogs.test_e2e_request_logs import start_gateway, wait_rows
 from tests.servers import GatewayServer, make_key, make_route
 
@@ -98,9 +98,9 @@ def test_missing_and_bad_keys_leave_one_row_each_without_the_secret(gw):
     missing = gw.client.post("/v1/chat/completions", json=body)
     wrong = gw.client.post("/v1/chat/completions", json=body, headers={"authorization": f"Bearer {bad}"})
     anthropic = gw.client.post("/v1/messages", json=body, headers={"x-api-key": bad})
-    after = _metrics(gw)
     assert [r.status_code for r in (missing, wrong, anthropic)] == [401, 401, 401]
     rows = [_one_row(r) for r in (missing, wrong, anthropic)]
+    after = _metrics(gw)  # once the rows exist: a request is counted before its row is handed off
     assert [(r.status, r.http_status, r.error_code) for r in rows] == [("error", 401, "unauthorized")] * 3
     assert [(r.endpoint, r.client_protocol) for r in rows] == [
         ("/v1/chat/completions", "chat_completion"),
@@ -189,11 +189,11 @@ def test_unknown_paths_and_methods_collapse_to_bounded_labels(gw):
     before = _metrics(gw)
     replies = [gw.client.post(f"/v1/no-such-{uuid.uuid4().hex}", headers=auth, json={}) for _ in range(2)]
     wrong_method = gw.client.get("/v1/chat/completions", headers=auth)
-    after = _metrics(gw)
     assert [r.status_code for r in replies] == [404, 404] and wrong_method.status_code == 405
     rows = [_one_row(r) for r in replies]
     assert [(r.endpoint, r.http_status, r.error_code) for r in rows] == [("other", 404, "not_found")] * 2
     row = _one_row(wrong_method)
+    after = _metrics(gw)  # once the rows exist: a request is counted before its row is handed off
     assert (row.endpoint, row.http_status, row.error_code) == (
         "/v1/chat/completions",
         405,
@@ -223,9 +223,9 @@ def test_models_list_and_non_generation_endpoints_are_logged(gw, mock_upstream):
     gemini = gw.client.post(
         "/v1beta/models/rr-models:generateContent", headers={"x-goog-api-key": secret}, content=b"[1, 2"
     )
-    after = _metrics(gw)
     assert [r.status_code for r in (listed, one, keyless, not_json, gemini)] == [200, 200, 401, 400, 400]
     rows = [_one_row(r) for r in (listed, one, keyless, not_json, gemini)]
+    after = _metrics(gw)  # once the rows exist: a request is counted before its row is handed off
     assert [(r.endpoint, r.status, r.http_status, r.api_key_id) for r in rows] == [
         ("/v1/models", "success", 200, key.pk),
         ("/v1/models/{id}", "success", 200, key.pk),
@@ -262,7 +262,12 @@ def test_keyless_flood_is_counted_and_logged_within_the_budget(gw):
             reply = http.post("/v1/chat/completions", json={}, headers={"x-request-id": f"{tag}-{i}"})
             assert reply.status_code == 401
             ids.append(reply.headers["x-gateway-request-id"])
-    after = _metrics(gw)
+    after = _metrics_once(  # shed answers leave no row to wait for: wait for the last one's count
+        gw,
+        lambda text: (
+            _moved(before, text, "gateway_requests_total", protocol="chat_completion", status="401") >= sent
+        ),
+    )
     shed = _moved(before, after, "gateway_request_log_shed_total", reason="budget")
     assert _moved(before, after, "gateway_requests_total", protocol="chat_completion", status="401") == sent
     assert shed >= sent - KEYLESS_PER_SECOND * 4  # 40 requests take well under 3 s here
