@@ -6,7 +6,7 @@ the record on a bounded ``queue.Queue``; one daemon writer thread per process an
 drains it in batches:
 
 1. ``prepare`` turns each record into its payload (a capture builds and compresses its dump; a
-   request-log row is already a small dict);
+   finished request's log recorder builds its row's values);
 2. ``deliver`` publishes the payloads to Celery (with ``settings.REDIS_URL``) or writes them to
    the database here (without Redis), in one transaction per batch;
 3. when that fails (Redis unreachable, database locked) the payloads are spooled to
