@@ -248,19 +248,10 @@ class RequestLogRecorder(ObserveRecorder):
         return str(self.sealed[2]) if self.sealed else ""
 
     def _cut_short(self, route: tuple[Any, ...], now: float, code: str, message: str) -> None:
-        provider, channel, upstream_model, _ = route
+        """The attempt in flight when the request ended, as ``_tried``'s tuple."""
         started = self.attempt_t or now
         self.attempt_t = None
-        self.tried.append(
-            (
-                provider,
-                channel,
-                upstream_model,
-                self.upstream_status,
-                now - started,
-                (code or "interrupted", message),
-            )
-        )
+        self.tried.append((*route[:3], self.upstream_status, now - started, (code or "interrupted", message)))
 
     def _outcome(self, finished: bool, http_status: int, error: str | None) -> tuple[str, str, str]:
         """(status, error code, error message)."""
