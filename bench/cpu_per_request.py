@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import nginx_mock, payloads, procs, servers, wrk  # noqa: E402
+from bench.harness import agent_payloads, nginx_mock, payloads, procs, servers, wrk  # noqa: E402
 from bench.harness import profile as pyspy_profile  # noqa: E402
 
 CASES = {  # key -> (model, body factory, connections)
@@ -47,8 +47,11 @@ CASES = {  # key -> (model, body factory, connections)
     "cross-1": ("bench-chat", payloads.messages_body, 1),
     # issue 17: the key with never-refusing limits; run with --env REDIS_URL=... for the Redis limiter
     "limits-1": ("bench-chat", payloads.chat_body, 1),
+    # issue 20: the 1 MB agent bodies of ``make bench`` (Claude Code -> Chat, Codex -> Responses)
+    "agent-msgs-1": ("bench-chat", agent_payloads.claude_code_messages_body, 1),
+    "agent-rsp-1": ("bench-responses", agent_payloads.codex_responses_body, 1),
 }
-PATHS = {"cross-1": "/v1/messages"}
+PATHS = {"cross-1": "/v1/messages", "agent-msgs-1": "/v1/messages", "agent-rsp-1": "/v1/responses"}
 KEYS = {"limits-1": servers.LIMITS_KEY}  # the case's API key when not the plain one
 
 

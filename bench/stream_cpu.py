@@ -5,10 +5,11 @@ the upstream protocol's stream decoder -> ``StreamChain`` (empty: no response ru
 recorder hooks -> the client's stream encoder -> ``Exchange.write`` -> an ASGI ``send`` that
 keeps the bytes. No HTTP server, no sockets: what is left is the gateway's own Python per event.
 The recorder is the production pair for a key without captures (the observe recorder and the
-request-log recorder, fanned out), unless ``--recorder null``.
+request-log recorder, fanned out), unless ``--recorder null``. Every upstream read is timed as a
+production attempt's are (idle 120 s, total 300 s), unless ``--no-timeouts``.
 
     .venv/bin/python bench/stream_cpu.py [--events 3000] [--runs 7] [--per-chunk 1]
-        [--cases chat-chat,messages-chat] [--recorder prod|null]
+        [--cases chat-chat,messages-chat] [--recorder prod|null] [--no-timeouts]
 
 Per case: µs of process CPU per upstream text delta (``time.process_time``, the minimum and the
 median over the runs: load on a shared machine only adds), Python function calls per delta and
@@ -124,7 +125,7 @@ def _recorder(kind: str, ex: Any) -> Any:
     return RequestLogRecorder(ex, SimpleNamespace(name="bench", id=None), 100, "none")
 
 
-async def one_stream(case: str, chunks: list[bytes], recorder: str) -> bytes:
+async def one_stream(case: str, chunks: list[bytes], recorder: str, timeouts: bool = True) -> bytes:
     """Relay one upstream stream through ``StreamPump``; the client's bytes."""
     from gateway.protocols import codec
     from gateway.protocols.base import EncodeContext
@@ -160,8 +161,9 @@ async def one_stream(case: str, chunks: list[bytes], recorder: str) -> bytes:
         response_rules=[],
         tctx=TransformContext(logical_model="bench", client_protocol=client, stream=True),
         secrets=(),
-        total_timeout=0.0,
-        idle_timeout=0.0,
+        # the defaults of a production attempt (SettingsSnap): every upstream read is timed
+        total_timeout=300.0 if timeouts else 0.0,
+        idle_timeout=120.0 if timeouts else 0.0,
         response_id=None,
         completed=False,
     )
@@ -178,11 +180,13 @@ def _group(frames: list[bytes], per_chunk: int) -> list[bytes]:
 def measure(case: str, args: argparse.Namespace) -> dict[str, Any]:
     chunks = _group(CASES[case][2](args.events), args.per_chunk)
     loop = asyncio.new_event_loop()
-    out = loop.run_until_complete(one_stream(case, chunks, args.recorder))  # warm-up, digest
+    out = loop.run_until_complete(
+        one_stream(case, chunks, args.recorder, not args.no_timeouts)
+    )  # warm-up, digest
     cpu = []
     for _ in range(args.runs):
         t = time.process_time()
-        loop.run_until_complete(one_stream(case, chunks, args.recorder))
+        loop.run_until_complete(one_stream(case, chunks, args.recorder, not args.no_timeouts))
         cpu.append((time.process_time() - t) / args.events * 1e6)
     counts = {"call": 0, "c_call": 0}
 
@@ -191,7 +195,7 @@ def measure(case: str, args: argparse.Namespace) -> dict[str, Any]:
             counts[event] += 1
 
     sys.setprofile(prof)
-    loop.run_until_complete(one_stream(case, chunks, args.recorder))
+    loop.run_until_complete(one_stream(case, chunks, args.recorder, not args.no_timeouts))
     sys.setprofile(None)
     loop.close()
     return {
@@ -214,13 +218,19 @@ def main() -> None:
     parser.add_argument("--per-chunk", type=int, default=1, help="SSE events per upstream read")
     parser.add_argument("--cases", default="chat-chat,messages-chat,chat-messages")
     parser.add_argument("--recorder", choices=("prod", "null"), default="prod")
+    parser.add_argument(
+        "--no-timeouts",
+        action="store_true",
+        help="untimed upstream reads (the default times them as production does)",
+    )
     args = parser.parse_args()
     import django
 
     django.setup()
     _pin_ids()
     print(
-        f"events={args.events} per_chunk={args.per_chunk} recorder={args.recorder} runs={args.runs}"
+        f"events={args.events} per_chunk={args.per_chunk} recorder={args.recorder} runs={args.runs} "
+        f"timeouts={not args.no_timeouts}"
         f" python={sys.version.split()[0]}"
     )
     print(f"{'case':<15} {'µs/ev min':>10} {'median':>8} {'py calls':>9} {'C calls':>8}  bytes      sha256")

@@ -91,9 +91,34 @@ class StreamLimits:
     """A stream's deadlines on the loop clock (issue 13): the first content event within the
     first-byte timeout, no gap between upstream events longer than the idle timeout (keep-alive
     comments and pings do not reset it, so an upstream that drips bytes cannot hold a stream
-    forever), and the whole stream within the total cap."""
+    forever), and the whole stream within the total cap.
 
-    __slots__ = ("loop", "first_deadline", "total_deadline", "idle", "last_event", "first", "total")
+    The reads are timed by one timer for the whole stream (``arm``/``disarm``), not by an
+    ``asyncio.timeout_at`` per upstream chunk: that made and cancelled a timer handle, a
+    ``Timeout`` and their bookkeeping for every event (~11 µs on uvloop, more than half of the
+    Python an event otherwise costs, bench/STREAMS.md), and kept them alive while the stream
+    waited, so 1,000 paced streams filled the young GC generations with them. The deadline only
+    moves later as events arrive, so the timer stays where it is and, when it fires early,
+    re-arms itself at the read's deadline; an earlier deadline re-arms it at once. Same rules as
+    ``asyncio.timeout_at``: a read that returns without waiting is never cut, and a cancellation
+    that is not the deadline's (the client left) is not taken for a timeout."""
+
+    __slots__ = (
+        "loop",
+        "first_deadline",
+        "total_deadline",
+        "idle",
+        "last_event",
+        "first",
+        "total",
+        "timer",
+        "timer_at",
+        "task",
+        "read_deadline",
+        "reading",
+        "cancels",
+        "fired",
+    )
 
     def __init__(self, call: Call, att: Attempt) -> None:
         rt = call.rt
@@ -105,6 +130,13 @@ class StreamLimits:
         self.first_deadline = now + self.first if self.first > 0 else math.inf
         self.total_deadline = now + self.total if self.total > 0 else math.inf
         self.last_event = now
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = math.inf
+        self.task: asyncio.Task | None = None
+        self.read_deadline = math.inf
+        self.reading = False
+        self.cancels = 0  # the task's pending cancellations when the read began
+        self.fired = False
 
     def before_content(self) -> float | None:
         deadline = min(self.first_deadline, self.total_deadline)
@@ -117,6 +149,54 @@ class StreamLimits:
         if self.idle > 0:
             deadline = min(deadline, self.last_event + self.idle)
         return None if deadline == math.inf else deadline
+
+    def arm(self, committed: bool) -> bool:
+        """Before an upstream read: time it against ``next_deadline``; False when nothing limits
+        it (the read is not timed, and ``disarm`` need not be called)."""
+        deadline = self.next_deadline(committed)
+        if deadline is None:
+            return False
+        task = self.task
+        if task is None:
+            task = self.task = asyncio.current_task()
+        self.read_deadline = deadline
+        self.reading = True
+        self.cancels = task.cancelling()  # type: ignore[union-attr]
+        if self.timer is None or self.timer_at > deadline:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer_at = deadline
+            self.timer = self.loop.call_at(deadline, self._fire)
+        return True
+
+    def disarm(self) -> None:
+        self.reading = False
+
+    def _fire(self) -> None:
+        self.timer = None
+        if not self.reading:  # between reads: the next ``arm`` sets the timer again
+            return
+        if self.loop.time() < self.read_deadline:  # events moved the deadline since it was set
+            self.timer_at = self.read_deadline
+            self.timer = self.loop.call_at(self.read_deadline, self._fire)
+            return
+        self.fired = True
+        self.task.cancel()  # type: ignore[union-attr]
+
+    def timed_out(self) -> bool:
+        """After a read raised ``CancelledError``: whether the deadline did it (and no other
+        cancellation is pending), in which case the cancellation is withdrawn."""
+        if not self.fired:
+            return False
+        self.fired = False
+        return self.task.uncancel() <= self.cancels  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """The stream is over: its timer must not keep the stream alive until it fires."""
+        self.reading = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def expired(self, committed: bool) -> ev.StreamError:
         """The error for a read that timed out: which limit ran out."""
@@ -203,6 +283,12 @@ class StreamPump:
         self.on_events = hook_of(self.rec, "on_response_events")
 
     async def run(self) -> bool:
+        try:
+            return await self._run()
+        finally:
+            self.limits.close()
+
+    async def _run(self) -> bool:
         ex = self.ex
         while True:
             chunk, error_event = await self._next_chunk()
@@ -238,17 +324,23 @@ class StreamPump:
     async def _next_chunk(self) -> tuple[bytes | None, ev.StreamError | None]:
         """The next upstream chunk (None at the end), or the error event for a broken upstream."""
         t = time.perf_counter()
+        limits = self.limits
         try:
-            deadline = self.limits.next_deadline(self.committed)
-            if deadline is None:
+            if not limits.arm(self.committed):
                 return await self.chunks.__anext__(), None
-            async with asyncio.timeout_at(deadline):
+            try:
                 return await self.chunks.__anext__(), None
+            finally:
+                limits.disarm()
         except StopAsyncIteration:
             self.eof = True
             return None, None
-        except TimeoutError:
-            return None, self.limits.expired(self.committed)
+        except asyncio.CancelledError:
+            if not limits.timed_out():
+                raise
+            return None, limits.expired(self.committed)
+        except TimeoutError:  # the upstream client's own total deadline
+            return None, limits.expired(self.committed)
         except TRANSPORT_ERRORS as exc:
             log.info(
                 "upstream stream broke: channel=%s %s",
