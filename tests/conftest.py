@@ -149,3 +149,18 @@ def _end_lingering_db_sessions(django_db_setup, django_db_blocker):
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
     connection.close()
+
+
+# --- spools outside the repository's data/ ---------------------------------------------------------
+@pytest.fixture(scope="session", autouse=True)
+def _spools_in_a_temp_dir(tmp_path_factory):
+    """In-process proxy apps of tests without database access hand their request-log rows to the
+    production writer, which spools what it cannot write under ``settings.DATA_DIR``: by default
+    the repository's ``data/``, the one ``make run`` serves from, whose gateway would then try to
+    deliver test rows. The spools are the only thing read from ``DATA_DIR`` at run time (the
+    secret key, the test database's name and ``STATIC_ROOT`` were fixed at import). Tests that set
+    their own ``settings.DATA_DIR`` still do. Not put back at the end: writer threads flush at
+    interpreter exit, after the session's teardown."""
+    from django.conf import settings
+
+    settings.DATA_DIR = tmp_path_factory.mktemp("data")
