@@ -143,10 +143,13 @@ class Targets:
             "streams-1000-first-p99",
             "1,000 concurrent paced streams: no error, added first-byte p99 ≤ 5 ms",
             why="One round, not a median of three: the phase runs once. A new stream's first event waits "
-            "behind whatever the loop is doing: at the peak the two workers relay about 3,300 SSE events a "
-            "second and start about 100 streams a second. On a freshly started gateway on 2026-12-06 the "
-            "added p99 was 6.4 ms with the lean upstream client against 17.8 ms with aiohttp; in the full run "
-            "the main gateway has served every other case first (a larger heap and request-log table).",
+            "behind whatever the loop is doing: at the peak the two workers relay about 5,000 SSE events a "
+            "second and start about 100 streams a second. Since 2026-12-07 a stream's upstream reads share one "
+            "timer (it was an asyncio.timeout_at per event: 17-20 % of the workers' CPU in this phase). What is "
+            "left is the garbage collector (bench/STREAMS.md, probed on a fresh gateway): per worker about 12 "
+            "young collections of 3-8 ms and one generation-1 collection of 40-70 ms while 500 streams are "
+            "open, scanning the ~70 tracked objects each open stream keeps alive; at 100 new streams a second "
+            "those pauses alone reach about ten streams, the p99.",
         )
         self.figure_row(
             "20",
@@ -263,8 +266,11 @@ class Targets:
             "request logs on add ≤ 0.05 ms p50 (1 conn)",
             self.r.added("logs-1", "gateway", base="gateway+nolog"),
             lambda v: v <= 0.05,
-            why="The row is built on the request path and handed to the writer thread, "
-            "which writes to SQLite in the same process (its CPU counts too).",
+            why="On the request path the recorder is sealed (a tuple of the request's figures) and queued; "
+            "the writer thread builds the row and inserts it into SQLite in the same process, so its CPU "
+            "counts too (bench/REQUESTLOGS.md). On and off are two gateway processes at one connection: this "
+            "pair measured -0.30 ms in the 05:50 run and +0.026 ms in a rerun the same day, so read its spread "
+            "before a few hundredths of a millisecond.",
         )
         self.add(
             "17",
