@@ -11,7 +11,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -444,16 +444,12 @@ class ProxyApp:
         except ClientError as err:
             await ex.send_error(err)
             return
-        rt = self.runtime
         if gemini is not None and gemini[1] == "countTokens":
-            await run_limited(
-                rt.limiter, ex, key, lambda: serve_gemini_count(rt, ex, snapshot, key, raw_body)
-            )
+            await self._serve_extra(serve_gemini_count, ex, snapshot, key, raw_body)
             return
         extra = EXTRA_ENDPOINTS.get(path)
         if extra is not None:
-            handler = extra[1]
-            await run_limited(rt.limiter, ex, key, lambda: handler(rt, ex, snapshot, key, raw_body))
+            await self._serve_extra(extra[1], ex, snapshot, key, raw_body)
             return
         if path in IMAGES_PATHS:
             await serve_images(
@@ -471,6 +467,20 @@ class ProxyApp:
             await self._serve_whole(ex, snapshot, key, raw_body, receive, delay=0.0)
         else:
             await self._serve_whole(ex, snapshot, key, raw_body, receive)
+
+    async def _serve_extra(
+        self,
+        handler: Callable[..., Awaitable[None]],
+        ex: Exchange,
+        snapshot: Snapshot,
+        key: KeySnap,
+        raw_body: bytes,
+    ) -> None:
+        """An endpoint beside the generation ones (embeddings, count tokens, ...) under the key's
+        limits. Its own method: the closure it needs would otherwise make ``_read_and_serve`` build
+        six cells on every request, and keep them alive for as long as a stream is open."""
+        rt = self.runtime
+        await run_limited(rt.limiter, ex, key, lambda: handler(rt, ex, snapshot, key, raw_body))
 
     def _large_body_gate(self, headers) -> asyncio.Semaphore | None:
         """The semaphore a request must hold while its body is read and served, when its
@@ -513,18 +523,8 @@ class ProxyApp:
         ``client_gone``. A possibly streaming one (``delay=0``) is watched from the start; it is
         still served in this task, not a new one, which saves a task switch before the upstream
         call (time to first byte)."""
-        loop = asyncio.get_running_loop()
         task = asyncio.current_task()
-        watcher: list[asyncio.Task] = []
-
-        def start_watch() -> None:
-            watcher.append(loop.create_task(self._watch(task, receive, ex)))
-
-        if delay is not None and delay <= 0:
-            start_watch()
-            timer = None
-        else:
-            timer = loop.call_later(self.watch_delay if delay is None else delay, start_watch)
+        watch = _DisconnectWatch(task, receive, ex, self.watch_delay if delay is None else delay)
         try:
             await serve(self.runtime, ex, snapshot, key, raw_body)
         except asyncio.CancelledError:
@@ -533,17 +533,7 @@ class ProxyApp:
             task.uncancel()
             log.info("client disconnected; upstream request %s cancelled", ex.request_id)
         finally:
-            if timer is not None:
-                timer.cancel()
-            if watcher:
-                watcher[0].cancel()
-
-    @staticmethod
-    async def _watch(task: asyncio.Task | None, receive, ex: Exchange) -> None:
-        await wait_disconnect(receive)
-        if task is not None and not ex.finished:
-            ex.client_gone = True
-            task.cancel()
+            watch.cancel()
 
     async def _readyz(self, ex: Exchange) -> None:
         """503 until the snapshot is loaded and while the database is unreachable (checked by the
@@ -573,3 +563,40 @@ class ProxyApp:
         await ex.send_bytes(
             200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1 :] or None))
         )
+
+
+class _DisconnectWatch:
+    """Cancels the request's task when its client disconnects: a watcher task started at once
+    (``delay`` <= 0) or after ``delay`` seconds. An object rather than a closure: a closure over
+    the request's state made six cells, a function and a list per request, and kept them alive
+    (and for the collector to scan) for every open stream."""
+
+    __slots__ = ("task", "receive", "ex", "timer", "watcher")
+
+    def __init__(
+        self, task: asyncio.Task | None, receive: Callable[[], Awaitable[Any]], ex: Exchange, delay: float
+    ) -> None:
+        self.task = task
+        self.receive = receive
+        self.ex = ex
+        self.watcher: asyncio.Task | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        if delay <= 0:
+            self.start()
+        else:
+            self.timer = asyncio.get_running_loop().call_later(delay, self.start)
+
+    def start(self) -> None:
+        self.watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        await wait_disconnect(self.receive)
+        if self.task is not None and not self.ex.finished:
+            self.ex.client_gone = True
+            self.task.cancel()
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.watcher is not None:
+            self.watcher.cancel()
