@@ -13,6 +13,11 @@ descriptors and locked every client out, with no log line. This protocol
 - refuses connections beyond ``CLIENT_MAX_CONNECTIONS`` per worker (closed at once), with a
   warning at most every 10 s that says how many were shed.
 
+These timeouts and uvicorn's keep-alive timeout are deadlines, one float per connection, that one
+timer per server checks (``_Sweep``, a few times per shortest timeout, at most once a second);
+uvicorn arms a timer per request for the keep-alive alone, and the guards took two more (about
+4-6 µs per request on uvloop, bench/HOTPATH.md).
+
 After a burst of connections has gone (the worker held ``TRIM_AFTER_PEAK`` or more at once and
 is down to a sixteenth of its peak) the worker returns the freed heap to the system: glibc keeps
 freed ``malloc`` memory for reuse, so RSS stayed 10-15 MiB above idle after 2,000 connections
@@ -28,6 +33,7 @@ connection (the app, and so Django's settings, is loaded by then).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from asyncio import AbstractEventLoop, TimerHandle, Transport
 from dataclasses import dataclass
@@ -106,9 +112,16 @@ def _trim_heap(connections: set) -> None:
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """``HttpToolsProtocol`` plus header/body timeouts and a per-worker connection cap."""
+    """``HttpToolsProtocol`` plus header/body timeouts and a per-worker connection cap.
 
-    _guard: TimerHandle | None = None
+    The timeouts, and uvicorn's keep-alive timeout, are deadlines on the connection that one sweep
+    per server checks (``_Sweep``), not a timer each: uvicorn's protocol armed and cancelled a
+    ``call_later`` for the keep-alive of every request, and the header and body guards two more.
+    Each is a timer handle, a libuv timer and a context copy made and dropped per request; the
+    deadline is one float. A connection is closed within ``_Sweep.interval`` after its deadline."""
+
+    _deadline: float = math.inf  # when the connection is closed unless it makes progress
+    _idle = False  # the deadline is the keep-alive timeout: closing then is routine, not logged
 
     def connection_made(self, transport: Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -119,41 +132,89 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             transport.close()
             return
         _note_open(len(self.connections))
-        self._arm(lim.header_timeout)
+        self._due_in(lim.header_timeout)
+        _Sweep.ensure(self)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._guard is None:  # a kept-alive connection's next request
-            self._arm(limits().header_timeout)
+        if self._idle or self._deadline == math.inf:  # a kept-alive connection's next request
+            self._due_in(limits().header_timeout)
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        self._arm(limits().body_timeout)
+        self._due_in(limits().body_timeout)
 
     def on_message_complete(self) -> None:
-        self._disarm()
+        self._deadline = math.inf  # the app has the request: nothing is due from the client
         super().on_message_complete()
 
+    def on_response_complete(self) -> None:
+        """uvicorn's, with the keep-alive timeout as a deadline instead of a ``call_later``."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self._deadline == math.inf:  # (not when the next request has begun)
+            self._deadline = self.loop.time() + self.timeout_keep_alive
+            self._idle = True
+
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._deadline = math.inf
         super().connection_lost(exc)
         _note_closed(len(self.connections), self.loop, self.connections)
 
-    def _arm(self, seconds: float) -> None:
-        self._disarm()
-        if seconds > 0:
-            self._guard = self.loop.call_later(seconds, self._expired)
-
-    def _disarm(self) -> None:
-        if self._guard is not None:
-            self._guard.cancel()
-            self._guard = None
+    def _due_in(self, seconds: float) -> None:
+        self._idle = False
+        self._deadline = self.loop.time() + seconds if seconds > 0 else math.inf
 
     def _expired(self) -> None:
-        self._guard = None
-        if not self.transport.is_closing():
+        self._deadline = math.inf
+        if self.transport.is_closing():
+            return
+        if not self._idle:
             log.info(
                 "closing a client connection that did not send its request in time: %s",
                 f"{self.client[0]}:{self.client[1]}" if self.client else "?",
             )
-            self.transport.close()
+        self.transport.close()
+
+
+class _Sweep:
+    """Closes a server's connections whose deadline has passed: one timer per server (uvicorn's
+    ``ServerState``, shared by its connections), running while it has connections."""
+
+    __slots__ = ("connections", "loop", "interval", "handle")
+
+    def __init__(self, proto: GuardedHttpToolsProtocol) -> None:
+        self.connections = proto.connections
+        self.loop = proto.loop
+        lim = limits()
+        shortest = min(
+            (t for t in (lim.header_timeout, lim.body_timeout, float(proto.timeout_keep_alive)) if t > 0),
+            default=1.0,
+        )
+        self.interval = min(1.0, max(0.05, shortest / 4))
+        self.handle: TimerHandle | None = None
+
+    @classmethod
+    def ensure(cls, proto: GuardedHttpToolsProtocol) -> None:
+        state = proto.server_state
+        sweep = getattr(state, "gateway_sweep", None)
+        if sweep is None or sweep.loop is not proto.loop:
+            sweep = cls(proto)
+            state.gateway_sweep = sweep  # type: ignore[attr-defined]
+        if sweep.handle is None:
+            sweep.handle = sweep.loop.call_later(sweep.interval, sweep.run)
+
+    def run(self) -> None:
+        self.handle = None
+        if not self.connections:
+            return  # the next connection starts it again
+        now = self.loop.time()
+        for conn in [c for c in self.connections if getattr(c, "_deadline", math.inf) <= now]:
+            if isinstance(conn, GuardedHttpToolsProtocol):  # (WebSocket protocols have no deadline)
+                conn._expired()
+        self.handle = self.loop.call_later(self.interval, self.run)

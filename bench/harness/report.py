@@ -172,8 +172,10 @@ class Report(Tables):
             f"writes {a.deltas} Chat deltas {a.interval_ms:g} ms apart on an absolute clock (nginx cannot pace)."
         )
         self.w(
-            f"- **gateway**: `python -m gateway.launch --workers {a.workers} --http httptools` (what `make run` "
-            "uses: uvicorn workers on uvloop, one SO_REUSEPORT socket each, no uvicorn access log, lifespan on), SQLite in a throwaway data directory, no Redis, configured with "
+            f"- **gateway**: `python -m gateway.launch --workers {a.workers}` (what `make run` uses: uvicorn "
+            "workers on uvloop with the guarded httptools protocol of `gateway.serving`, one SO_REUSEPORT socket "
+            "each, no uvicorn access log, lifespan on; until 2026-12-07 the bench passed `--http httptools`, "
+            "uvicorn's plain protocol, without the client timeouts and connection cap), SQLite in a throwaway data directory, no Redis, configured with "
             "`manage.py loadconfig` (`bench/harness/servers.py`), request logs on (the default), capture off unless "
             "the case says otherwise, the access line off (`GATEWAY_LOG_LEVEL=WARNING`)."
         )

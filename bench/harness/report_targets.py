@@ -144,12 +144,13 @@ class Targets:
             "1,000 concurrent paced streams: no error, added first-byte p99 ≤ 5 ms",
             why="One round, not a median of three: the phase runs once. A new stream's first event waits "
             "behind whatever the loop is doing: at the peak the two workers relay about 5,000 SSE events a "
-            "second and start about 100 streams a second. Since 2026-12-07 a stream's upstream reads share one "
-            "timer (it was an asyncio.timeout_at per event: 17-20 % of the workers' CPU in this phase). What is "
-            "left is the garbage collector (bench/STREAMS.md, probed on a fresh gateway): per worker about 12 "
-            "young collections of 3-8 ms and one generation-1 collection of 40-70 ms while 500 streams are "
-            "open, scanning the ~70 tracked objects each open stream keeps alive; at 100 new streams a second "
-            "those pauses alone reach about ten streams, the p99.",
+            "second and start about 100 streams a second, on the same two cores as the client's 1,000 sockets "
+            "and the paced server. Not the garbage collector: collecting the middle generation five times as "
+            "often cut its pauses from 31-52 ms to 9-18 ms and halved the slowest stream's first byte, but left "
+            "the p99 at 10-13 ms, inside the shipped setting's own spread between runs (9.8-19.5 ms; "
+            "bench/STREAMS.md, 2026-12-07 evening). What is left is queueing on two shared cores: the lever is "
+            "less CPU per event and per stream start (since 2026-12-07 one timer per stream instead of one per "
+            "event, and 129 tracked objects per open stream instead of 152).",
         )
         self.figure_row(
             "20",

@@ -271,8 +271,7 @@ class Gateway:
                 str(self.port),
                 "--workers",
                 str(self.workers),
-                "--http",
-                "httptools",
+                # no --http: the launcher's default, the guarded httptools protocol make run serves
                 "--log-level",
                 "warning",
             ]

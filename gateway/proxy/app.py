@@ -29,12 +29,12 @@ from .embeddings import EMBEDDINGS_PATH, serve_embeddings
 from .errors import ClientError
 from .exchange import (
     ClientGone,
+    DisconnectWatch,
     Exchange,
     client_request_id_from,
     new_request_id,
     read_body,
     read_headers,
-    wait_disconnect,
 )
 from .gemini_client import gemini_body, gemini_route, gemini_secret, serve_gemini_count
 from .idle_trim import IdleTrim
@@ -524,7 +524,7 @@ class ProxyApp:
         still served in this task, not a new one, which saves a task switch before the upstream
         call (time to first byte)."""
         task = asyncio.current_task()
-        watch = _DisconnectWatch(task, receive, ex, self.watch_delay if delay is None else delay)
+        watch = DisconnectWatch(task, receive, ex, self.watch_delay if delay is None else delay)
         try:
             await serve(self.runtime, ex, snapshot, key, raw_body)
         except asyncio.CancelledError:
@@ -563,40 +563,3 @@ class ProxyApp:
         await ex.send_bytes(
             200, orjson.dumps(models_answer(snapshot, key, path[len(MODELS_PATH) + 1 :] or None))
         )
-
-
-class _DisconnectWatch:
-    """Cancels the request's task when its client disconnects: a watcher task started at once
-    (``delay`` <= 0) or after ``delay`` seconds. An object rather than a closure: a closure over
-    the request's state made six cells, a function and a list per request, and kept them alive
-    (and for the collector to scan) for every open stream."""
-
-    __slots__ = ("task", "receive", "ex", "timer", "watcher")
-
-    def __init__(
-        self, task: asyncio.Task | None, receive: Callable[[], Awaitable[Any]], ex: Exchange, delay: float
-    ) -> None:
-        self.task = task
-        self.receive = receive
-        self.ex = ex
-        self.watcher: asyncio.Task | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        if delay <= 0:
-            self.start()
-        else:
-            self.timer = asyncio.get_running_loop().call_later(delay, self.start)
-
-    def start(self) -> None:
-        self.watcher = asyncio.get_running_loop().create_task(self._watch())
-
-    async def _watch(self) -> None:
-        await wait_disconnect(self.receive)
-        if self.task is not None and not self.ex.finished:
-            self.ex.client_gone = True
-            self.task.cancel()
-
-    def cancel(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.watcher is not None:
-            self.watcher.cancel()

@@ -4,6 +4,7 @@ production protocol (``gateway.serving``) on a trivial app."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
@@ -30,11 +31,13 @@ async def hello(scope, receive, send):
 
 @pytest.fixture
 def server(monkeypatch):
-    def start(header: float, body: float, cap: int) -> int:
+    def start(header: float, body: float, cap: int, keep_alive: int = 5, app=hello) -> int:
         monkeypatch.setattr(serving, "_limits", serving.ConnectionLimits(header, body, cap))
         monkeypatch.setattr(serving, "_shed", {"count": 0, "logged_at": 0.0})
         port = free_port()
-        srv = ThreadedUvicorn(hello, port, "guarded", http=serving.GuardedHttpToolsProtocol)
+        srv = ThreadedUvicorn(
+            app, port, "guarded", http=serving.GuardedHttpToolsProtocol, timeout_keep_alive=keep_alive
+        )
         srv.start()
         started.append(srv)
         return port
@@ -89,6 +92,41 @@ def test_silent_and_slow_clients_are_closed_and_normal_ones_served(server):
     assert _response(ok).startswith(b"HTTP/1.1 200")
     for s in (silent, partial, dribble, ok):
         s.close()
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout_quietly(server, caplog):
+    """The keep-alive timeout is a deadline the server's sweep checks (no timer per request): an
+    idle connection goes after it, without the log line of a client that was too slow."""
+    port = server(30, 30, 0, keep_alive=1)
+    conn = _connect(port)
+    with caplog.at_level(logging.INFO, logger="gateway.serving"):
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _response(conn).startswith(b"HTTP/1.1 200")
+        assert not _closed_within(conn, 0.6)  # kept alive for a while
+        assert _closed_within(conn, 5)
+    assert not any("in time" in r.getMessage() for r in caplog.records)
+    conn.close()
+
+
+def test_a_request_the_app_is_still_answering_is_not_cut_by_any_timeout(server):
+    """Once its request is complete, nothing is due from the client until the answer is sent:
+    neither the header, the body nor the keep-alive timeout closes the connection meanwhile."""
+
+    async def slow(scope, receive, send):
+        if scope["type"] == "lifespan":
+            await hello(scope, receive, send)
+            return
+        await receive()
+        await asyncio.sleep(1.5)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    port = server(0.3, 0.3, 0, keep_alive=1, app=slow)
+    conn = _connect(port)
+    for _ in range(2):  # the second request comes on the kept-alive connection
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _response(conn).startswith(b"HTTP/1.1 200")
+    conn.close()
 
 
 def test_connections_past_the_cap_are_shed_with_a_log_line(server, caplog):
