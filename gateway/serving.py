@@ -203,7 +203,7 @@ class _Sweep:
     def ensure(cls, proto: GuardedHttpToolsProtocol) -> None:
         state = proto.server_state
         sweep = getattr(state, "gateway_sweep", None)
-        if sweep is None or sweep.loop is not proto.loop:
+        if sweep is None:  # (a server's connections all run on its one loop)
             sweep = cls(proto)
             state.gateway_sweep = sweep  # type: ignore[attr-defined]
         if sweep.handle is None:
@@ -214,7 +214,9 @@ class _Sweep:
         if not self.connections:
             return  # the next connection starts it again
         now = self.loop.time()
-        for conn in [c for c in self.connections if getattr(c, "_deadline", math.inf) <= now]:
-            if isinstance(conn, GuardedHttpToolsProtocol):  # (WebSocket protocols have no deadline)
-                conn._expired()
+        # (WebSocket protocols share the set and have no deadline)
+        for conn in [
+            c for c in self.connections if isinstance(c, GuardedHttpToolsProtocol) and c._deadline <= now
+        ]:
+            conn._expired()
         self.handle = self.loop.call_later(self.interval, self.run)
