@@ -103,6 +103,9 @@ def run_worker(args: argparse.Namespace) -> None:
         lifespan="on",
         log_level=args.log_level,
         access_log=args.access_log,
+        # X-Forwarded-For is read by the gateway alone (``limits.client_ip``), from the proxies
+        # GATEWAY_TRUSTED_PROXY_CIDRS names; uvicorn's own rewrite trusts loopback whatever that says.
+        proxy_headers=False,
         timeout_keep_alive=args.timeout_keep_alive,
         timeout_graceful_shutdown=args.timeout_graceful_shutdown,
         backlog=args.backlog,

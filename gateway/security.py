@@ -37,9 +37,16 @@ _OUTCOME = "_gateway_login_outcome"
 
 
 def _client_ip(request: HttpRequest | None) -> str:
+    """The address the login limit counts: behind a trusted proxy (``GATEWAY_TRUSTED_PROXY_CIDRS``)
+    the client its X-Forwarded-For names, as for API keys, else the peer (``REMOTE_ADDR``)."""
     if request is None:
         return "?"
-    return str(request.META.get("REMOTE_ADDR") or "?")
+    from gateway.proxy.limits import forwarded_client
+    from gateway.wiring import trusted_proxies
+
+    meta = request.META
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR") or meta.get("HTTP_X_REAL_IP") or ""
+    return forwarded_client(str(meta.get("REMOTE_ADDR") or ""), str(forwarded), trusted_proxies()) or "?"
 
 
 def _shared() -> Limiter:

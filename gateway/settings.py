@@ -315,8 +315,9 @@ GATEWAY_KNOBS: dict[str, tuple[type, object, str]] = {
     "TRUSTED_PROXY_CIDRS": (
         str,
         "127.0.0.0/8,::1/128",
-        "Comma-separated proxies whose X-Forwarded-For names the client (for API keys' "
-        "IP allow-lists); empty trusts nobody.",
+        "Comma-separated proxies whose X-Forwarded-For names the client (API keys' IP "
+        "allow-lists, the request log's client IP, /metrics access, the admin login limit); "
+        "`none` trusts nobody (an empty value takes this default).",
     ),
     # Graceful shutdown (SIGTERM): uvicorn lets in-flight requests and streams finish for up to
     # SHUTDOWN_GRACE_SECONDS (the Makefile and README pass it as --timeout-graceful-shutdown), then

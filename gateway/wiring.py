@@ -18,6 +18,7 @@ from gateway.conf import gateway_settings
 from gateway.live_config import DatabaseConfigSource
 from gateway.proxy.app import ProxyApp
 from gateway.proxy.config import ProxyConfig
+from gateway.proxy.limits import IPNetwork
 from gateway.proxy.recorder import RecorderFactory, RecorderSet, UnrecordedFactory
 from gateway.proxy.snapshot import KeySnap
 from keys.auth import authenticate as authenticate_secret
@@ -35,11 +36,7 @@ def proxy_config() -> ProxyConfig:
         breaker_cooldown_seconds=float(gw.BREAKER_COOLDOWN_SECONDS),
         breaker_rate_limit_cooldown_seconds=float(gw.BREAKER_RATE_LIMIT_COOLDOWN_SECONDS),
         redis_url=settings.REDIS_URL or "",
-        trusted_proxies=tuple(
-            ipaddress.ip_network(c.strip(), strict=False)
-            for c in str(gw.TRUSTED_PROXY_CIDRS).split(",")
-            if c.strip()
-        ),
+        trusted_proxies=trusted_proxies(),
         stream_first_byte_timeout=float(gw.STREAM_FIRST_BYTE_TIMEOUT),
         stream_idle_timeout=float(gw.STREAM_IDLE_TIMEOUT),
         stream_max_seconds=float(gw.STREAM_MAX_SECONDS),
@@ -51,6 +48,15 @@ def proxy_config() -> ProxyConfig:
         ssrf_guard=bool(int(gw.UPSTREAM_SSRF_GUARD)),
         gc_gen0_threshold=int(gw.GC_GEN0_THRESHOLD),
     )
+
+
+def trusted_proxies() -> tuple[IPNetwork, ...]:
+    """``GATEWAY_TRUSTED_PROXY_CIDRS``: the peers whose X-Forwarded-For names the client; ``none``
+    trusts nobody (an empty environment variable means the default, loopback)."""
+    text = str(gateway_settings.TRUSTED_PROXY_CIDRS).strip()
+    if text.lower() == "none":
+        return ()
+    return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in text.split(",") if c.strip())
 
 
 def instance_id() -> str:
@@ -149,6 +155,7 @@ def metrics_app(proxy: ProxyApp):
     return MetricsApp(
         allow=parse_cidrs(str(gateway_settings.METRICS_ALLOW_CIDRS)),
         token=str(gateway_settings.METRICS_TOKEN),
+        trusted=trusted_proxies(),
         extra=[BreakerCollector(breaker_rows)],
     )
 

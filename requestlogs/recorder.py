@@ -178,7 +178,7 @@ class RequestLogRecorder(ObserveRecorder):
             ex.client_request_id,
             ex.protocol,
             ex.endpoint,
-            ex.client,
+            ex.client_ip,
             ex.finished,
             ex.status,
         )
@@ -223,7 +223,7 @@ class RequestLogRecorder(ObserveRecorder):
             protocol,
             endpoint,
             self.stream,
-            client[0] if client else None,
+            client or None,
             self.model,
             upstream_model or "",
             provider.name if provider is not None else "",

@@ -207,6 +207,7 @@ class GatewayServer:
             "gateway.serving:GuardedHttpToolsProtocol",
             "--timeout-keep-alive",
             "5",
+            "--no-proxy-headers",  # as gateway.launch: X-Forwarded-For is the gateway's to read
             "--host",
             "127.0.0.1",
             "--port",

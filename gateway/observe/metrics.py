@@ -28,6 +28,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from gateway.proxy.limits import client_ip
+
 MULTIPROC = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 MAX_LABEL_VALUES = 200
 OTHER = "other"
@@ -276,9 +278,11 @@ def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:
 def scrape_allowed(
     client_host: str | None, authorization: str | None, *, allow: tuple[IPNetwork, ...], token: str
 ) -> bool:
-    """A scrape is answered when the peer address is in ``allow`` (loopback by default) or it
-    carries ``Authorization: Bearer <token>`` matching the configured token. The peer is the TCP
-    peer, never X-Forwarded-For: behind a proxy, use the token."""
+    """A scrape is answered when the client's address is in ``allow`` (loopback by default) or it
+    carries ``Authorization: Bearer <token>`` matching the configured token. The address is the
+    TCP peer's, or, when the peer is a trusted proxy (``GATEWAY_TRUSTED_PROXY_CIDRS``), the
+    client its X-Forwarded-For names (``MetricsApp``): a scrape relayed by a local proxy is judged
+    by who sent it, not let in as loopback."""
     if token and authorization:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode()):
@@ -295,19 +299,25 @@ def scrape_allowed(
 class MetricsApp:
     """``GET /metrics`` as a plain ASGI app (no Django request handling, no ORM per scrape)."""
 
-    def __init__(self, *, allow: tuple[IPNetwork, ...], token: str, extra: Iterable[Any] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        allow: tuple[IPNetwork, ...],
+        token: str,
+        trusted: tuple[IPNetwork, ...] = (),
+        extra: Iterable[Any] = (),
+    ) -> None:
         self.allow = allow
         self.token = token
+        self.trusted = trusted  # proxies whose X-Forwarded-For names the client
         self.scrape = _Scrape(extra)
 
     async def __call__(self, scope, receive, send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-        client = scope.get("client")
+        client = client_ip(scope, headers, self.trusted)
         if scope.get("method") not in ("GET", "HEAD"):
             await _answer(send, 405, b"method not allowed\n")
-        elif not scrape_allowed(
-            client[0] if client else None, headers.get("authorization"), allow=self.allow, token=self.token
-        ):
+        elif not scrape_allowed(client, headers.get("authorization"), allow=self.allow, token=self.token):
             await _answer(
                 send,
                 403,

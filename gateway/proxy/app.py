@@ -340,7 +340,7 @@ class ProxyApp:
                 gemini_secret(headers, scope.get("query_string", b""))
         ex = Exchange(send, protocol or "chat_completion", new_request_id(), t0)  # our own identity
         ex.endpoint = path if protocol is not None and gemini is None else endpoint_of(path, gemini)
-        ex.client = scope.get("client")
+        ex.client_ip = client_ip(scope, headers, self.config.trusted_proxies)
         ex.client_request_id = client_request_id_from(headers)
         if protocol == "messages":
             ex.anthropic_beta = headers.get("anthropic-beta")
@@ -415,11 +415,7 @@ class ProxyApp:
             )
         ex.key = key
         self.holder.touch(key.id)
-        if (
-            key.limits is not None
-            and key.limits.ip_allow
-            and not ip_allowed(key.limits, client_ip(scope, headers, self.config.trusted_proxies))
-        ):
+        if key.limits is not None and key.limits.ip_allow and not ip_allowed(key.limits, ex.client_ip):
             raise ClientError(
                 403,
                 "ip_not_allowed",

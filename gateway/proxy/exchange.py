@@ -30,8 +30,10 @@ _WANTED = {
     b"anthropic-beta": "anthropic-beta",
     b"content-type": "content-type",
     b"x-goog-api-key": "x-goog-api-key",
-    b"x-monogate-hop": "x-monogate-hop",
-}  # the loop guard (loopguard.HOP_HEADER)
+    b"x-monogate-hop": "x-monogate-hop",  # the loop guard (loopguard.HOP_HEADER)
+    b"x-forwarded-for": "x-forwarded-for",  # the client behind a trusted proxy (limits.client_ip)
+    b"x-real-ip": "x-real-ip",
+}
 
 
 class ClientGone(Exception):
@@ -170,7 +172,7 @@ class Exchange:
         "_loop",
         "anthropic_beta",
         "hop",
-        "client",
+        "client_ip",
         "client_request_id",
         "client_gone",
         "endpoint",
@@ -205,7 +207,8 @@ class Exchange:
         self.encoder: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the stream's loop (``start_stream``)
         self.recorder = NULL_RECORDER  # told about what reaches the client
-        self.client: tuple[str, int] | None = None  # the ASGI peer (host, port), for request logs
+        # the client's address (``limits.client_ip``: behind a trusted proxy, the forwarded one)
+        self.client_ip = ""
         # For the requests no pipeline recorder followed (refused before one existed, models list,
         # the non-generation endpoints): ``RecorderSet.finish_unrecorded`` reads these.
         self.endpoint = ""  # a bounded name of the path (``app.endpoint_of``), never the raw path

@@ -109,15 +109,50 @@ def _until_midnight(now: float) -> int:
 
 def client_ip(scope: Mapping[str, Any], headers: Mapping[str, str], trusted: tuple[IPNetwork, ...]) -> str:
     """The client's address: the socket peer, or the first untrusted hop of ``X-Forwarded-For``
-    when the peer is a trusted proxy (loopback by default), so a client cannot claim an address."""
-    peer = (scope.get("client") or ("", 0))[0] or ""
-    if not trusted or not _in(peer, trusted):
+    (else ``X-Real-IP``) when the peer is a trusted proxy (loopback by default), so a client
+    cannot claim an address. The launcher turns uvicorn's own ``X-Forwarded-For`` handling off:
+    this is the one place that reads it, for the allow-lists, ``/metrics`` and the request log."""
+    client = scope.get("client")
+    peer = client[0] if client else ""
+    if not trusted:
         return peer
-    forwarded = headers.get("x-forwarded-for") or headers.get("x-real-ip") or ""
+    forwarded = headers.get("x-forwarded-for") or headers.get("x-real-ip")
+    if not forwarded or not _trusted_peer(peer, trusted):
+        return peer
+    return _forwarded_client(peer, forwarded, trusted)
+
+
+def forwarded_client(peer: str, forwarded: str, trusted: tuple[IPNetwork, ...]) -> str:
+    """``client_ip`` for a peer address and its forwarding header's value (Django's
+    ``REMOTE_ADDR`` and ``HTTP_X_FORWARDED_FOR``)."""
+    if not trusted or not forwarded or not _trusted_peer(peer, trusted):
+        return peer
+    return _forwarded_client(peer, forwarded, trusted)
+
+
+def _forwarded_client(peer: str, forwarded: str, trusted: tuple[IPNetwork, ...]) -> str:
     for hop in reversed([h.strip() for h in forwarded.split(",") if h.strip()]):
         if not _in(hop, trusted):
             return hop
     return peer
+
+
+# peer address -> (the trusted networks it was checked against, whether they contain it). Every
+# request asks about its peer, and parsing the address was most of ``client_ip``'s cost; peers
+# repeat (a proxy, a few clients), so the answer is kept, up to ``_TRUST_SEEN_MAX`` addresses.
+_trust_seen: dict[str, tuple[tuple[IPNetwork, ...], bool]] = {}
+_TRUST_SEEN_MAX = 4096
+
+
+def _trusted_peer(peer: str, trusted: tuple[IPNetwork, ...]) -> bool:
+    seen = _trust_seen.get(peer)
+    if seen is not None and seen[0] is trusted:
+        return seen[1]
+    verdict = _in(peer, trusted)
+    if len(_trust_seen) >= _TRUST_SEEN_MAX:
+        _trust_seen.clear()
+    _trust_seen[peer] = (trusted, verdict)
+    return verdict
 
 
 def ip_allowed(limits: KeyLimits, ip: str) -> bool:

@@ -42,10 +42,11 @@ class _Connection:
     """Per-connection state: the last response's id and the conversation so far (continuation),
     and the loop-guard value every turn's upstream calls carry (``loopguard``)."""
 
-    def __init__(self, hop: str | None = None) -> None:
+    def __init__(self, hop: str | None = None, client_ip: str = "") -> None:
         self.last_id: str | None = None
         self.history: list[Any] = []
         self.hop = hop
+        self.client_ip = client_ip  # for the request log of every turn
 
 
 def _as_items(value: Any) -> list[Any]:
@@ -61,19 +62,14 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
         return
     t0 = time.perf_counter()
     headers = read_headers(scope)
+    peer = client_ip(scope, headers, app.config.trusted_proxies)
     snapshot = app.holder.current or await app._wait_snapshot()
     key = app.authenticate(headers, snapshot.keys_by_hash, time.time()) if snapshot is not None else None
     if key is None:
         await send({"type": "websocket.close", "code": 1008, "reason": "invalid or missing API key"})
-        _refused(
-            app, scope, headers, t0, None, ClientError(401, "unauthorized", "invalid or missing API key")
-        )
+        _refused(app, peer, headers, t0, None, ClientError(401, "unauthorized", "invalid or missing API key"))
         return
-    if (
-        key.limits is not None
-        and key.limits.ip_allow
-        and not ip_allowed(key.limits, client_ip(scope, headers, app.config.trusted_proxies))
-    ):
+    if key.limits is not None and key.limits.ip_allow and not ip_allowed(key.limits, peer):
         await send(
             {
                 "type": "websocket.close",
@@ -83,7 +79,7 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
         )
         _refused(
             app,
-            scope,
+            peer,
             headers,
             t0,
             key,
@@ -96,10 +92,10 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
         )
     except ClientError as err:
         await send({"type": "websocket.close", "code": 1008, "reason": err.message[:120]})
-        _refused(app, scope, headers, t0, key, err)
+        _refused(app, peer, headers, t0, key, err)
         return
     await send({"type": "websocket.accept"})
-    conn = _Connection(hop)
+    conn = _Connection(hop, peer)
     while True:
         message = await receive()
         if message["type"] == "websocket.disconnect":
@@ -112,12 +108,12 @@ async def serve_responses_ws(app: Any, scope: dict, receive: Any, send: Any) -> 
         await _turn(app, conn, key, headers, text or "", send)
 
 
-def _refused(app: Any, scope: dict, headers: dict[str, str], t0: float, key: Any, err: ClientError) -> None:
+def _refused(app: Any, peer: str, headers: dict[str, str], t0: float, key: Any, err: ClientError) -> None:
     """A refused handshake (the close frame is its answer) observed like any refused HTTP request:
     metrics, access line, request log (``RecorderSet.finish_unrecorded``)."""
     ex = Exchange(None, "responses", uuid.uuid4().hex, t0)
     ex.endpoint = WS_ENDPOINT
-    ex.client = scope.get("client")
+    ex.client_ip = peer
     ex.client_request_id = client_request_id_from(headers)
     ex.key = key
     ex.status, ex.error, ex.headers_sent, ex.finished = err.status, err, True, True
@@ -253,6 +249,7 @@ async def _turn(app: Any, conn: _Connection, key: Any, headers: dict[str, str], 
     ex.client_request_id = client_request_id_from(headers)
     ex.endpoint = WS_ENDPOINT
     ex.hop = conn.hop
+    ex.client_ip = conn.client_ip
     await serve(app.runtime, ex, snapshot, key, orjson.dumps(body))
     for _name, data in parser.close():
         await _forward(data)

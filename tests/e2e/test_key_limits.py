@@ -79,6 +79,23 @@ def test_ip_allow_list(gateway, mock_upstream):
     assert sum(1 for r in mock_upstream.requests() if r["body"].get("model") == "lim-ip") == 2
 
 
+def test_with_no_trusted_proxy_a_forwarded_for_header_names_nobody(gateway_factory, mock_upstream):
+    """``GATEWAY_TRUSTED_PROXY_CIDRS=none`` trusts nobody, loopback included: a local client
+    cannot name an allow-listed address (the server's own X-Forwarded-For rewrite, which trusts
+    loopback regardless, is off)."""
+    make_route("chat_completion", "lim-ip-none", mock_upstream.base_url("chat_completion"))
+    _, outside = make_key("ip-none", ip_allow=["10.0.0.0/8"])
+    server = gateway_factory({"GATEWAY_TRUSTED_PROXY_CIDRS": "none"})
+    server.wait_config()
+    refused = server.client.post(
+        CHAT,
+        headers={"authorization": f"Bearer {outside}", "x-forwarded-for": "10.1.2.3"},
+        json={"model": "lim-ip-none", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "ip_not_allowed"
+    assert not [r for r in mock_upstream.requests() if r["body"].get("model") == "lim-ip-none"]
+
+
 def test_token_limit_settles_with_the_reported_usage(gateway, mock_upstream):
     make_route("chat_completion", "lim-tpm", mock_upstream.base_url("chat_completion"))
     _, secret = make_key("tpm", limits={"tpm": 1})

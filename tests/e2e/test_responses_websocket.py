@@ -11,6 +11,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from tests.requestlogs.test_e2e_request_logs import wait_rows
 from tests.servers import make_key, make_route
 
 
@@ -25,7 +26,7 @@ def _events(ws) -> list[dict]:
 
 def test_turns_and_continuation_over_one_connection(gateway, mock_upstream):
     make_route("chat_completion", "e2e-ws", mock_upstream.base_url("chat_completion"), upstream_model="up-ws")
-    _, secret = make_key()
+    key, secret = make_key()
     gateway.wait_config()
     mock_upstream.clear()
     url = gateway.url.replace("http://", "ws://") + "/v1/responses"
@@ -67,6 +68,8 @@ def test_turns_and_continuation_over_one_connection(gateway, mock_upstream):
         assert error["type"] == "error" and error["status"] == 404
         ws.send(orjson.dumps({"type": "response.create", "model": "e2e-ws", "input": "still open"}).decode())
         assert _events(ws)[-1]["type"] == "response.completed"
+    rows = wait_rows(4, api_key=key)  # one per turn that reached a model, with the client address
+    assert len(rows) == 4 and {row.client_ip for row in rows} == {"127.0.0.1"}
 
 
 def test_handshake_needs_a_key(gateway):

@@ -167,6 +167,30 @@ def test_success_clears_and_unchecked_posts_give_their_slot_back(client, login_l
 
 
 @pytest.mark.django_db
+def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_count(client, login_limit):
+    """Behind a proxy every login comes from the proxy's address: the limit counts the client its
+    X-Forwarded-For names when the proxy is trusted (GATEWAY_TRUSTED_PROXY_CIDRS), as API keys'
+    allow-lists do, so one client's failures do not lock every other client out."""
+    proxy = {"REMOTE_ADDR": "127.0.0.1"}
+    for _ in range(3):
+        assert (
+            client.post("/admin/login/", WRONG, HTTP_X_FORWARDED_FOR="203.0.113.1", **proxy).status_code
+            == 200
+        )
+    assert client.post("/admin/login/", WRONG, HTTP_X_FORWARDED_FOR="203.0.113.1", **proxy).status_code == 429
+    assert client.post("/admin/login/", WRONG, HTTP_X_FORWARDED_FOR="203.0.113.2", **proxy).status_code == 200
+    # from an untrusted peer the header names nobody: the peer itself is counted
+    for claimed in ("203.0.113.3", "203.0.113.4", "203.0.113.5"):
+        assert (
+            client.post(
+                "/admin/login/", WRONG, REMOTE_ADDR="198.51.100.9", HTTP_X_FORWARDED_FOR=claimed
+            ).status_code
+            == 200
+        )
+    assert client.post("/admin/login/", WRONG, REMOTE_ADDR="198.51.100.9").status_code == 429
+
+
+@pytest.mark.django_db
 def test_redis_down_falls_back_to_a_per_process_count_and_logs(client, login_limit, caplog):
     login_limit.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
     with caplog.at_level(logging.WARNING, logger="gateway.security"):

@@ -55,3 +55,16 @@ def test_app_refuses_a_remote_peer_without_token_and_serves_with_it():
     assert status == 200 and b"gateway_requests_total" in body
     status, _ = _call(app, "127.0.0.1")
     assert status == 200
+
+
+def test_a_scrape_relayed_by_a_trusted_proxy_is_judged_by_its_client():
+    """A local reverse proxy connects from loopback: the client its X-Forwarded-For names decides,
+    so the proxy does not open /metrics to everyone behind it; an untrusted peer's header is
+    ignored, and with no trusted proxy the peer alone counts."""
+    app = MetricsApp(allow=LOOPBACK, token="s3cret", trusted=LOOPBACK)
+    relayed = [(b"x-forwarded-for", b"203.0.113.5")]
+    assert _call(app, "127.0.0.1", relayed)[0] == 403
+    assert _call(app, "127.0.0.1", [*relayed, (b"authorization", b"Bearer s3cret")])[0] == 200
+    assert _call(app, "127.0.0.1", [(b"x-forwarded-for", b"127.0.0.1")])[0] == 200
+    assert _call(app, "192.0.2.7", [(b"x-forwarded-for", b"127.0.0.1")])[0] == 403
+    assert _call(MetricsApp(allow=LOOPBACK, token=""), "127.0.0.1", relayed)[0] == 200

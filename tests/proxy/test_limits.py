@@ -8,7 +8,15 @@ import os
 
 import pytest
 
-from gateway.proxy.limits import KeyLimits, LocalLimiter, RedisLimiter, client_ip, ip_allowed, parse_limits
+from gateway.proxy.limits import (
+    KeyLimits,
+    LocalLimiter,
+    RedisLimiter,
+    client_ip,
+    forwarded_client,
+    ip_allowed,
+    parse_limits,
+)
 
 REDIS_URL = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
 T0 = 1_800_000_000.0  # the start of a minute window (divisible by 60)
@@ -117,6 +125,21 @@ def test_client_ip_believes_forwarded_for_only_from_trusted_proxies():
     )
     assert client_ip({"client": ("198.51.100.7", 5)}, headers, trusted) == "198.51.100.7"  # spoof ignored
     assert client_ip({"client": ("127.0.0.1", 5)}, {}, ()) == "127.0.0.1"
+    assert client_ip({"client": ("127.0.0.1", 5)}, {"x-real-ip": "10.4.4.4"}, trusted) == "10.4.4.4"
+
+
+def test_a_peers_trust_is_judged_against_the_networks_asked_about():
+    """The per-peer answer is remembered, but never across different trusted networks (a
+    reconfigured gateway, or ``/metrics`` and the proxy with their own tuples)."""
+    loopback = (ipaddress.ip_network("127.0.0.0/8"),)
+    other = (ipaddress.ip_network("10.0.0.0/8"),)
+    headers = {"x-forwarded-for": "203.0.113.9"}
+    scope = {"client": ("127.0.0.1", 5)}
+    for _ in range(2):
+        assert client_ip(scope, headers, loopback) == "203.0.113.9"
+        assert client_ip(scope, headers, other) == "127.0.0.1"
+    assert forwarded_client("127.0.0.1", "203.0.113.9", loopback) == "203.0.113.9"
+    assert forwarded_client("127.0.0.1", "203.0.113.9", ()) == "127.0.0.1"  # empty trusts nobody
 
 
 async def test_spend_caps_start_from_the_logs_and_settle_with_costs(limiters):

@@ -121,6 +121,19 @@ def test_success_row_with_the_cost_of_the_reported_usage(gw, mock_upstream):
     assert [a["status"] for a in row.attempts] == [200] and "error" not in row.attempts[0]
 
 
+def test_behind_a_trusted_proxy_the_row_names_the_forwarded_client(gw, mock_upstream):
+    """The test client connects from loopback, a trusted proxy by default: its X-Forwarded-For
+    names the client the row records (the last hop the proxy appended, not one a client claimed
+    before it)."""
+    priced_route(mock_upstream, "rl-fwd")
+    key, secret = make_key("rl-fwd")
+    gw.wait_config()
+    client = client_for(gw, secret, default_headers={"x-forwarded-for": "192.0.2.99, 203.0.113.7"})
+    client.chat.completions.create(model="rl-fwd", messages=[{"role": "user", "content": "hi"}])
+    (row,) = wait_rows(1, api_key=key)
+    assert row.client_ip == "203.0.113.7"
+
+
 def test_failover_keeps_each_attempt_with_its_error_and_duration(gw, mock_upstream):
     make_route(
         "chat_completion",

@@ -41,7 +41,7 @@ def built_values(request_id: str, key: ApiKey, *, failed_first: bool = False) ->
         client_request_id=None,
         protocol="chat_completion",
         endpoint="/v1/chat/completions",
-        client=("10.1.2.3", 5000),
+        client_ip="10.1.2.3",
         finished=True,
         status=200,
     )

@@ -35,6 +35,18 @@ async def pid_app(scope, receive, send):
     await send({"type": "http.response.body", "body": body})
 
 
+async def client_app(scope, receive, send):
+    """Answers the client address the server put in the scope."""
+    if scope["type"] == "lifespan":
+        await pid_app(scope, receive, send)
+        return
+    body = scope["client"][0].encode()
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 def _launch(app: str, port: int, workers: int) -> subprocess.Popen:
     return subprocess.Popen(
         [
@@ -109,3 +121,33 @@ def test_a_worker_that_cannot_start_stops_the_server():
             proc.wait()
     assert proc.returncode != 0
     assert b"failed to start" in out
+
+
+def test_the_scope_client_is_the_peer_whatever_x_forwarded_for_says():
+    """uvicorn's X-Forwarded-For rewrite is off: it trusts loopback whatever
+    GATEWAY_TRUSTED_PROXY_CIDRS says, and the gateway reads the header itself."""
+    port = free_port()
+    proc = _launch("tests.serving.test_launch:client_app", port, 1)
+    try:
+        deadline = time.monotonic() + 40
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+                    sock.sendall(
+                        b"GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.8\r\nConnection: close\r\n\r\n"
+                    )
+                    data = b""
+                    while chunk := sock.recv(4096):
+                        data += chunk
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.2)
+        assert data.startswith(b"HTTP/1.1 200") and data.rsplit(b"\r\n\r\n", 1)[1] == b"127.0.0.1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
