@@ -13,6 +13,7 @@ PostgreSQL; the recorder's complete rows skip the column-by-column work (``_Plan
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import itertools
 import math
 import operator
@@ -67,6 +68,32 @@ def _same(value: Any) -> Any:
     return value
 
 
+# address text -> what is stored for it (``_stored_ip``); a row's address is one of a few
+# (the clients, a proxy), so each is parsed once, up to ``_IPS_MAX`` of them
+_ips: dict[str, str | None] = {}
+_IPS_MAX = 4096
+
+
+def _stored_ip(value: Any) -> str | None:
+    """The client address as stored, or None for text that is not an address (a proxy's
+    ``unknown`` in a row spooled by an older gateway): PostgreSQL's ``inet`` column refuses
+    such text, and one such row failed its whole batch (with Celery, every row of the task)."""
+    if not value:
+        return None
+    stored = _ips.get(value, "")
+    if stored != "":
+        return stored
+    try:
+        ipaddress.ip_address(value)
+        stored = value
+    except ValueError:
+        stored = None
+    if len(_ips) >= _IPS_MAX:
+        _ips.clear()
+    _ips[value] = stored
+    return stored
+
+
 def _adapter(field: models.Field) -> Callable[[Any], Any]:
     ops = connection.ops
     if isinstance(field, models.JSONField):
@@ -78,7 +105,7 @@ def _adapter(field: models.Field) -> Callable[[Any], Any]:
             return _sqlite_utc
         return lambda v: ops.adapt_datetimefield_value(datetime.fromtimestamp(float(v), UTC))
     if isinstance(field, models.GenericIPAddressField):
-        return lambda v: ops.adapt_ipaddressfield_value(v or None)
+        return lambda v: ops.adapt_ipaddressfield_value(_stored_ip(v))
     return _same
 
 

@@ -131,10 +131,36 @@ def forwarded_client(peer: str, forwarded: str, trusted: tuple[IPNetwork, ...]) 
 
 
 def _forwarded_client(peer: str, forwarded: str, trusted: tuple[IPNetwork, ...]) -> str:
-    for hop in reversed([h.strip() for h in forwarded.split(",") if h.strip()]):
-        if not _in(hop, trusted):
-            return hop
+    """The last hop that is not a trusted proxy, as an address (a port some proxies append is
+    dropped). A hop there that is no address (``unknown``, garbage a proxy passed on) names
+    nobody: "" matches no allow-list (fail closed) and is stored as no address (a PostgreSQL
+    ``inet`` column refuses anything else, which would have failed the row's whole batch)."""
+    for hop in reversed(forwarded.split(",")):
+        hop = hop.strip()
+        if not hop:
+            continue
+        addr = _address(hop)
+        if addr is None:
+            return ""
+        if not any(addr in net for net in trusted):
+            return str(addr)
     return peer
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``text`` as an address: ``1.2.3.4``, ``1.2.3.4:5678``, ``2001:db8::1``, ``[2001:db8::1]``
+    or ``[2001:db8::1]:443``; an IPv4-mapped IPv6 address as its IPv4 one; else None."""
+    if text.startswith("["):
+        text = text[1 : text.find("]")] if "]" in text else text
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        addr = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
 
 
 # peer address -> (the trusted networks it was checked against, whether they contain it). Every

@@ -128,6 +128,27 @@ def test_client_ip_believes_forwarded_for_only_from_trusted_proxies():
     assert client_ip({"client": ("127.0.0.1", 5)}, {"x-real-ip": "10.4.4.4"}, trusted) == "10.4.4.4"
 
 
+@pytest.mark.parametrize(
+    ("forwarded", "client"),
+    [
+        ("203.0.113.5:5678", "203.0.113.5"),  # some balancers append the port
+        ("[2001:db8::1]:443", "2001:db8::1"),
+        ("[2001:db8::1]", "2001:db8::1"),
+        ("2001:db8::1", "2001:db8::1"),
+        ("::ffff:203.0.113.5", "203.0.113.5"),
+        ("203.0.113.5, , 127.0.0.1", "203.0.113.5"),  # empty entries and trusted hops skipped
+        ("unknown", ""),  # names nobody: matches no allow-list, stored as no address
+        ("203.0.113.5, garbage", ""),  # the client's place holds no address: not the hop before it
+        ("garbage, 203.0.113.5", "203.0.113.5"),  # what a client wrote before the proxy's entry
+    ],
+)
+def test_a_forwarded_hop_is_read_as_an_address_or_names_nobody(forwarded, client):
+    trusted = (ipaddress.ip_network("127.0.0.0/8"),)
+    assert client_ip({"client": ("127.0.0.1", 5)}, {"x-forwarded-for": forwarded}, trusted) == client
+    limits = parse_limits(None, ["0.0.0.0/0", "::/0"])
+    assert ip_allowed(limits, client) == bool(client)
+
+
 def test_a_peers_trust_is_judged_against_the_networks_asked_about():
     """The per-peer answer is remembered, but never across different trusted networks (a
     reconfigured gateway, or ``/metrics`` and the proxy with their own tuples)."""

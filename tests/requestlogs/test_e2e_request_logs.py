@@ -132,6 +132,12 @@ def test_behind_a_trusted_proxy_the_row_names_the_forwarded_client(gw, mock_upst
     client.chat.completions.create(model="rl-fwd", messages=[{"role": "user", "content": "hi"}])
     (row,) = wait_rows(1, api_key=key)
     assert row.client_ip == "203.0.113.7"
+    # a proxy that writes no address (``unknown``) names nobody: the row is stored without one
+    # (on PostgreSQL the inet column refused the text, and the row was spooled, then dead-lettered)
+    client = client_for(gw, secret, default_headers={"x-forwarded-for": "unknown"})
+    client.chat.completions.create(model="rl-fwd", messages=[{"role": "user", "content": "hi"}])
+    rows = wait_rows(2, api_key=key)
+    assert len(rows) == 2 and rows[1].client_ip is None and rows[1].status == "success"
 
 
 def test_failover_keeps_each_attempt_with_its_error_and_duration(gw, mock_upstream):

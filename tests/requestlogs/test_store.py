@@ -182,3 +182,29 @@ def test_booleans_and_nulls_are_stored_as_before_on_sqlite(key):
     assert got["cost_nano"] is None and got["ttfb_ms"] is None
     # and Django's own queries with such parameters are unchanged
     assert RequestLog.objects.filter(stream=True, cost_nano=None, request_id="typed").count() == 1
+
+
+def test_a_client_address_that_is_not_one_is_stored_as_none_without_failing_its_batch(key):
+    """A row spooled by an older gateway can carry a proxy's ``unknown`` as its address; on
+    PostgreSQL the inet column refused it and failed the batch (with Celery, the whole task)."""
+    rows = [built_row("ip-good", key), built_row("ip-bad", key), built_row("ip-v6", key)]
+    rows[1]["client_ip"] = "unknown"
+    rows[2]["client_ip"] = "2001:db8::7"
+    assert store.save_rows(rows) == 3
+    assert stored("ip-good")["client_ip"] == "10.1.2.3"
+    assert stored("ip-bad")["client_ip"] is None
+    assert stored("ip-v6")["client_ip"] == "2001:db8::7"
+
+
+def test_the_celery_task_stores_the_rest_of_a_batch_one_row_cannot_join(key, caplog):
+    """A row that cannot be stored (here a timestamp that is no number) cost every row of the
+    task; the task now falls back to row by row and names the dropped row."""
+    from requestlogs.tasks import persist_request_logs
+
+    rows = [built_row(f"task-{i}", key) for i in range(3)]
+    rows[1]["created_at"] = "not a time"
+    with caplog.at_level("ERROR", logger="requestlogs"):
+        assert persist_request_logs(rows) == 2
+    assert RequestLog.objects.filter(request_id__in=["task-0", "task-2"]).count() == 2
+    assert not RequestLog.objects.filter(request_id="task-1").exists()
+    assert "request_id=task-1" in caplog.text
