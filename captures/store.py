@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection
 
 from captures.models import Capture
+from gateway.dbtext import storable
 
 log = logging.getLogger("captures")
 
@@ -46,7 +47,7 @@ def _row(meta: dict[str, Any], blob: bytes, owners: dict[int, int | None]) -> Ca
         owner_id=owners.get(key_id) if key_id is not None else None,
         client_protocol=meta.get("client_protocol") or "",
         stream=bool(meta.get("stream")),
-        logical_model=meta.get("logical_model") or "",
+        logical_model=storable(meta.get("logical_model") or ""),
         status=min(int(meta.get("status") or 0), 32767),
         is_error=bool(meta.get("is_error")),
         attempt_count=min(int(meta.get("attempt_count") or 0), 32767),
@@ -106,7 +107,7 @@ def _values(meta: dict[str, Any], blob: bytes, owners: dict[int, int | None]) ->
         owners.get(key_id) if key_id is not None else None,
         meta.get("client_protocol") or "",
         bool(meta.get("stream")),
-        meta.get("logical_model") or "",
+        storable(meta.get("logical_model") or ""),
         min(int(meta.get("status") or 0), 32767),
         bool(meta.get("is_error")),
         min(int(meta.get("attempt_count") or 0), 32767),

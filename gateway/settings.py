@@ -99,6 +99,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "gateway.security.SecurityHeadersMiddleware",
+    "gateway.nul_guard.NulCharacterMiddleware",  # %00 in a path or query: 400, not PostgreSQL's 500
     "gateway.security.LoginRateLimitMiddleware",
     # Static files for admin and viewer under the production ASGI server (the /v1 hot path never
     # reaches Django, so this costs it nothing).

@@ -25,6 +25,7 @@ import logging
 import time
 from typing import Any
 
+from gateway.dbtext import storable
 from gateway.observe.recorder import ObserveRecorder
 from gateway.proxy.pricing import Tokens, cost_nano, estimate_tokens
 from gateway.proxy.recorder import RecorderFactory, UnrecordedFactory
@@ -224,7 +225,7 @@ class RequestLogRecorder(ObserveRecorder):
             endpoint,
             self.stream,
             client or None,
-            self.model,
+            storable(self.model),
             upstream_model or "",
             provider.name if provider is not None else "",
             channel.name if channel is not None else "",
@@ -237,8 +238,8 @@ class RequestLogRecorder(ObserveRecorder):
             estimated and cost is not None,
             status,
             499 if status == "client_gone" else http_status,
-            code,
-            message,
+            storable(code),
+            storable(message),
             _to_ms(now - self.t0),
             _to_ms(self.ttfb) if self.ttfb is not None else None,
             self.capture == "all" or (self.capture == "abnormal" and abnormal),
@@ -301,5 +302,5 @@ def _attempt_entry(tried: tuple[Any, ...]) -> dict[str, Any]:
         "duration_ms": _to_ms(seconds),
     }
     if error is not None:
-        entry["code"], entry["error"] = error
+        entry["code"], entry["error"] = storable(error[0]), storable(error[1])
     return entry

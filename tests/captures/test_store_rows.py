@@ -59,6 +59,20 @@ def test_an_empty_batch_writes_nothing():
     assert Capture.objects.count() == 0
 
 
+def test_a_model_name_with_a_nul_character_is_stored_with_a_replacement():
+    """PostgreSQL refuses NUL in text: a capture of a request naming such a model failed its
+    batch; both paths store U+FFFD in its place, on every backend."""
+    rows = []
+    for n in range(2):
+        rec = record(f"nul-{n}", status=404)
+        data, meta = dump.build(rec)
+        rows.append((dict(meta.as_dict(), logical_model="no\x00such"), dump.compress(data)))
+    with transaction.atomic():
+        assert store.save_many(rows[:1]) == 1
+    store.save(*rows[1])
+    assert set(Capture.objects.values_list("logical_model", flat=True)) == {"no\ufffdsuch"}
+
+
 def orjson_loads(data: bytes):
     import orjson
 

@@ -161,6 +161,22 @@ def test_a_key_refused_for_its_address_is_logged_with_the_key(gw, mock_upstream)
     assert _access_line(gw, row.request_id)["key"] == key.name
 
 
+def test_a_model_name_with_a_nul_character_is_logged(gw, mock_upstream):
+    """PostgreSQL refuses NUL in text: the row of a request naming such a model (an unknown
+    one: 404) was refused by the database; it is stored with U+FFFD in its place."""
+    key, secret = make_key("rr-nul")
+    gw.wait_config()
+    reply = gw.client.post(
+        "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "no\u0000such", "messages": [{"role": "user", "content": "x"}]},
+    )
+    assert reply.status_code == 404
+    row = _one_row(reply)
+    assert (row.status, row.http_status, row.logical_model) == ("error", 404, "no\ufffdsuch")
+    assert "\x00" not in row.error_message
+
+
 def test_a_body_over_the_limit_is_logged(gw, mock_upstream):
     key, secret = make_key("rr-big")
     gw.wait_config()
