@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from gateway import crypto
+from gateway.dbtext import RefuseNulCharacters
 
 
 class CaptureMode(models.TextChoices):
@@ -88,7 +89,7 @@ def validate_redirects(value) -> None:
     validate(value)
 
 
-class ApiKey(models.Model):
+class ApiKey(RefuseNulCharacters, models.Model):
     name = models.CharField(
         max_length=100, unique=True, help_text="Unique: the config file and dumps match keys by name."
     )
