@@ -86,6 +86,10 @@ def test_first_text_piece_keeps_id_and_phase():
         "no tags",
         "",
         "<<think>>a</think>",
+        # a tag ends a piece in the stream too (found by test_reasoning_stream_property):
+        "</think><think></think></think>",  # the text after an empty block is a new text node
+        "a<think></think>c",
+        "<think>a</think><think>b</think>c",  # two blocks, two reasoning nodes
     ],
 )
 def test_one_char_per_delta_matches_whole_response(text):

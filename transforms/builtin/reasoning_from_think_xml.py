@@ -100,6 +100,11 @@ class _Split:
     index: int | None = None  # output index of the open piece
     node: Node | None = None  # the open piece, accumulated
     pieces: list[int] = field(default_factory=list)  # output indices of every piece
+    # A tag was seen since the open piece's last text: more text starts a new piece even of the
+    # same kind, as in the whole-response rule (the text after an empty block is a new text node,
+    # two blocks are two reasoning nodes). Closed lazily, so the last piece still gets the
+    # upstream node's ``NodeDone`` extras.
+    cut: bool = False
 
 
 @dataclass(slots=True)
@@ -276,6 +281,7 @@ class ReasoningFromThinkXml(Transform):
             if pos >= 0:
                 self._emit(split, REASONING if split.inside else TEXT, text[:pos], state, out)
                 split.inside = not split.inside
+                split.cut = True
                 split.tagged = True
                 text = text[pos + len(tag) :]
                 continue
@@ -287,7 +293,8 @@ class ReasoningFromThinkXml(Transform):
     def _emit(self, split: _Split, kind: str, text: str, state: _State, out: list[Event]) -> None:
         if not text:
             return
-        if split.kind != kind:
+        if split.kind != kind or split.cut:
+            split.cut = False
             self._close_piece(split, state, out)
             split.kind = kind
             split.index = state.allocate()
