@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from gateway.dbtext import RefuseNulCharacters
+from gateway.dbtext import StorableValues
 from gateway.redirects import validate_redirects
 
 MAX_CODEX_MODEL_IDS = 256
@@ -25,7 +25,7 @@ def validate_codex_model_ids(value) -> None:
         raise ValidationError("Codex model ids must be distinct.")
 
 
-class GlobalSettings(RefuseNulCharacters, models.Model):
+class GlobalSettings(StorableValues, models.Model):
     capture_enabled = models.BooleanField(
         default=True, help_text="Master switch: when off, no request is captured whatever the key says."
     )

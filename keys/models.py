@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from gateway import crypto
-from gateway.dbtext import RefuseNulCharacters
+from gateway.dbtext import StorableValues
 
 
 class CaptureMode(models.TextChoices):
@@ -89,7 +89,7 @@ def validate_redirects(value) -> None:
     validate(value)
 
 
-class ApiKey(RefuseNulCharacters, models.Model):
+class ApiKey(StorableValues, models.Model):
     name = models.CharField(
         max_length=100, unique=True, help_text="Unique: the config file and dumps match keys by name."
     )

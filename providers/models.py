@@ -11,7 +11,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from gateway import crypto
-from gateway.dbtext import RefuseNulCharacters
+from gateway.dbtext import StorableValues
 
 
 class Protocol(models.TextChoices):
@@ -218,7 +218,7 @@ def validate_price(value) -> None:
             _price_value(k, value[k])
 
 
-class Provider(RefuseNulCharacters, models.Model):
+class Provider(StorableValues, models.Model):
     name = models.CharField(max_length=100, unique=True)
     enabled = models.BooleanField(default=True)
     priority = models.IntegerField(default=0, help_text="Lower is tried first.")
@@ -312,7 +312,7 @@ class Provider(RefuseNulCharacters, models.Model):
             raise ValidationError({"extra_fields_whitelist": "Must be a list of non-empty field names."})
 
 
-class Channel(RefuseNulCharacters, models.Model):
+class Channel(StorableValues, models.Model):
     provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="channels")
     name = models.CharField(max_length=100)
     protocol = models.CharField(max_length=20, choices=Protocol.choices)
@@ -353,7 +353,7 @@ class Channel(RefuseNulCharacters, models.Model):
         return bool(self.api_key_encrypted)
 
 
-class ChannelModel(RefuseNulCharacters, models.Model):
+class ChannelModel(StorableValues, models.Model):
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="models")
     model = models.CharField(max_length=200, db_index=True, help_text="The logical model clients ask for.")
     upstream_model = models.CharField(

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import CheckConstraint, JSONField, Q
 
-from gateway.dbtext import RefuseNulCharacters
+from gateway.dbtext import StorableValues
 from keys.models import ApiKey
 from providers.models import Provider
 
@@ -36,7 +36,7 @@ MODELS_HELP = (
 )
 
 
-class TransformRule(RefuseNulCharacters, models.Model):
+class TransformRule(StorableValues, models.Model):
     scope = models.CharField(max_length=10, choices=Scope.choices)
     provider = models.ForeignKey(
         Provider, on_delete=models.CASCADE, null=True, blank=True, related_name="transform_rules"

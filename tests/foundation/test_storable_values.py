@@ -1,6 +1,7 @@
-"""NUL characters never reach PostgreSQL (which refuses them in text and JSON strings): in the
-path or query string of a Django page they are a 400, in a configuration value (the REST API, the
-admin, the config file) a field error; every test runs on SQLite and PostgreSQL alike."""
+"""Values PostgreSQL cannot store never reach it: NUL characters (refused in text and JSON
+strings) in the path or query string of a Django page are a 400, in a configuration value (the
+REST API, the admin, the config file) a field error; NaN and Infinity in a JSON configuration
+value (not JSON) are a field error too. Every test runs on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -105,3 +106,23 @@ def test_full_clean_reports_a_nul_beside_other_field_errors():
         rule.full_clean()
     assert exc.value.message_dict["config"] == ["Null characters are not allowed."]
     assert "scope" in exc.value.message_dict
+
+
+def test_a_number_that_is_not_finite_in_a_json_value_is_a_field_error(tmp_path, capsys):
+    """YAML's ``.nan`` and ``.inf`` (and the admin's JSON textarea) give floats JSON cannot hold:
+    PostgreSQL refused the row; it is a field error, named by the config file."""
+    from django.core.exceptions import ValidationError
+    from django.core.management import CommandError, call_command
+
+    doc = tmp_path / "c.yaml"
+    doc.write_text("global_transforms:\n  - transform: test_prefix\n    config: {content: a, weight: .nan}\n")
+    with pytest.raises(CommandError, match="1 error"):
+        call_command("loadconfig", str(doc))
+    assert "Numbers must be finite" in capsys.readouterr().err
+    assert not TransformRule.objects.exists()
+    rule = TransformRule(
+        scope="global", transform="test_prefix", config={"content": "a", "n": [float("inf")]}
+    )
+    with pytest.raises(ValidationError) as exc:
+        rule.full_clean()
+    assert "Numbers must be finite: NaN and Infinity are not JSON." in exc.value.message_dict["config"]
