@@ -7,6 +7,14 @@ import os
 # environment). The SSRF guard's own tests turn it off with monkeypatch.
 os.environ.setdefault("GATEWAY_FETCH_ALLOW_PRIVATE", "1")
 
+# --- Hypothesis: the property tests draw new examples on every run here (they found real bugs
+# that way); CI (.ci/run sets HYPOTHESIS_PROFILE=ci) replays the same examples on every run, so a
+# newly drawn counterexample can never turn main red by chance.
+from hypothesis import settings as _hypothesis  # noqa: E402
+
+_hypothesis.register_profile("ci", derandomize=True, database=None)
+_hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
 # --- end-to-end servers (tests/servers.py) -----------------------------------------------------------
 
 import os  # noqa: E402
