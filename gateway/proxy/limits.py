@@ -186,13 +186,8 @@ def ip_allowed(limits: KeyLimits, ip: str) -> bool:
 
 
 def _in(ip: str, nets: tuple[IPNetwork, ...]) -> bool:
-    try:
-        addr = ipaddress.ip_address(ip)
-    except ValueError:
-        return False
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return any(addr in net for net in nets)
+    addr = _address(ip)
+    return addr is not None and any(addr in net for net in nets)
 
 
 # -- refusals --------------------------------------------------------------------------------------
