@@ -35,16 +35,42 @@ def persist_captures(items: list[list[Any]]) -> int:
     budget pass: what the gateway publishes since issue 13's drain work. One task per capture
     (``persist_capture``, kept for messages an older gateway queued) cost the worker a task and
     a budget query per row, and a spooled backlog took tens of seconds to write."""
-    from django.db import transaction
+    from django.db import InterfaceError, OperationalError, transaction
 
     from captures import retention, store
 
-    with transaction.atomic():
-        saved = store.save_many([(meta, base64.b64decode(blob)) for meta, blob in items])
+    try:
+        with transaction.atomic():
+            saved = store.save_many([(meta, base64.b64decode(blob)) for meta, blob in items])
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: retried as a whole (stored ids are skipped then)
+    except Exception:
+        # One capture that cannot be stored must not cost the others of its task: one by one,
+        # each dropped one logged with its request id.
+        log.warning("capture batch of %d failed; storing it one by one", len(items), exc_info=True)
+        saved = _save_each(items)
     try:
         retention.enforce_size()
     except Exception:  # the captures are stored; a budget pass failing must not lose them
         log.warning("capture size budget pass failed", exc_info=True)
+    return saved
+
+
+def _save_each(items: list[list[Any]]) -> int:
+    from django.db import InterfaceError, OperationalError, transaction
+
+    from captures import store
+
+    saved = 0
+    for meta, blob in items:
+        try:
+            with transaction.atomic():
+                saved += store.save_many([(meta, base64.b64decode(blob))])
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:
+            request_id = meta.get("request_id", "") if isinstance(meta, dict) else ""
+            log.exception("capture dropped: could not store request_id=%s", request_id)
     return saved
 
 

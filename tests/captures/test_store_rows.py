@@ -73,6 +73,24 @@ def test_a_model_name_with_a_nul_character_is_stored_with_a_replacement():
     assert set(Capture.objects.values_list("logical_model", flat=True)) == {"no\ufffdsuch"}
 
 
+def test_the_celery_task_stores_the_rest_of_a_batch_one_capture_cannot_join(caplog):
+    """One capture that cannot be stored (a timestamp that is no number, as an old spool file
+    could hold) cost every capture of its task; the task now stores the others one by one."""
+    import base64
+
+    from captures.tasks import persist_captures
+
+    items = []
+    for n in range(3):
+        data, meta = dump.build(record(f"task-{n}"))
+        items.append([meta.as_dict(), base64.b64encode(dump.compress(data)).decode()])
+    items[1][0]["created_at"] = "not a time"
+    with caplog.at_level("ERROR", logger="captures"):
+        assert persist_captures(items) == 2
+    assert set(Capture.objects.values_list("request_id", flat=True)) == {"task-0", "task-2"}
+    assert "request_id=task-1" in caplog.text
+
+
 def orjson_loads(data: bytes):
     import orjson
 
