@@ -8,7 +8,7 @@ from typing import Any
 
 from celery import shared_task
 
-from gateway.broker import db_outage_retry, wait_out_db_outage
+from gateway.broker import db_outage_retry, save_or_split, wait_out_db_outage
 
 log = logging.getLogger("captures")
 
@@ -34,21 +34,11 @@ def persist_captures(items: list[list[Any]]) -> int:
     """Insert a batch of captures (``[meta, blob_b64]`` each) in one transaction, then one size
     budget pass: what the gateway publishes since issue 13's drain work. One task per capture
     (``persist_capture``, kept for messages an older gateway queued) cost the worker a task and
-    a budget query per row, and a spooled backlog took tens of seconds to write."""
-    from django.db import InterfaceError, OperationalError, transaction
+    a budget query per row, and a spooled backlog took tens of seconds to write. A capture that
+    cannot be stored costs only itself (``save_or_split``)."""
+    from captures import retention
 
-    from captures import retention, store
-
-    try:
-        with transaction.atomic():
-            saved = store.save_many([(meta, base64.b64decode(blob)) for meta, blob in items])
-    except (OperationalError, InterfaceError):
-        raise  # the database is away: retried as a whole (stored ids are skipped then)
-    except Exception:
-        # One capture that cannot be stored must not cost the others of its task: one by one,
-        # each dropped one logged with its request id.
-        log.warning("capture batch of %d failed; storing it one by one", len(items), exc_info=True)
-        saved = _save_each(items)
+    saved = save_or_split(items, _save_many, log=log, label="capture", request_id=_request_id)
     try:
         retention.enforce_size()
     except Exception:  # the captures are stored; a budget pass failing must not lose them
@@ -56,22 +46,18 @@ def persist_captures(items: list[list[Any]]) -> int:
     return saved
 
 
-def _save_each(items: list[list[Any]]) -> int:
-    from django.db import InterfaceError, OperationalError, transaction
+def _save_many(items: list[list[Any]]) -> int:
+    from django.db import transaction
 
     from captures import store
 
-    saved = 0
-    for meta, blob in items:
-        try:
-            with transaction.atomic():
-                saved += store.save_many([(meta, base64.b64decode(blob))])
-        except (OperationalError, InterfaceError):
-            raise
-        except Exception:
-            request_id = meta.get("request_id", "") if isinstance(meta, dict) else ""
-            log.exception("capture dropped: could not store request_id=%s", request_id)
-    return saved
+    with transaction.atomic():
+        return store.save_many([(meta, base64.b64decode(blob)) for meta, blob in items])
+
+
+def _request_id(item: list[Any]) -> str:
+    meta = item[0] if item else None
+    return str(meta.get("request_id", "")) if isinstance(meta, dict) else ""
 
 
 @shared_task(name="captures.tasks.enforce_retention", ignore_result=True)

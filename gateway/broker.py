@@ -4,6 +4,7 @@ app's publishes fail fast instead of blocking the writer for seconds per attempt
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -99,3 +100,37 @@ def wait_out_db_outage(fn: Callable[..., T]) -> Callable[..., T]:
                 time.sleep(DB_WAIT_STEP)
 
     return run
+
+
+def save_or_split(
+    items: list[Any],
+    save: Callable[[list[Any]], int],
+    *,
+    log: logging.Logger,
+    label: str,
+    request_id: Callable[[Any], str],
+) -> int:
+    """``save(items)`` for a task that writes a batch. A batch that fails for a reason of its own
+    is saved item by item, and an item that still fails is logged with its request id and
+    dropped: one item that cannot be stored costs only itself, not every item of the task. A
+    database outage is raised, for the task to be retried whole (stored ids are skipped then)."""
+    from django.db import InterfaceError, OperationalError
+
+    try:
+        return save(items)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:
+        if len(items) == 1:
+            log.exception("%s dropped: request_id=%s", label, request_id(items[0]))
+            return 0
+        log.warning("%s batch of %d failed; storing it one by one", label, len(items), exc_info=True)
+    saved = 0
+    for item in items:
+        try:
+            saved += save([item])
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:
+            log.exception("%s dropped: request_id=%s", label, request_id(item))
+    return saved

@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from gateway.broker import db_outage_retry, wait_out_db_outage
+from gateway.broker import db_outage_retry, save_or_split, wait_out_db_outage
 
 log = logging.getLogger("requestlogs")
 
@@ -15,31 +15,11 @@ log = logging.getLogger("requestlogs")
 @shared_task(name="requestlogs.tasks.persist_request_logs", ignore_result=True, **db_outage_retry())
 @wait_out_db_outage
 def persist_request_logs(rows: list[dict[str, Any]]) -> int:
-    """Insert a batch of rows (idempotent by request id). A batch that fails for a reason of its
-    own (not the database being away: that is retried) is written row by row, so one row that
-    cannot be stored costs only itself (logged with its request id), not every row of the task."""
-    from django.db import InterfaceError, OperationalError
-
+    """Insert a batch of rows (idempotent by request id); a row that cannot be stored costs only
+    itself (``save_or_split``)."""
     from requestlogs import store
 
-    try:
-        return store.save_rows(rows)
-    except (OperationalError, InterfaceError):
-        raise
-    except Exception:
-        if len(rows) == 1:
-            log.exception("request log row dropped: request_id=%s", _request_id(rows[0]))
-            return 0
-        log.warning("request log batch of %d failed; storing it row by row", len(rows), exc_info=True)
-    saved = 0
-    for row in rows:
-        try:
-            saved += store.save_rows([row])
-        except (OperationalError, InterfaceError):
-            raise  # retried as a whole: the rows stored meanwhile are skipped then
-        except Exception:
-            log.exception("request log row dropped: request_id=%s", _request_id(row))
-    return saved
+    return save_or_split(rows, store.save_rows, log=log, label="request log row", request_id=_request_id)
 
 
 def _request_id(row: Any) -> str:

@@ -116,10 +116,7 @@ def client_ip(scope: Mapping[str, Any], headers: Mapping[str, str], trusted: tup
     peer = client[0] if client else ""
     if not trusted:
         return peer
-    forwarded = headers.get("x-forwarded-for") or headers.get("x-real-ip")
-    if not forwarded or not _trusted_peer(peer, trusted):
-        return peer
-    return _forwarded_client(peer, forwarded, trusted)
+    return forwarded_client(peer, headers.get("x-forwarded-for") or headers.get("x-real-ip") or "", trusted)
 
 
 def forwarded_client(peer: str, forwarded: str, trusted: tuple[IPNetwork, ...]) -> str:
