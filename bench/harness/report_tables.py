@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cases import label
-from .report_util import errors, fig, mb, med, paired_ratio, ratio, series
+from .report_util import capture_counts, errors, fig, mb, med, paired_ratio, ratio, series
 
 PROCESSES = {"gateway": "{w} uvicorn workers", "litellm": "{w} uvicorn workers", "portkey": "1 Node process"}
 
@@ -355,14 +355,12 @@ class Tables:
                 ]
             )
         self.w()
-        counts = self.b.meta.get("captures")
-        if counts:
-            asked = sum(
-                r.requests for c in self.b.capture_cases for r in c.results.get("gateway+capture", [])
-            )
+        counts = capture_counts(self.b)
+        if counts is not None:
+            asked, persisted, dropped = counts
             self.w(
-                f"Of {asked} capture-on requests, **{counts['persisted']} captures were persisted and "
-                f'{counts["dropped"]} dropped** ("capture dropped" lines in the gateway log).'
+                f"Of {asked} capture-on requests, **{persisted} captures were persisted and "
+                f'{dropped} dropped** ("capture dropped" lines in the gateway log).'
             )
             self.w()
         self.notes(self.b.capture_cases)

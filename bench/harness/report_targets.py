@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .report_util import NA, paired_ratio, series
+from .report_util import NA, capture_counts, paired_ratio, series
 from .stats import Figure
 
 
@@ -55,6 +55,13 @@ class Targets:
             t.value = NA + (f" ({missing})" if missing else " (case not in this run)")
         self.rows.append(t)
         return t
+
+    def captures_kept(self) -> str:
+        counts = capture_counts(self.b)
+        if counts is None:
+            return ""
+        asked, persisted, _ = counts
+        return f"; {100.0 * persisted / asked:.0f} % of the run's capture-on requests were captured, the writer shed the rest"
 
     def cpu(self, key: str, system: str = "gateway") -> list[float] | None:
         c = self.case(key)
@@ -161,7 +168,7 @@ class Targets:
             "Python objects more than before the burst, and a pool capped at 2 connections keeps the same.",
         )
         cap = self.case(f"capture-{n}")
-        self.add(
+        row = self.add(
             "20",
             f"capture on ≥ 80 % of capture-off throughput ({n} conn)",
             paired_ratio(series(cap, "gateway+capture", "rps"), series(cap, "gateway", "rps")),
@@ -171,6 +178,9 @@ class Targets:
             why="See the capture section: the writer's drain after each run and the persisted/dropped counts "
             "tell whether the request path or the writer is the limit.",
         )
+        kept = self.captures_kept()
+        if kept:
+            row.value += kept
         self.figure_row("20", "worker-split", "connections spread evenly over the workers")
         self.rss_rows()
 

@@ -53,3 +53,14 @@ def errors(case: Any) -> str:
 
 def mb(values: list[float] | None) -> str:
     return f"{sum(values):.1f} ({' + '.join(f'{x:.1f}' for x in values)})" if values else NA
+
+
+def capture_counts(bench: Any) -> tuple[int, int, int] | None:
+    """(capture-on requests, captures persisted, captures dropped) of the run, or None when it
+    has no capture case or no counts: at a load the capture writer cannot follow it sheds
+    captures (``CAPTURE_WRITER_SHARE``), which the throughput ratio alone does not show."""
+    counts = bench.meta.get("captures")
+    asked = sum(r.requests for c in bench.capture_cases for r in c.results.get("gateway+capture", []))
+    if not counts or not asked:
+        return None
+    return asked, counts["persisted"], counts["dropped"]

@@ -132,7 +132,7 @@ def fake_results(tmp_path: Path) -> Path:
             "args": args,
             "argv": "",
             "capture_sink": "real writer",
-            "captures": {"persisted": 10, "dropped": 0},
+            "captures": {"persisted": 12000, "dropped": 100500},
             "portkey": "1.15.2 (Node v20)",
         },
         "cases": cases,
@@ -201,10 +201,12 @@ def test_report_renders_targets_peers_and_checks(run, tmp_path):
         in text
     )
     assert "| 20 | RSS of two idle workers ≤ 150 MB | 141.0 MB (70.0 + 71.0) | **yes** |" in text
+    # the throughput ratio is met, and the row says how few of those requests were captured
     assert (
-        "| 20 | capture on ≥ 80 % of capture-off throughput (64 conn) | 0.83 (0.83–0.83) × | **yes** |"
-        in text
+        "| 20 | capture on ≥ 80 % of capture-off throughput (64 conn) | 0.83 (0.83–0.83) ×; 11 % of the "
+        "run's capture-on requests were captured, the writer shed the rest | **yes** |" in text
     )
+    assert "Of 112500 capture-on requests, **12000 captures were persisted and 100500 dropped**" in text
     # placeholders other families fill: absent -> "not measured", supplied through bench.figures -> shown
     assert rows(text, "| 20 | agent-sized requests")[0].endswith("| not measured |")
     assert (
