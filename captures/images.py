@@ -46,9 +46,9 @@ def may_hold_image(data: bytes) -> bool:
     means the walk can be skipped. A run of ``PLACEHOLDER_MIN`` base64 characters is found with
     ``translate`` and a substring search: the regex ``[A-Za-z0-9+/]{1024,}`` rescanned every
     shorter run from each of its positions and was the writer's dearest screen (issue 20)."""
-    if b"data:image/" in data:
+    if data.find(b"data:image/") >= 0:
         return True
-    return len(data) >= PLACEHOLDER_MIN and _B64_RUN in data.translate(_B64_MAP)
+    return len(data) >= PLACEHOLDER_MIN and data.translate(_B64_MAP).find(_B64_RUN) >= 0
 
 
 def _sniff(b64: str) -> str | None:

@@ -59,6 +59,9 @@ _ENDINGS = (b'key":', b'ization":', b'word":', b'swd":', b'secret":', b'token":'
 assert all(any((k + '":').encode().endswith(e) for e in _ENDINGS) for k in SECRET_KEYS)
 
 
+_ASCII_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+
+
 def may_hold_secret(data: bytes) -> bool:
     """Whether ``data`` (compact JSON as orjson writes it) may have a key :func:`mask_secrets`
     masks; False means the walk would change nothing and can be skipped. A key is written as
@@ -68,9 +71,9 @@ def may_hold_secret(data: bytes) -> bool:
     some non-ASCII letters to ASCII ones)."""
     if not data.isascii():
         return True
-    folded = data.lower().translate(None, b"_-")
+    folded = data.translate(_ASCII_LOWER, b"_-")  # (lower and fold in one pass: ASCII only here)
     for ending in _ENDINGS:
-        if ending in folded:
+        if folded.find(ending) >= 0:
             return _KEY_AT.search(folded) is not None
     return False
 

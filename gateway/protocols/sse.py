@@ -47,7 +47,9 @@ class SSEParser:
         if self._cr and chunk[:1] == b"\n":
             chunk = chunk[1:]
         self._cr = chunk[-1:] == b"\r"
-        if b"\r" in chunk:
+        # ``find``, not ``in``, for bytes here and in the capture screens: CPython 3.11 first tries
+        # a bytes needle as an integer and formats the TypeError it then discards (2x the time).
+        if chunk.find(b"\r") >= 0:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if not self._buf and not self._data and self._event is None:
             end = chunk.rfind(b"\n\n")
@@ -57,7 +59,7 @@ class SSEParser:
                     # the common shapes, one data line with or without an event line before it,
                     # cut out directly; anything else line by line (``_lines``, the same result)
                     if len(block) <= limit:
-                        if block[:6] == b"data: " and b"\n" not in block:
+                        if block[:6] == b"data: " and block.find(b"\n") < 0:
                             yield None, block[6:].decode("utf-8", "replace")
                             continue
                         if block[:7] == b"event: " and (event := _event_block(block)) is not None:

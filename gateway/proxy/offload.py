@@ -32,7 +32,7 @@ log = logging.getLogger("gateway.proxy")
 def wants_offload(raw: bytes | bytearray, threshold: int) -> bool:
     """Whether ``raw`` is large and carries base64 data, so is worth parsing on the pool
     (``threshold`` 0: never). The scan runs only past the threshold."""
-    return 0 < threshold < len(raw) and b"base64" in raw
+    return 0 < threshold < len(raw) and raw.find(b"base64") >= 0
 
 
 async def parse(raw: bytes | bytearray) -> tuple[str, Any]:
