@@ -178,9 +178,7 @@ class Targets:
             why="See the capture section: the writer's drain after each run and the persisted/dropped counts "
             "tell whether the request path or the writer is the limit.",
         )
-        kept = self.captures_kept()
-        if kept:
-            row.value += kept
+        row.value += self.captures_kept()
         self.figure_row("20", "worker-split", "connections spread evenly over the workers")
         self.rss_rows()
 
